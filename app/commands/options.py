@@ -1,0 +1,124 @@
+"""Flags shared by commands that load a model or sample from one."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import get_args
+
+from app.engine.types import KVCacheType, LoadParams, SamplingParams
+
+
+def add_load_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("loading")
+    g.add_argument(
+        "-c",
+        "--ctx",
+        type=int,
+        default=None,
+        metavar="N",
+        help="context length in tokens (default: automatic, up to 8192)",
+    )
+    g.add_argument(
+        "-t",
+        "--threads",
+        type=int,
+        default=None,
+        metavar="N",
+        help="CPU threads (default: one per physical core)",
+    )
+    g.add_argument(
+        "--gpu-layers",
+        type=int,
+        default=0,
+        metavar="N",
+        help="layers to offload to the GPU (-1: all)",
+    )
+    g.add_argument("--batch", type=int, default=512, metavar="N", help="prompt batch size")
+    g.add_argument("--flash-attn", action="store_true", help="use flash attention")
+    g.add_argument(
+        "--no-mmap", action="store_true", help="read the model into RAM instead of mapping it"
+    )
+    g.add_argument("--mlock", action="store_true", help="lock the model in RAM")
+    g.add_argument(
+        "--kv-type",
+        choices=get_args(KVCacheType),
+        default="f16",
+        help="KV cache type (q8_0 halves its memory)",
+    )
+
+
+def load_params(args: argparse.Namespace) -> LoadParams:
+    return LoadParams(
+        n_ctx=args.ctx,
+        n_threads=args.threads,
+        n_gpu_layers=args.gpu_layers,
+        n_batch=args.batch,
+        flash_attn=args.flash_attn,
+        use_mmap=not args.no_mmap,
+        use_mlock=args.mlock,
+        cache_type_k=args.kv_type,
+        cache_type_v=args.kv_type,
+    )
+
+
+def add_sampling_flags(p: argparse.ArgumentParser) -> None:
+    d = SamplingParams()
+    g = p.add_argument_group("sampling")
+    g.add_argument(
+        "--temp", type=float, default=d.temperature, metavar="T", help="temperature (0: greedy)"
+    )
+    g.add_argument("--top-p", type=float, default=d.top_p, metavar="P")
+    g.add_argument("--top-k", type=int, default=d.top_k, metavar="K")
+    g.add_argument("--min-p", type=float, default=d.min_p, metavar="P")
+    g.add_argument("--repeat-penalty", type=float, default=d.repeat_penalty, metavar="X")
+    g.add_argument("--seed", type=int, default=None, help="seed for reproducible sampling")
+    g.add_argument(
+        "-n",
+        "--max-tokens",
+        type=int,
+        default=None,
+        metavar="N",
+        help="stop after N tokens (default: until the context is full)",
+    )
+    g.add_argument(
+        "--stop",
+        action="append",
+        default=[],
+        metavar="TEXT",
+        help="stop when TEXT is generated (repeatable)",
+    )
+    g.add_argument("--mirostat", type=int, choices=(0, 1, 2), default=0, help="mirostat mode")
+    g.add_argument(
+        "--grammar-file",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="constrain the output with a GBNF grammar",
+    )
+    g.add_argument(
+        "--json-schema",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="constrain the output to JSON matching this schema file",
+    )
+
+
+def sampling_params(args: argparse.Namespace) -> SamplingParams:
+    grammar = args.grammar_file.read_text(encoding="utf-8") if args.grammar_file else None
+    schema = json.loads(args.json_schema.read_text(encoding="utf-8")) if args.json_schema else None
+    return SamplingParams(
+        temperature=args.temp,
+        top_p=args.top_p,
+        top_k=args.top_k,
+        min_p=args.min_p,
+        repeat_penalty=args.repeat_penalty,
+        seed=args.seed,
+        max_tokens=args.max_tokens,
+        stop=tuple(args.stop),
+        mirostat_mode=args.mirostat,
+        grammar=grammar,
+        json_schema=schema,
+    )

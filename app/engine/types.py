@@ -1,0 +1,285 @@
+"""Engine contracts: requests, parameters, events and errors.
+
+Everything that produces tokens speaks these types: the llama.cpp engine, the remote engine,
+the GUI bridge and the HTTP routes. No Qt, no llama_cpp imports here.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypedDict
+
+KVCacheType = Literal["f32", "f16", "bf16", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0"]
+FinishReason = Literal["stop", "length", "cancelled", "error", "tool_calls"]
+
+_job_ids = itertools.count(1)
+
+
+def new_job_id() -> str:
+    return f"job-{next(_job_ids)}"
+
+
+@dataclass(frozen=True, slots=True)
+class LoadParams:
+    """How a model is loaded. ``None`` means "pick a sensible default for this machine"."""
+
+    n_ctx: int | None = None
+    n_gpu_layers: int = 0
+    n_threads: int | None = None
+    n_threads_batch: int | None = None
+    n_batch: int = 512
+    n_ubatch: int = 512
+    flash_attn: bool = False
+    use_mmap: bool = True
+    use_mlock: bool = False
+    cache_type_k: KVCacheType = "f16"
+    cache_type_v: KVCacheType = "f16"
+    chat_template: str | None = None  # overrides the template in the GGUF metadata
+
+
+@dataclass(frozen=True, slots=True)
+class SamplingParams:
+    """Sampling shared by every caller (GUI, API, CLI). Defaults follow llama.cpp's."""
+
+    temperature: float = 0.8
+    top_p: float = 0.95
+    top_k: int = 40
+    min_p: float = 0.05
+    typical_p: float = 1.0
+    repeat_penalty: float = 1.0
+    repeat_last_n: int = 64
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    seed: int | None = None
+    max_tokens: int | None = None  # None: until the context is full
+    stop: tuple[str, ...] = ()
+    mirostat_mode: int = 0
+    mirostat_tau: float = 5.0
+    mirostat_eta: float = 0.1
+    logit_bias: dict[int, float] | None = None
+    grammar: str | None = None  # GBNF
+    json_schema: dict[str, Any] | None = None  # constrains output to JSON matching it
+
+
+class ChatMessage(TypedDict, total=False):
+    role: str
+    content: str | None
+    name: str
+    tool_calls: list[dict[str, Any]]
+    tool_call_id: str
+
+
+@dataclass(slots=True)
+class ChatRequest:
+    messages: list[ChatMessage]
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    model: str | None = None  # a loaded model's id; None: the most recently loaded one
+    tools: list[dict[str, Any]] | None = None
+    add_generation_prompt: bool = True
+
+
+@dataclass(slots=True)
+class CompletionRequest:
+    prompt: str
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    model: str | None = None
+    suffix: str | None = None  # fill-in-the-middle: the text after the cursor
+    echo: bool = False
+
+
+@dataclass(slots=True)
+class LoadRequest:
+    path: str
+    params: LoadParams = field(default_factory=LoadParams)
+    model_id: str | None = None  # defaults to the file's path
+
+
+@dataclass(slots=True)
+class UnloadRequest:
+    model: str | None = None  # None: unload every model
+
+
+@dataclass(slots=True)
+class TokenizeRequest:
+    text: str
+    model: str | None = None
+    add_special: bool = True
+
+
+@dataclass(slots=True)
+class EmbeddingRequest:
+    inputs: list[str]
+    model: str | None = None
+    normalize: bool = True
+
+
+@dataclass(slots=True)
+class RenderPromptRequest:
+    """Ask for the exact prompt text a chat request would be turned into."""
+
+    chat: ChatRequest
+
+
+Request = (
+    ChatRequest
+    | CompletionRequest
+    | LoadRequest
+    | UnloadRequest
+    | TokenizeRequest
+    | EmbeddingRequest
+    | RenderPromptRequest
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0  # prompt tokens reused from the KV cache (not evaluated again)
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    @property
+    def evaluated_prompt_tokens(self) -> int:
+        return self.prompt_tokens - self.cached_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class Timings:
+    time_to_first_token: float = 0.0  # seconds from the job's start to its first token
+    prompt_seconds: float = 0.0
+    generation_seconds: float = 0.0
+    prompt_tokens_per_second: float = 0.0
+    generation_tokens_per_second: float = 0.0
+    queued_seconds: float = 0.0  # time spent waiting in the worker's queue
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedModel:
+    """What a successful load job returns."""
+
+    model_id: str
+    path: str
+    n_ctx: int
+    n_ctx_train: int
+    n_threads: int
+    params: LoadParams
+    chat_template: str | None
+    has_fim: bool
+    load_seconds: float
+
+
+# ---- events ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Started:
+    job_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Delta:
+    """A piece of generated text (already UTF-8 clean, never part of a stop string)."""
+
+    job_id: str
+    text: str
+    token_count: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallDelta:
+    job_id: str
+    index: int
+    id: str | None = None
+    name: str | None = None
+    arguments: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """The job's final event when it did not fail. ``result`` holds non-streaming output
+    (a LoadedModel, token ids, embeddings, a rendered prompt, or the full generated text)."""
+
+    job_id: str
+    reason: FinishReason
+    usage: Usage = Usage()
+    timings: Timings = Timings()
+    result: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    """The job's final event when it failed. ``reason`` is always "error"."""
+
+    job_id: str
+    error: EngineError
+    usage: Usage = Usage()
+    timings: Timings = Timings()
+
+    @property
+    def reason(self) -> FinishReason:
+        return "error"
+
+
+Event = Started | Delta | ToolCallDelta | Finished | Failed
+FinalEvent = Finished | Failed
+
+
+# ---- errors ---------------------------------------------------------------------------------
+
+
+class EngineError(Exception):
+    """An error a user can act on. ``code`` is stable and machine-readable."""
+
+    code = "engine_error"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class ModelFileError(EngineError):
+    code = "model_file"
+
+
+class ModelNotFoundError(ModelFileError):
+    code = "model_not_found"
+
+
+class NotGGUFError(ModelFileError):
+    code = "not_gguf"
+
+
+class TruncatedModelError(ModelFileError):
+    code = "truncated_model"
+
+
+class OutOfMemoryError(EngineError):
+    code = "out_of_memory"
+
+    def __init__(self, message: str, fits_n_ctx: int | None = None) -> None:
+        super().__init__(message)
+        self.fits_n_ctx = fits_n_ctx
+
+
+class ModelNotLoadedError(EngineError):
+    code = "model_not_loaded"
+
+
+class ContextOverflowError(EngineError):
+    code = "context_overflow"
+
+
+class BadRequestError(EngineError):
+    code = "bad_request"
+
+
+class EngineCrashedError(EngineError):
+    code = "engine_crashed"
+
+
+class QueueFullError(EngineError):
+    code = "queue_full"

@@ -1,0 +1,366 @@
+"""EngineWorker: the one thread that owns every loaded model.
+
+Loading, unloading, generating, tokenizing and embedding are all jobs on its queue, so a model
+swap never overlaps a generation and a llama.cpp context is never touched by two threads.
+
+A job has an id, its request, a cancel token and a sink. The sink receives ``Started``,
+``Delta`` events and exactly one final event (``Finished`` or ``Failed``). Sinks are called on
+the worker thread, except for a job cancelled while still queued, whose final event is sent
+from the cancelling thread; either way sinks must be quick and thread-safe (hand events to
+Qt with a queued signal, to asyncio with ``loop.call_soon_threadsafe``).
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.engine.types import (
+    BadRequestError,
+    ChatRequest,
+    CompletionRequest,
+    Delta,
+    EmbeddingRequest,
+    EngineCrashedError,
+    EngineError,
+    Event,
+    Failed,
+    FinalEvent,
+    Finished,
+    LoadParams,
+    LoadRequest,
+    ModelNotLoadedError,
+    QueueFullError,
+    RenderPromptRequest,
+    Request,
+    Started,
+    Timings,
+    TokenizeRequest,
+    UnloadRequest,
+    Usage,
+    new_job_id,
+)
+
+log = logging.getLogger(__name__)
+
+Sink = Callable[[Event], None]
+
+
+class Job:
+    """A unit of work on the engine worker. Iterate ``events()`` or pass a sink."""
+
+    def __init__(self, request: Request, sink: Sink | None = None) -> None:
+        self.id = new_job_id()
+        self.request = request
+        self.cancelled = threading.Event()
+        self.submitted_at = time.perf_counter()
+        self._events: queue.SimpleQueue[Event] | None = None if sink else queue.SimpleQueue()
+        self._sink = sink
+        self._final: FinalEvent | None = None
+        self._done = threading.Event()
+        self._lock = threading.Lock()
+        self._on_cancel: Callable[[Job], None] | None = None
+
+    # -- consumer side ----------------------------------------------------------------------
+
+    def cancel(self) -> None:
+        """Stop the job as soon as possible: mid-prompt, between tokens or while queued."""
+        self.cancelled.set()
+        if self._on_cancel is not None:
+            self._on_cancel(self)
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    @property
+    def final(self) -> FinalEvent | None:
+        return self._final
+
+    def wait(self, timeout: float | None = None) -> FinalEvent:
+        if not self._done.wait(timeout):
+            raise TimeoutError(f"{self.id} did not finish within {timeout} s")
+        assert self._final is not None
+        return self._final
+
+    def result(self, timeout: float | None = None) -> Any:
+        """The job's result; raises the job's EngineError if it failed."""
+        final = self.wait(timeout)
+        if isinstance(final, Failed):
+            raise final.error
+        return final.result
+
+    def events(self, timeout: float | None = None) -> Iterator[Event]:
+        """Every event up to and including the final one (only for jobs without a sink)."""
+        if self._events is None:
+            raise RuntimeError("This job delivers its events to a sink")
+        while True:
+            event = self._events.get(timeout=timeout)
+            yield event
+            if isinstance(event, Finished | Failed):
+                return
+
+    # -- worker side ------------------------------------------------------------------------
+
+    def emit(self, event: Event) -> None:
+        if self._final is not None:
+            return
+        self._deliver(event)
+
+    def finish(self, event: FinalEvent) -> bool:
+        """Deliver the final event; returns False if the job already had one."""
+        with self._lock:
+            if self._final is not None:
+                return False
+            self._final = event
+        self._deliver(event)
+        self._done.set()
+        return True
+
+    def _deliver(self, event: Event) -> None:
+        if self._events is not None:
+            self._events.put(event)
+            return
+        assert self._sink is not None
+        try:
+            self._sink(event)
+        except Exception:
+            log.exception("An event sink of %s raised; ignoring", self.id)
+
+
+@dataclass(slots=True)
+class _State:
+    models: dict[str, Any] = field(default_factory=dict)  # model_id -> LlamaCppModel
+    last_loaded: str | None = None
+
+
+ModelFactory = Callable[[LoadRequest], Any]
+
+
+def _default_factory(request: LoadRequest) -> Any:
+    from app.engine.llamacpp import LlamaCppModel
+
+    return LlamaCppModel(request.path, request.params, request.model_id)
+
+
+class EngineWorker:
+    """Owns the models; runs jobs one at a time in arrival order.
+
+    Thread: one daemon thread named ``ember-engine``. Public methods are thread-safe.
+    ``max_queue`` bounds the number of waiting jobs; ``submit`` raises QueueFullError beyond it.
+    """
+
+    def __init__(self, max_queue: int = 64, model_factory: ModelFactory | None = None) -> None:
+        self.max_queue = max_queue
+        self._factory = model_factory or _default_factory
+        self._queue: deque[Job] = deque()
+        self._cond = threading.Condition()
+        self._current: Job | None = None
+        self._state = _State()
+        self._stopping = False
+        self._thread = threading.Thread(target=self._run, name="ember-engine", daemon=True)
+        self._thread.start()
+
+    # -- submitting -------------------------------------------------------------------------
+
+    def submit(self, request: Request, sink: Sink | None = None) -> Job:
+        job = Job(request, sink)
+        job._on_cancel = self._on_job_cancel
+        with self._cond:
+            if self._stopping:
+                raise EngineCrashedError("The engine is shutting down.")
+            if len(self._queue) >= self.max_queue:
+                raise QueueFullError(
+                    f"The engine has {len(self._queue)} jobs waiting; try again shortly."
+                )
+            self._queue.append(job)
+            self._cond.notify()
+        return job
+
+    def run(self, request: Request, timeout: float | None = None) -> Any:
+        """Submit and wait for the result (for callers that do not stream)."""
+        return self.submit(request).result(timeout)
+
+    def load(self, path: str, params: LoadParams | None = None, model_id: str | None = None) -> Job:
+        return self.submit(LoadRequest(path, params or LoadParams(), model_id))
+
+    @property
+    def queue_length(self) -> int:
+        with self._cond:
+            return len(self._queue)
+
+    @property
+    def busy(self) -> bool:
+        return self._current is not None
+
+    def loaded_models(self) -> list[Any]:
+        """Descriptions (LoadedModel) of the loaded models; safe from any thread."""
+        return [m.describe() for m in list(self._state.models.values())]
+
+    def _on_job_cancel(self, job: Job) -> None:
+        with self._cond:
+            queued = job in self._queue
+            if queued:
+                self._queue.remove(job)
+            elif self._current is job:
+                # Under the lock, so the flag cannot hit the next job by mistake: a new job
+                # clears it only after it became current.
+                model = self._model_of(job.request)
+                if model is not None:
+                    model.abort.set()
+        if queued:
+            waited = time.perf_counter() - job.submitted_at
+            job.finish(Finished(job.id, "cancelled", timings=Timings(queued_seconds=waited)))
+
+    def _model_of(self, request: Request) -> Any:
+        model_id = getattr(request, "model", None)
+        key = model_id or self._state.last_loaded
+        return self._state.models.get(key) if key else None
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def shutdown(self, timeout: float = 10.0) -> None:
+        """Cancel everything, unload every model, stop the thread. Idempotent."""
+        with self._cond:
+            self._stopping = True
+            pending = list(self._queue)
+            self._queue.clear()
+            current = self._current
+            self._cond.notify_all()
+        for job in pending:
+            job.cancelled.set()
+            job.finish(Finished(job.id, "cancelled"))
+        if current is not None:
+            current.cancel()
+        if threading.current_thread() is not self._thread:
+            self._thread.join(timeout)
+
+    # -- the thread ---------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue and not self._stopping:
+                    self._cond.wait()
+                if self._stopping and not self._queue:
+                    break
+                job = self._queue.popleft()
+                self._current = job
+            try:
+                self._execute(job)
+            finally:
+                with self._cond:
+                    self._current = None
+        self._unload_all()
+
+    def _execute(self, job: Job) -> None:
+        queued = time.perf_counter() - job.submitted_at
+        if job.cancelled.is_set():
+            job.finish(Finished(job.id, "cancelled", timings=Timings(queued_seconds=queued)))
+            return
+        job.emit(Started(job.id))
+        try:
+            final = self._dispatch(job)
+        except EngineError as e:
+            final = Failed(job.id, e)
+        except Exception as e:  # a bug or a native failure must not kill the worker
+            log.exception("Engine job %s failed unexpectedly", job.id)
+            final = Failed(job.id, EngineCrashedError(f"The engine failed: {e}"))
+        if queued:
+            final = _with_queue_time(final, queued)
+        job.finish(final)
+
+    def _dispatch(self, job: Job) -> FinalEvent:
+        r = job.request
+        if isinstance(r, LoadRequest):
+            return self._do_load(job, r)
+        if isinstance(r, UnloadRequest):
+            self._do_unload(r.model)
+            return Finished(job.id, "stop")
+        model = self._require_model(getattr(r, "model", None))
+        if isinstance(r, ChatRequest):
+            return self._do_chat(job, model, r)
+        if isinstance(r, CompletionRequest):
+            return self._do_completion(job, model, r)
+        if isinstance(r, TokenizeRequest):
+            tokens = model.tokenize(r.text, r.add_special)
+            return Finished(job.id, "stop", Usage(len(tokens)), result=tokens)
+        if isinstance(r, EmbeddingRequest):
+            vectors, count = model.embed(r.inputs, r.normalize)
+            return Finished(job.id, "stop", Usage(count), result=vectors)
+        if isinstance(r, RenderPromptRequest):
+            return Finished(job.id, "stop", result=model.render_chat(r.chat).text)
+        raise BadRequestError(f"Unknown request type {type(r).__name__}")
+
+    def _require_model(self, model_id: str | None) -> Any:
+        key = model_id or self._state.last_loaded
+        if key is None or key not in self._state.models:
+            loaded = ", ".join(self._state.models) or "none"
+            what = f"Model {model_id!r} is" if model_id else "No model is"
+            raise ModelNotLoadedError(f"{what} not loaded (loaded: {loaded}). Load a model first.")
+        return self._state.models[key]
+
+    def _do_load(self, job: Job, r: LoadRequest) -> FinalEvent:
+        model_id = r.model_id or r.path
+        if model_id in self._state.models:  # reload with (possibly) new parameters
+            self._do_unload(model_id)
+        model = self._factory(r)
+        self._state.models[model.model_id] = model
+        self._state.last_loaded = model.model_id
+        return Finished(job.id, "stop", result=model.describe())
+
+    def _do_unload(self, model_id: str | None) -> None:
+        ids = [model_id] if model_id else list(self._state.models)
+        for mid in ids:
+            model = self._state.models.pop(mid, None)
+            if model is not None:
+                model.close()
+        if self._state.last_loaded not in self._state.models:
+            self._state.last_loaded = next(reversed(self._state.models), None)
+
+    def _unload_all(self) -> None:
+        try:
+            self._do_unload(None)
+        except Exception:
+            log.exception("Unloading models at shutdown failed")
+
+    def _emitter(self, job: Job) -> Callable[[str, int], None]:
+        def emit(text: str, n: int) -> None:
+            job.emit(Delta(job.id, text, n))
+
+        return emit
+
+    def _do_chat(self, job: Job, model: Any, r: ChatRequest) -> FinalEvent:
+        rendered = model.render_chat(r)
+        tokens = model.tokenize(rendered.text)
+        gen = model.generate(tokens, r.sampling, job.cancelled, self._emitter(job), rendered.stop)
+        return Finished(job.id, gen.reason, gen.usage, gen.timings, result=gen.text)
+
+    def _do_completion(self, job: Job, model: Any, r: CompletionRequest) -> FinalEvent:
+        tokens = model.completion_tokens(r)
+        if r.echo:
+            job.emit(Delta(job.id, r.prompt, 0))
+        gen = model.generate(tokens, r.sampling, job.cancelled, self._emitter(job))
+        text = (r.prompt + gen.text) if r.echo else gen.text
+        return Finished(job.id, gen.reason, gen.usage, gen.timings, result=text)
+
+
+def _with_queue_time(final: FinalEvent, queued: float) -> FinalEvent:
+    t = final.timings
+    timings = Timings(
+        t.time_to_first_token + queued,
+        t.prompt_seconds,
+        t.generation_seconds,
+        t.prompt_tokens_per_second,
+        t.generation_tokens_per_second,
+        queued,
+    )
+    if isinstance(final, Failed):
+        return Failed(final.job_id, final.error, final.usage, timings)
+    return Finished(final.job_id, final.reason, final.usage, timings, final.result)

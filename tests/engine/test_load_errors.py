@@ -1,0 +1,90 @@
+"""Every load error is clear, typed, and leaves the worker serving the next job."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from app.engine import llamacpp
+from app.engine.types import (
+    CompletionRequest,
+    Failed,
+    Finished,
+    LoadParams,
+    ModelNotFoundError,
+    NotGGUFError,
+    OutOfMemoryError,
+    SamplingParams,
+    TruncatedModelError,
+)
+from app.engine.worker import EngineWorker
+
+
+@pytest.fixture
+def fresh_worker() -> Iterator[EngineWorker]:
+    w = EngineWorker()
+    yield w
+    w.shutdown()
+
+
+def _load_error(worker: EngineWorker, path: Path, params: LoadParams | None = None) -> Exception:
+    final = worker.load(str(path), params).wait(120)
+    assert isinstance(final, Failed), final
+    return final.error
+
+
+def _still_serves(worker: EngineWorker, gemma_path: Path) -> None:
+    worker.load(str(gemma_path), LoadParams(n_ctx=1024)).result(120)
+    final = worker.submit(CompletionRequest("Hi", SamplingParams(max_tokens=2))).wait(60)
+    assert isinstance(final, Finished)
+
+
+def test_missing_file(fresh_worker: EngineWorker, tmp_path: Path, gemma_path: Path) -> None:
+    err = _load_error(fresh_worker, tmp_path / "nope.gguf")
+    assert isinstance(err, ModelNotFoundError)
+    assert "No model file at" in str(err)
+    _still_serves(fresh_worker, gemma_path)
+
+
+def test_not_a_gguf(fresh_worker: EngineWorker, tmp_path: Path, gemma_path: Path) -> None:
+    bogus = tmp_path / "notes.gguf"
+    bogus.write_text("just some text, definitely not weights\n" * 100)
+    err = _load_error(fresh_worker, bogus)
+    assert isinstance(err, NotGGUFError)
+    assert "not a GGUF" in str(err)
+    _still_serves(fresh_worker, gemma_path)
+
+
+def test_truncated_gguf(fresh_worker: EngineWorker, tmp_path: Path, gemma_path: Path) -> None:
+    cut = tmp_path / "cut.gguf"
+    with gemma_path.open("rb") as src:
+        cut.write_bytes(src.read(20_000_000))
+    err = _load_error(fresh_worker, cut)
+    assert isinstance(err, TruncatedModelError)
+    assert "incomplete" in str(err)
+    _still_serves(fresh_worker, gemma_path)
+
+
+def test_context_that_does_not_fit_says_what_would(
+    fresh_worker: EngineWorker, gemma_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 1.3 GB free: the weights and a modest context fit, a 32k context does not.
+    monkeypatch.setattr(llamacpp, "available_memory", lambda: 1_300_000_000)
+    err = _load_error(fresh_worker, gemma_path, LoadParams(n_ctx=32768))
+    assert isinstance(err, OutOfMemoryError)
+    assert err.fits_n_ctx is not None and 512 <= err.fits_n_ctx < 32768
+    assert f"try a context of {err.fits_n_ctx} tokens" in str(err)
+    # the automatic context shrinks to what fits instead of failing
+    info = fresh_worker.load(str(gemma_path)).result(120)
+    assert info.n_ctx <= err.fits_n_ctx
+
+
+def test_weights_alone_do_not_fit(
+    fresh_worker: EngineWorker, gemma_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(llamacpp, "available_memory", lambda: 100_000_000)
+    err = _load_error(fresh_worker, gemma_path)
+    assert isinstance(err, OutOfMemoryError)
+    assert "smaller quantization" in str(err)

@@ -1,0 +1,168 @@
+"""The CLI end to end, as a user runs it: real subprocesses on the real model."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from app import __version__
+
+EMBER = [sys.executable, "-m", "app"]
+
+
+def ember(
+    *args: str, stdin: str | None = None, timeout: float = 180
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*EMBER, *args], input=stdin, capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+def test_version() -> None:
+    r = ember("--version")
+    assert r.returncode == 0
+    assert r.stdout.strip() == f"Ember {__version__}"
+
+
+def test_help_on_each_command() -> None:
+    for cmd in ("run", "info"):
+        r = ember(cmd, "--help")
+        assert r.returncode == 0, r.stderr
+        assert "usage: ember " + cmd in r.stdout
+
+
+def test_run_streams_an_answer(gemma_path: Path) -> None:
+    r = ember("run", str(gemma_path), "The capital of France is", "--raw", "--temp", "0", "-n", "8")
+    assert r.returncode == 0, r.stderr
+    assert len(r.stdout.strip()) > 0
+    assert r.stderr == ""
+
+
+def test_run_json_prints_usage_and_timings(gemma_path: Path) -> None:
+    r = ember("run", str(gemma_path), "Hello", "--temp", "0", "-n", "5", "--json", "-c", "1024")
+    assert r.returncode == 0, r.stderr
+    summary = json.loads(r.stdout.strip().splitlines()[-1])
+    assert summary["finish_reason"] in ("length", "stop")
+    assert summary["usage"]["completion_tokens"] <= 5
+    assert summary["usage"]["prompt_tokens"] > 0
+    assert summary["timings"]["time_to_first_token"] > 0
+
+
+def test_run_constrained_by_json_schema(gemma_path: Path, tmp_path: Path) -> None:
+    schema = tmp_path / "schema.json"
+    schema.write_text(
+        json.dumps(
+            {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
+        )
+    )
+    r = ember(
+        "run",
+        str(gemma_path),
+        "Status:",
+        "--raw",
+        "--json-schema",
+        str(schema),
+        "-n",
+        "20",
+        "-c",
+        "1024",
+    )
+    assert r.returncode == 0, r.stderr
+    assert isinstance(json.loads(r.stdout)["ok"], bool)
+
+
+def test_interactive_through_a_pipe_keeps_history(gemma_path: Path) -> None:
+    r = ember(
+        "run",
+        str(gemma_path),
+        "--temp",
+        "0",
+        "-n",
+        "6",
+        "-c",
+        "1024",
+        "--json",
+        stdin="My name is Ada.\nWhat is my name?\n/bye\n",
+    )
+    assert r.returncode == 0, r.stderr
+    summaries = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+    assert len(summaries) == 2
+    # the second turn's prompt holds the first turn: history is kept, and the cache reused
+    assert summaries[1]["usage"]["prompt_tokens"] > summaries[0]["usage"]["prompt_tokens"] + 5
+    assert summaries[1]["usage"]["cached_tokens"] >= summaries[0]["usage"]["prompt_tokens"]
+
+
+def test_interactive_end_of_input_leaves_cleanly(gemma_path: Path) -> None:
+    r = ember("run", str(gemma_path), "-c", "1024", stdin="")
+    assert r.returncode == 0, r.stderr
+
+
+def _read_until(fd: int, needle: bytes, timeout: float) -> bytes:
+    buf = b""
+    deadline = time.monotonic() + timeout
+    while needle not in buf:
+        left = deadline - time.monotonic()
+        assert left > 0, f"timed out waiting for {needle!r}; got {buf[-500:]!r}"
+        ready, _, _ = select.select([fd], [], [], left)
+        if ready:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            buf += chunk
+    return buf
+
+
+def test_interactive_on_a_terminal_ctrl_c_stops_the_answer(gemma_path: Path) -> None:
+    """Driven through a pseudo-terminal like a person: Ctrl+C stops the answer, not the chat."""
+    pid, fd = pty.fork()
+    if pid == 0:  # child
+        os.execvp(sys.executable, [*EMBER, "run", str(gemma_path), "-c", "2048", "--temp", "0.9"])
+    try:
+        _read_until(fd, b">>> ", 120)
+        os.write(fd, b"Write a very long story about dragons.\r")
+        _read_until(fd, b" ", 60)  # the answer has started
+        time.sleep(0.5)
+        os.write(fd, b"\x03")  # Ctrl+C
+        out = _read_until(fd, b">>> ", 15)  # back at the prompt, still chatting
+        assert b"Traceback" not in out
+        os.write(fd, b"/bye\r")
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+    finally:
+        os.close(fd)
+
+
+def test_info_prints_metadata_and_estimate(gemma_path: Path) -> None:
+    r = ember("info", str(gemma_path))
+    assert r.returncode == 0, r.stderr
+    assert "gemma3" in r.stdout
+    assert "Q4_K_M" in r.stdout
+    assert "Memory at 8192 ctx" in r.stdout
+    j = ember("info", str(gemma_path), "--json", "--ctx", "4096")
+    data = json.loads(j.stdout)
+    assert data["info"]["architecture"] == "gemma3"
+    assert data["memory"]["n_ctx"] == 4096
+
+
+def test_errors_are_one_line_and_non_zero(tmp_path: Path) -> None:
+    for args in (
+        ("run", str(tmp_path / "missing.gguf"), "hi"),
+        ("info", str(tmp_path / "missing.gguf")),
+    ):
+        r = ember(*args)
+        assert r.returncode == 1
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("ember: error: "), r.stderr
+    notgguf = tmp_path / "x.gguf"
+    notgguf.write_text("hello")
+    r = ember("run", str(notgguf), "hi")
+    assert r.returncode == 1 and "not a GGUF" in r.stderr
