@@ -456,6 +456,9 @@ class LlamaCppModel:
         except (ValueError, RuntimeError) as e:
             raise BadRequestError(f"The grammar or JSON schema is invalid: {e}") from e
         processors = None
+        n_vocab = self.llm.n_vocab()
+        if s.logit_bias and any(not 0 <= t < n_vocab for t in s.logit_bias):
+            raise BadRequestError(f"logit_bias names a token id outside 0..{n_vocab - 1}.")
         if s.logit_bias:
             processors = llama_cpp.LogitsProcessorList([_logit_bias_processor(s.logit_bias)])
         gen: Generator[int, Any, None] = self.llm.generate(

@@ -23,6 +23,7 @@ from app.engine.types import (
     SamplingParams,
     Started,
     TokenizeRequest,
+    UnloadRequest,
 )
 from app.engine.worker import EngineWorker
 
@@ -278,3 +279,41 @@ def test_prompt_longer_than_context_fails_cleanly(
     assert isinstance(final, Failed)
     assert "context of 4096" in str(final.error)
     assert isinstance(worker.submit(CompletionRequest("Hi", GREEDY)).wait(60), Finished)
+
+
+def test_logit_bias_out_of_range_is_a_clear_error(
+    worker: EngineWorker, loaded: LoadedModel
+) -> None:
+    final = worker.submit(CompletionRequest("x", SamplingParams(logit_bias={10**9: 1.0}))).wait(30)
+    assert isinstance(final, Failed) and "outside" in str(final.error)
+
+
+def test_mirostat_and_typical_sampling_run(worker: EngineWorker, loaded: LoadedModel) -> None:
+    for sampling in (
+        SamplingParams(mirostat_mode=2, mirostat_tau=4.0, max_tokens=6, seed=3),
+        SamplingParams(mirostat_mode=1, max_tokens=6, seed=3),
+        SamplingParams(typical_p=0.5, presence_penalty=0.5, frequency_penalty=0.5, max_tokens=6),
+    ):
+        final = worker.submit(CompletionRequest("Hello", sampling)).wait(60)
+        assert isinstance(final, Finished) and final.usage.completion_tokens == 6
+
+
+def test_load_params_reach_llama_cpp(gemma_path: Path) -> None:
+    """A quantized KV cache with flash attention and two threads loads and generates."""
+    from app.engine.types import LoadParams
+
+    w = EngineWorker()
+    try:
+        params = LoadParams(
+            n_ctx=2048, n_threads=1, n_batch=256, flash_attn=True,
+            cache_type_k="q8_0", cache_type_v="q8_0", use_mmap=False,
+        )  # fmt: skip
+        info: LoadedModel = w.load(str(gemma_path), params).result(120)
+        assert (info.n_ctx, info.n_threads, info.params) == (2048, 1, params)
+        final = w.submit(CompletionRequest("Hello", GREEDY)).wait(60)
+        assert isinstance(final, Finished) and final.usage.completion_tokens == 12
+        # unload frees the model: the next job has nothing to run on
+        w.run(UnloadRequest())
+        assert w.loaded_models() == []
+    finally:
+        w.shutdown()
