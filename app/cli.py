@@ -65,12 +65,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(file=sys.stderr)
         return 130
-    except Exception as e:  # the EngineError family and friends: one clear line
-        from app.engine.types import EngineError
-
-        if isinstance(e, EngineError | OSError | ValueError):
+    except Exception as e:  # errors a user can act on: one clear line
+        if isinstance(e, _user_errors()):
             return _fail(str(e))
         raise
+
+
+def _user_errors() -> tuple[type[Exception], ...]:
+    from app.engine.types import EngineError
+    from app.library.downloads import DownloadError
+    from app.library.hub import HubError
+    from app.library.local import LibraryError
+
+    return (EngineError, HubError, LibraryError, DownloadError, OSError, ValueError, LookupError)
 
 
 def _fail(message: str) -> int:

@@ -21,6 +21,8 @@ def ember_home(
     """Every test gets its own EMBER_HOME so no state leaks between tests or into the user's."""
     home = tmp_path_factory.mktemp("ember_home")
     monkeypatch.setenv("EMBER_HOME", str(home))
+    # The library also lists the Hugging Face cache in place: keep the machine's out of tests.
+    monkeypatch.setenv("HF_HUB_CACHE", str(home / "hf-cache"))
     yield home
 
 

@@ -2,24 +2,41 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
-from app.engine.types import ModelNotFoundError
+from app.config import Settings
+from app.library.local import Library, LibraryError
+from app.library.local import ModelNotFoundError as LibraryModelNotFound
+
+# owner/repo, optionally :QUANT or :FILENAME — the shape `ember pull` accepts.
+HUB_SPEC = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+(:[^:/\\]+)?$")
 
 
-def resolve_model(name: str) -> Path:
-    """A path to a .gguf wins; otherwise the name is looked up in the local library."""
+def default_library() -> Library:
+    """The library as the app sees it: Ember's models dir plus the user's extra folders."""
+    extra = Settings().get("library.extra_dirs")
+    return Library(extra_dirs=[Path(p) for p in extra])
+
+
+def looks_like_hub_spec(name: str) -> bool:
+    return bool(HUB_SPEC.match(name)) and not Path(name).expanduser().exists()
+
+
+def resolve_model(name: str, library: Library | None = None) -> Path:
+    """A path to a file wins; otherwise the name is looked up in the local library.
+
+    Raises the library's ModelNotFoundError (with an ``ember pull`` hint) or
+    AmbiguousModelError (naming the candidates)."""
     path = Path(name).expanduser()
-    if path.exists() or name.endswith(".gguf") or ("/" not in name and "\\" in name):
+    if path.exists() or (name.endswith(".gguf") and not looks_like_hub_spec(name)):
         return path
-    try:
-        from app.library.local import Library
-    except ImportError:  # pragma: no cover - the library is part of the app
-        return path
-    found = Library.default().find(name)
-    if found is None:
-        raise ModelNotFoundError(
-            f"No model called {name!r} in the library. `ember ls` lists models; "
-            f"`ember pull {name}` downloads one from the Hugging Face Hub."
-        )
-    return Path(found.path)
+    lib = library or default_library()
+    lib.scan()
+    model = lib.find(name)
+    if model.error:
+        raise LibraryError(f"{model.name} cannot be used: {model.error}")
+    return model.path
+
+
+__all__ = ["LibraryModelNotFound", "default_library", "looks_like_hub_spec", "resolve_model"]

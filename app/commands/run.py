@@ -6,10 +6,11 @@ import argparse
 import json
 import sys
 from dataclasses import asdict
-from typing import Any, TextIO
+from pathlib import Path
+from typing import Any, Protocol, TextIO
 
 from app.commands.options import add_load_flags, add_sampling_flags, load_params, sampling_params
-from app.commands.resolve import resolve_model
+from app.commands.resolve import LibraryModelNotFound, looks_like_hub_spec, resolve_model
 from app.engine.types import (
     ChatMessage,
     ChatRequest,
@@ -19,9 +20,10 @@ from app.engine.types import (
     FinalEvent,
     Finished,
     LoadedModel,
+    Request,
     SamplingParams,
 )
-from app.engine.worker import EngineWorker, Job
+from app.engine.worker import EngineWorker, Job, Sink
 
 HELP = """Commands:
   /bye      leave (or Ctrl+D)
@@ -36,8 +38,18 @@ def add_parser(sub: Any) -> None:
         help="chat with a model in the terminal",
         description="Stream an answer to PROMPT, or chat interactively when PROMPT is left out.",
     )
-    p.add_argument("model", metavar="MODEL", help="a .gguf path or a model in the library")
+    p.add_argument(
+        "model",
+        metavar="MODEL",
+        help="a .gguf path, a model in the library, a Hub repo (OWNER/REPO[:QUANT], pulled "
+        "if missing), or PROVIDER::MODEL on a remote server",
+    )
     p.add_argument("prompt", metavar="PROMPT", nargs="?", help="answer this and exit")
+    p.add_argument(
+        "--provider",
+        metavar="NAME",
+        help="run MODEL on this remote server (see `ember providers`) instead of locally",
+    )
     p.add_argument("--system", default="", help="system prompt")
     p.add_argument(
         "--raw",
@@ -54,8 +66,18 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
+class _Engine(Protocol):
+    """What the chat loop needs: the local worker or a RemoteEngine."""
+
+    def submit(self, request: Request, sink: Sink | None = None) -> Job: ...
+
+
 def run(args: argparse.Namespace) -> int:
-    path = resolve_model(args.model)
+    if args.provider is not None or _is_remote(args.model):
+        from app.commands.providers import run_remote
+
+        return run_remote(args)
+    path = _local_model(args.model)
     sampling = sampling_params(args)
     worker = EngineWorker()
     try:
@@ -69,9 +91,35 @@ def run(args: argparse.Namespace) -> int:
                 final = _stream(worker.submit(ChatRequest(messages, sampling)), sys.stdout)
             _finish_line(final, args.json)
             return 0 if isinstance(final, Finished) else 1
-        return _interactive(worker, loaded, sampling, args)
+        banner = (
+            f"Chatting with {loaded.model_id} ({loaded.n_ctx} tokens of context). "
+            "Type /help for help, /bye to leave."
+        )
+        return _interactive(worker, banner, sampling, args)
     finally:
         worker.shutdown()
+
+
+def _local_model(name: str) -> Path:
+    """A file or library model; a Hub repo that is not here yet is pulled first, so one
+    command goes from nothing to chatting."""
+    try:
+        return resolve_model(name)
+    except LibraryModelNotFound:
+        if not looks_like_hub_spec(name):
+            raise
+        from app.commands.pull import pull
+
+        return pull(name)
+
+
+def _is_remote(model: str) -> bool:
+    """PROVIDER::MODEL (and not an existing file that happens to contain ``::``)."""
+    if "::" not in model or Path(model).exists():
+        return False
+    from app.engine.providers import is_remote_id
+
+    return is_remote_id(model)
 
 
 def _start_messages(system: str) -> list[ChatMessage]:
@@ -132,15 +180,11 @@ def _read_line(prompt: str) -> str | None:
 
 
 def _interactive(
-    worker: EngineWorker, loaded: LoadedModel, sampling: SamplingParams, args: argparse.Namespace
+    worker: _Engine, banner: str, sampling: SamplingParams, args: argparse.Namespace
 ) -> int:
     if sys.stdin.isatty():
         import readline  # noqa: F401  (line editing and history for input())
-    print(
-        f"Chatting with {loaded.model_id} ({loaded.n_ctx} tokens of context). "
-        "Type /help for help, /bye to leave.",
-        file=sys.stderr,
-    )
+    print(banner, file=sys.stderr)
     messages = _start_messages(args.system)
     while True:
         line = _read_line(">>> ")

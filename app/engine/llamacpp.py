@@ -453,7 +453,9 @@ class LlamaCppModel:
                 )
             elif s.grammar:
                 grammar = llama_cpp.LlamaGrammar.from_string(s.grammar, verbose=False)
-        except (ValueError, RuntimeError) as e:
+        # llama_cpp's schema converter reports some problems (e.g. an unresolvable $ref)
+        # with assert, KeyError or TypeError: all of them are the request's fault.
+        except (ValueError, RuntimeError, AssertionError, KeyError, TypeError) as e:
             raise BadRequestError(f"The grammar or JSON schema is invalid: {e}") from e
         processors = None
         n_vocab = self.llm.n_vocab()

@@ -1,0 +1,51 @@
+"""``ember ls``: the models on this machine."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from app.commands.resolve import default_library
+from app.engine.gguf import human_bytes
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "ls",
+        help="list local models",
+        description="List models downloaded by Ember and those found in place (the Hugging "
+        "Face cache, LM Studio's folder, folders you added).",
+    )
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    models = default_library().scan()
+    if args.json:
+        rows = [
+            {
+                "id": m.id, "name": m.name, "path": str(m.path), "size": m.size,
+                "source": m.source, "quant": m.quant,
+                "context_length": m.info.context_length if m.info else None, "error": m.error,
+            }
+            for m in models
+        ]  # fmt: skip
+        print(json.dumps(rows, indent=2))
+        return 0
+    if not models:
+        print("No models yet. Download one with `ember pull OWNER/REPO`, e.g.")
+        print("  ember pull bartowski/Qwen2.5-0.5B-Instruct-GGUF")
+        return 0
+    table = [("NAME", "QUANT", "SIZE", "CONTEXT", "LOCATION")]
+    for m in models:
+        ctx = str(m.info.context_length) if m.info and m.info.context_length else "-"
+        where = m.source if m.owned else f"{m.source}: {m.path}"
+        if m.error:
+            where += f"  (unusable: {m.error})"
+        table.append((m.id, m.quant or "-", human_bytes(m.size), ctx, where))
+    widths = [max(len(row[i]) for row in table) for i in range(4)]
+    for row in table:
+        print("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:4])) + "  " + row[4])
+    return 0
