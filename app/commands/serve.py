@@ -1,0 +1,176 @@
+"""``ember serve``: the OpenAI-compatible API without the GUI.
+
+Binds first (a taken port is one clear line and exit 1, before any slow model load), prints
+the base URL, then loads ``--model`` if given; other library models load on first use.
+Ctrl+C or SIGTERM stops it cleanly: open streams are cancelled, the model is unloaded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from app.cli import CliError
+from app.commands.options import add_load_flags, load_params
+from app.config import Settings, paths
+from app.engine.worker import EngineWorker
+from app.server.catalog import (
+    CatalogError,
+    CatalogModel,
+    ChainCatalog,
+    LibraryCatalog,
+    ModelCatalog,
+    StaticCatalog,
+    entry_for_file,
+)
+from app.server.config import ServerConfig
+from app.server.gateway import Gateway
+from app.server.runner import ServerRunner, ServerStartError
+from app.server.security import check_bind
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "serve",
+        help="serve the OpenAI-compatible API",
+        description="Serve the OpenAI-compatible API (chat, completions, embeddings, models). "
+        "Models in the library load when a request names them.",
+    )
+    p.add_argument(
+        "-m",
+        "--model",
+        metavar="NAME_OR_PATH",
+        help="load this model at start: a .gguf path or a model in the library",
+    )
+    p.add_argument(
+        "--host",
+        default=None,
+        help="address to listen on (default: 127.0.0.1, this computer only); any other "
+        "address requires --api-key",
+    )
+    p.add_argument("-p", "--port", type=int, default=None, help="port (default: 8434)")
+    p.add_argument(
+        "--api-key",
+        default=None,
+        metavar="KEY",
+        help="require `Authorization: Bearer KEY` (default: $EMBER_API_KEY or the setting)",
+    )
+    p.add_argument(
+        "--cors-origin",
+        action="append",
+        default=None,
+        metavar="ORIGIN",
+        help="let web pages from ORIGIN (e.g. http://localhost:3000) call the API; repeatable",
+    )
+    p.add_argument(
+        "--max-queue",
+        type=int,
+        default=16,
+        metavar="N",
+        help="requests that may wait for the engine before answering 503 (default: 16)",
+    )
+    p.add_argument(
+        "--log-requests",
+        action="store_true",
+        help="append every request to EMBER_HOME/logs/requests.jsonl",
+    )
+    add_load_flags(p)
+    p.set_defaults(func=run)
+
+
+def server_config(args: argparse.Namespace, settings: Settings) -> ServerConfig:
+    overrides: dict[str, Any] = {}
+    if args.host is not None:
+        overrides["host"] = args.host
+    if args.port is not None:
+        overrides["port"] = args.port
+    api_key = args.api_key if args.api_key is not None else os.environ.get("EMBER_API_KEY")
+    if api_key is not None:
+        overrides["api_key"] = api_key
+    if args.cors_origin is not None:
+        overrides["cors_origins"] = tuple(args.cors_origin)
+    if args.log_requests:
+        overrides["log_file"] = paths().logs_dir / "requests.jsonl"
+    return ServerConfig.from_settings(settings, **overrides)
+
+
+def _library_catalog() -> ModelCatalog:
+    from app.commands.resolve import default_library
+
+    return LibraryCatalog(default_library())
+
+
+def _startup_model(name: str, library: ModelCatalog) -> CatalogModel:
+    path = Path(name).expanduser()
+    try:
+        found = library.resolve(str(path.resolve()) if path.is_file() else name)
+    except CatalogError as e:
+        raise CliError(str(e)) from e
+    if found is not None:
+        return found
+    if path.is_file():
+        return entry_for_file(path)
+    raise CliError(
+        f"No model called {name!r} in the library and no such file. `ember ls` lists models; "
+        f"`ember pull` downloads them."
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = Settings()
+    config = server_config(args, settings)
+    check_bind(config)
+    library = _library_catalog()
+    static = StaticCatalog()
+    entry = _startup_model(args.model, library) if args.model else None
+    if entry is not None:
+        static.add(entry)
+    worker = EngineWorker()
+    gateway = Gateway(
+        worker, ChainCatalog(static, library), load_params(args), max_waiting=max(1, args.max_queue)
+    )
+    runner = ServerRunner(gateway, config)
+    stop = threading.Event()
+    try:
+        try:
+            status = runner.start()
+        except ServerStartError as e:
+            raise CliError(str(e)) from e
+        _on_signals(stop)
+        print(f"Ember API at {status.base_url}", flush=True)
+        if entry is not None:
+            print(f"Loading {entry.id}…", file=sys.stderr, flush=True)
+            handle = gateway.load(entry.path, entry.id)
+            while not stop.is_set():
+                try:
+                    loaded = handle.wait(0.5)
+                except TimeoutError:
+                    continue
+                print(
+                    f"Model {loaded.model_id} ready ({loaded.n_ctx} tokens of context).",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                break
+        print("Press Ctrl+C to stop.", file=sys.stderr, flush=True)
+        while not stop.wait(0.5):
+            pass
+        print("Stopping…", file=sys.stderr, flush=True)
+        return 0
+    finally:
+        runner.stop()
+        worker.shutdown()
+
+
+def _on_signals(stop: threading.Event) -> None:
+    def handle(_signum: int, _frame: Any) -> None:
+        stop.set()
+
+    for name in ("SIGINT", "SIGTERM", "SIGBREAK"):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), handle)

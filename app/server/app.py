@@ -1,0 +1,49 @@
+"""The FastAPI application factory.
+
+``create_app(gateway, config, request_log)`` builds one app: the OpenAI routes, ``/health``,
+OpenAI-shaped errors for everything, and the ASGI middleware (outermost first): request log,
+then security (Host, Origin/CORS, API key, body size). No state lives in module globals.
+"""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse
+from starlette.responses import Response
+
+from app import __version__
+from app.server.config import ServerConfig
+from app.server.errors import install_handlers
+from app.server.gateway import Gateway
+from app.server.requestlog import RequestLog, RequestLogMiddleware
+from app.server.routes.openai import router as openai_router
+from app.server.security import SecurityMiddleware
+
+
+def create_app(
+    gateway: Gateway, config: ServerConfig | None = None, request_log: RequestLog | None = None
+) -> FastAPI:
+    config = config or ServerConfig()
+    app = FastAPI(
+        title="Ember API",
+        version=__version__,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )
+    app.state.gateway = gateway
+    app.state.config = config
+    install_handlers(app)
+
+    @app.get("/health", response_model=None)
+    async def health() -> Response:
+        """Answers as soon as the server accepts requests (a model may still be loading)."""
+        return JSONResponse({"status": "ok"})
+
+    app.include_router(openai_router)
+    app.add_middleware(SecurityMiddleware, config=config)
+    if request_log is not None:
+        app.add_middleware(
+            RequestLogMiddleware, request_log=request_log, body_chars=config.log_body_chars
+        )
+    return app

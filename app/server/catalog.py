@@ -1,0 +1,203 @@
+"""Which models the server can name: a small interface over the local library.
+
+The server needs only two things from wherever models live: a list (for ``GET /v1/models``)
+and "which file is this id?" (for just-in-time loading). :class:`ModelCatalog` is that
+interface; :class:`LibraryCatalog` adapts Ember's local library, :class:`StaticCatalog` holds
+explicit entries (``ember serve --model some/file.gguf``), :class:`ChainCatalog` combines them.
+
+Catalogs are called from a thread pool (scans touch the disk), so implementations must be
+thread-safe.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from app.library.local import Library, LocalModel
+
+log = logging.getLogger(__name__)
+
+
+EMBEDDING_ARCHITECTURES = frozenset(
+    {"bert", "nomic-bert", "nomic-bert-moe", "jina-bert-v2", "t5encoder", "modern-bert", "neo-bert"}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ModelMeta:
+    """What the routes need from a model's GGUF header."""
+
+    vocab_size: int | None = None
+    context_length: int | None = None
+    has_fim: bool = False
+    chat_template: str | None = None
+    architecture: str | None = None
+
+    @property
+    def embedding_only(self) -> bool:
+        return self.architecture in EMBEDDING_ARCHITECTURES
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogModel:
+    id: str
+    path: str
+    context_length: int | None = None  # the trained context, when known
+    size_bytes: int = 0
+    created: int = 0  # unix seconds (the file's modification time)
+    owned_by: str = "local"
+    meta: ModelMeta | None = None  # None: read from the file's header when needed
+
+
+class CatalogError(Exception):
+    """A name that matches no usable model for a reason worth telling (ambiguous, broken)."""
+
+
+class ModelCatalog(Protocol):
+    def list_models(self) -> list[CatalogModel]:
+        """Every model a request may name."""
+        ...
+
+    def resolve(self, name: str) -> CatalogModel | None:
+        """The model ``name`` means, or None. May raise CatalogError to explain a miss."""
+        ...
+
+
+def entry_for_file(path: str | Path, model_id: str | None = None) -> CatalogModel:
+    """A catalog entry for a model file outside the library; its id is the file's stem."""
+    p = Path(path).expanduser()
+    try:
+        st = p.stat()
+        size, created = st.st_size, int(st.st_mtime)
+    except OSError:
+        size, created = 0, 0
+    return CatalogModel(
+        id=model_id or p.name.removesuffix(".gguf"),
+        path=str(p.resolve()) if p.exists() else str(p),
+        size_bytes=size,
+        created=created,
+    )
+
+
+class StaticCatalog:
+    """A fixed list of models."""
+
+    def __init__(self, models: Iterable[CatalogModel] = ()) -> None:
+        self._models = {m.id: m for m in models}
+        self._lock = threading.Lock()
+
+    def add(self, model: CatalogModel) -> None:
+        with self._lock:
+            self._models[model.id] = model
+
+    def list_models(self) -> list[CatalogModel]:
+        with self._lock:
+            return list(self._models.values())
+
+    def resolve(self, name: str) -> CatalogModel | None:
+        with self._lock:
+            return self._models.get(name)
+
+
+class ChainCatalog:
+    """The first catalog that knows a name wins; lists are merged (first id wins)."""
+
+    def __init__(self, *catalogs: ModelCatalog) -> None:
+        self.catalogs = catalogs
+
+    def list_models(self) -> list[CatalogModel]:
+        seen: dict[str, CatalogModel] = {}
+        for catalog in self.catalogs:
+            for m in catalog.list_models():
+                seen.setdefault(m.id, m)
+        return list(seen.values())
+
+    def resolve(self, name: str) -> CatalogModel | None:
+        first_error: CatalogError | None = None
+        for catalog in self.catalogs:
+            try:
+                found = catalog.resolve(name)
+            except CatalogError as e:
+                first_error = first_error or e
+                continue
+            if found is not None:
+                return found
+        if first_error is not None:
+            raise first_error
+        return None
+
+
+class LibraryCatalog:
+    """Ember's local library as a catalog. Rescans at most every ``rescan_after`` seconds, and
+    once more when a name is not found (a model downloaded a moment ago)."""
+
+    def __init__(self, library: Library | None = None, rescan_after: float = 10.0) -> None:
+        if library is None:
+            from app.library.local import Library
+
+            library = Library()
+        self.library = library
+        self.rescan_after = rescan_after
+        self._lock = threading.Lock()  # Library is not thread-safe
+        self._scanned_at = float("-inf")
+
+    def _scan(self, max_age: float) -> list[LocalModel]:
+        if time.monotonic() - self._scanned_at > max_age:
+            self.library.scan()
+            self._scanned_at = time.monotonic()
+        return self.library.models
+
+    def list_models(self) -> list[CatalogModel]:
+        with self._lock:
+            return [_from_local(m) for m in self._scan(self.rescan_after) if m.error is None]
+
+    def resolve(self, name: str) -> CatalogModel | None:
+        from app.library.local import AmbiguousModelError, LibraryError
+
+        with self._lock:
+            ids = {m.id for m in self._scan(self.rescan_after)}
+            if name not in ids:
+                ids = {m.id for m in self._scan(1.0)}
+            try:
+                found = self.library.find(name)
+            except AmbiguousModelError as e:
+                raise CatalogError(str(e).replace("\n ", "")) from e
+            except LibraryError:
+                return None
+            if found.id not in ids:  # a file path outside the library: never load those
+                return None
+            if found.error:
+                raise CatalogError(f"{found.name} cannot be used: {found.error}")
+            return _from_local(found)
+
+
+def _from_local(m: LocalModel) -> CatalogModel:
+    try:
+        created = int(m.path.stat().st_mtime)
+    except OSError:
+        created = 0
+    owner = m.repo_id.split("/", 1)[0] if m.repo_id else m.source
+    return CatalogModel(
+        id=m.id,
+        path=str(m.path),
+        context_length=m.info.context_length if m.info else None,
+        size_bytes=m.size,
+        created=created,
+        owned_by=owner,
+        meta=ModelMeta(
+            m.info.vocab_size,
+            m.info.context_length,
+            m.info.has_fim,
+            m.info.chat_template,
+            m.info.architecture,
+        )
+        if m.info
+        else None,
+    )

@@ -1,0 +1,41 @@
+"""What a server instance needs to know: where to bind, whom to let in, how patient to be."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from app.config import Settings
+
+DEFAULT_HOST = "127.0.0.1"
+# 8434 collides with none of Ollama (11434), LM Studio (1234), Jan (1337), GPT4All (4891),
+# llama-server/llamafile/LocalAI (8080), vLLM (8000), text-generation-webui (5000, 7860),
+# koboldcpp (5001) or SGLang (30000).
+DEFAULT_PORT = 8434
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    """Settings of one server run. ``port=0`` picks a free port (tests)."""
+
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    api_key: str = ""  # empty: no key (allowed on loopback only)
+    cors_origins: tuple[str, ...] = ()
+    allowed_hosts: tuple[str, ...] = ()  # extra Host names accepted on a loopback bind
+    max_body_bytes: int = 16 * 1024 * 1024
+    graceful_timeout: float = 3.0  # seconds open connections get to finish when stopping
+    log_file: Path | None = None  # also append the request log here (JSON lines)
+    log_body_chars: int = 4000  # request/response bodies kept per log entry
+
+    @classmethod
+    def from_settings(cls, settings: Settings, **overrides: object) -> ServerConfig:
+        config = cls(
+            host=settings.get("server.host") or DEFAULT_HOST,
+            port=int(settings.get("server.port")),
+            api_key=settings.get("server.api_key") or "",
+            cors_origins=tuple(str(o) for o in settings.get("server.cors_origins")),
+        )
+        return replace(config, **overrides)  # type: ignore[arg-type]

@@ -1,0 +1,294 @@
+"""From API request bodies to engine requests (and the checks that need the loaded model)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from app.engine import types as engine
+from app.engine.types import ChatMessage, LoadedModel, SamplingParams
+from app.server import schemas
+from app.server.catalog import ModelMeta
+from app.server.errors import APIError
+from app.server.reasoning import prompt_opens_reasoning
+from app.server.tools import (
+    ToolMode,
+    call_as_text,
+    call_schema,
+    template_supports_tools,
+    tools_prompt,
+)
+
+# Any JSON object; whitespace is bounded so a small model cannot pad forever.
+JSON_OBJECT_GBNF = r"""
+root   ::= object
+value  ::= object | array | string | number | ("true" | "false" | "null") ws
+object ::= "{" ws ( string ":" ws value ("," ws string ":" ws value)* )? "}" ws
+array  ::= "[" ws ( value ("," ws value)* )? "]" ws
+string ::= "\"" ( [^"\\\x7F\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4}) )* "\"" ws
+number ::= ("-"? ([0-9] | [1-9] [0-9]{0,15})) ("." [0-9]+)? ([eE] [-+]? [0-9]{1,4})? ws
+ws     ::= | " " | "\n" [ \t]{0,20}
+"""
+
+COMPLETIONS_DEFAULT_MAX_TOKENS = 16  # OpenAI's default for /v1/completions
+
+
+def _check_common(body: schemas._Sampling) -> None:
+    """Checks shared by chat and completions that pydantic cannot make alone."""
+    if body.n is not None and body.n > 1:
+        raise APIError(
+            400, "Only n=1 is supported: send one request per choice you need.", param="n"
+        )
+    if body.stream_options is not None and not body.stream:
+        raise APIError(
+            400,
+            "The 'stream_options' parameter is only allowed when 'stream' is enabled.",
+            param="stream_options",
+        )
+
+
+def _check_vocabulary(body: schemas._Sampling, meta: ModelMeta) -> None:
+    if body.logit_bias and meta.vocab_size:
+        for key in body.logit_bias:
+            if int(key) >= meta.vocab_size:
+                raise APIError(
+                    400,
+                    f"Invalid 'logit_bias': token id {key} is out of range; this model's "
+                    f"vocabulary has {meta.vocab_size} tokens (ids 0 to {meta.vocab_size - 1}).",
+                    param="logit_bias",
+                    code="invalid_value",
+                )
+
+
+def sampling(
+    body: schemas._Sampling,
+    *,
+    max_tokens: int | None,
+    grammar: str | None = None,
+    json_schema: dict[str, Any] | None = None,
+) -> SamplingParams:
+    d = SamplingParams()
+    mirostat = body.mirostat if body.mirostat is not None else body.mirostat_mode
+
+    def pick(value: Any, default: Any) -> Any:
+        return default if value is None else value
+
+    return SamplingParams(
+        temperature=pick(body.temperature, d.temperature),
+        top_p=pick(body.top_p, d.top_p),
+        top_k=pick(body.top_k, d.top_k),
+        min_p=pick(body.min_p, d.min_p),
+        typical_p=pick(body.typical_p, d.typical_p),
+        repeat_penalty=pick(body.repeat_penalty, d.repeat_penalty),
+        repeat_last_n=pick(body.repeat_last_n, d.repeat_last_n),
+        presence_penalty=pick(body.presence_penalty, d.presence_penalty),
+        frequency_penalty=pick(body.frequency_penalty, d.frequency_penalty),
+        seed=body.seed,
+        max_tokens=max_tokens,
+        stop=body.stops(),
+        mirostat_mode=pick(mirostat, d.mirostat_mode),
+        mirostat_tau=pick(body.mirostat_tau, d.mirostat_tau),
+        mirostat_eta=pick(body.mirostat_eta, d.mirostat_eta),
+        logit_bias={int(k): float(v) for k, v in body.logit_bias.items()}
+        if body.logit_bias
+        else None,
+        grammar=grammar if grammar is not None else body.grammar,
+        json_schema=json_schema,
+    )
+
+
+# ---- chat -----------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class ChatPlan:
+    """What the chat route submits, and how to read the answer."""
+
+    request: engine.ChatRequest
+    tool_mode: ToolMode = "none"
+    tool_names: frozenset[str] = frozenset()
+    reasoning_open: bool = False
+    constrained: bool = False  # response_format or a forced call: no reasoning to split
+
+
+def tool_mode(body: schemas.ChatCompletionRequest) -> tuple[ToolMode, str | None]:
+    choice = body.tool_choice
+    if isinstance(choice, schemas.NamedToolChoice):
+        names = {t.function.name for t in body.tools or []}
+        if choice.function.name not in names:
+            raise APIError(
+                400,
+                f"Invalid 'tool_choice': function '{choice.function.name}' is not in 'tools'.",
+                param="tool_choice",
+            )
+        return "named", choice.function.name
+    if choice is not None and not body.tools:
+        raise APIError(
+            400,
+            "Invalid 'tool_choice': 'tool_choice' is only allowed when 'tools' are given.",
+            param="tool_choice",
+        )
+    if not body.tools or choice == "none":
+        return "none", None
+    return ("required" if choice == "required" else "auto"), None
+
+
+def check_chat(body: schemas.ChatCompletionRequest) -> None:
+    """What can be refused before a model is resolved (and maybe loaded)."""
+    _check_common(body)
+    if body.logprobs:
+        raise APIError(400, "logprobs are not supported by this server.", param="logprobs")
+    tool_mode(body)
+    _response_format(body.response_format)
+
+
+def plan_chat(body: schemas.ChatCompletionRequest, model: LoadedModel, meta: ModelMeta) -> ChatPlan:
+    check_chat(body)
+    _check_vocabulary(body, meta)
+    mode, named = tool_mode(body)
+    functions = [t.function.model_dump(exclude_none=True) for t in body.tools or []]
+    tools_for_template = [t.model_dump(exclude_none=True) for t in body.tools or []]
+    grammar, schema = _response_format(body.response_format)
+    if mode in ("required", "named"):
+        chosen = [f for f in functions if named is None or f["name"] == named]
+        grammar, schema = None, call_schema(chosen)
+    template = model.chat_template
+    native_tools = template_supports_tools(template)
+    messages = _chat_messages(body.messages, native_tools)
+    if mode != "none" and not native_tools:
+        messages = _with_system(messages, tools_prompt(tools_for_template))
+    max_tokens = body.max_completion_tokens or body.max_tokens
+    request = engine.ChatRequest(
+        messages=messages,
+        sampling=sampling(body, max_tokens=max_tokens, grammar=grammar, json_schema=schema),
+        model=model.model_id,
+        tools=tools_for_template if mode != "none" and native_tools else None,
+    )
+    return ChatPlan(
+        request=request,
+        tool_mode=mode,
+        tool_names=frozenset(f["name"] for f in functions),
+        reasoning_open=prompt_opens_reasoning(template),
+        constrained=grammar is not None or schema is not None,
+    )
+
+
+def _response_format(
+    rf: schemas.TextFormat | schemas.JsonObjectFormat | schemas.JsonSchemaFormat | None,
+) -> tuple[str | None, dict[str, Any] | None]:
+    if isinstance(rf, schemas.JsonObjectFormat):
+        return JSON_OBJECT_GBNF, None
+    if isinstance(rf, schemas.JsonSchemaFormat):
+        schema = rf.json_schema.schema_
+        if not schema:
+            raise APIError(
+                400,
+                "Invalid 'response_format.json_schema.schema': a JSON schema is required.",
+                param="response_format.json_schema.schema",
+            )
+        return None, schema
+    return None, None
+
+
+def _chat_messages(messages: list[schemas.Message], native_tools: bool) -> list[ChatMessage]:
+    out: list[ChatMessage] = []
+    for m in messages:
+        role = "system" if m.role == "developer" else "tool" if m.role == "function" else m.role
+        msg: ChatMessage = {"role": role, "content": m.text()}
+        if m.name:
+            msg["name"] = m.name
+        if m.tool_call_id:
+            msg["tool_call_id"] = m.tool_call_id
+        if m.tool_calls:
+            if native_tools:
+                msg["tool_calls"] = [_template_call(c) for c in m.tool_calls]
+            else:
+                calls = "\n".join(
+                    call_as_text(c.function.name, c.function.arguments) for c in m.tool_calls
+                )
+                msg["content"] = f"{m.text() or ''}\n{calls}".strip()
+        out.append(msg)
+    return out
+
+
+def _template_call(call: schemas.ToolCall) -> dict[str, Any]:
+    """Templates (following Hugging Face) expect the arguments as an object, not a string."""
+    try:
+        arguments: Any = json.loads(call.function.arguments or "{}")
+    except ValueError:
+        arguments = call.function.arguments
+    return {
+        "id": call.id,
+        "type": "function",
+        "function": {"name": call.function.name, "arguments": arguments},
+    }
+
+
+def _with_system(messages: list[ChatMessage], text: str) -> list[ChatMessage]:
+    if messages and messages[0].get("role") == "system":
+        first: ChatMessage = {**messages[0]}
+        first["content"] = f"{first.get('content') or ''}\n\n{text}".strip()
+        return [first, *messages[1:]]
+    return [{"role": "system", "content": text}, *messages]
+
+
+# ---- completions and embeddings -------------------------------------------------------------
+
+
+def check_completion(body: schemas.CompletionRequest) -> str:
+    """What can be refused before a model is resolved; returns the prompt."""
+    _check_common(body)
+    if body.best_of is not None and body.best_of > 1:
+        raise APIError(400, "Only best_of=1 is supported.", param="best_of")
+    if body.logprobs:
+        raise APIError(400, "logprobs are not supported by this server.", param="logprobs")
+    prompt = body.prompt
+    if isinstance(prompt, list):
+        if len(prompt) != 1 or not isinstance(prompt[0], str):
+            raise APIError(
+                400,
+                "Send one prompt as a string; token-id prompts and batches of prompts are not "
+                "supported.",
+                param="prompt",
+            )
+        prompt = prompt[0]
+    return prompt
+
+
+def completion_request(
+    body: schemas.CompletionRequest, model: LoadedModel, meta: ModelMeta
+) -> engine.CompletionRequest:
+    prompt = check_completion(body)
+    _check_vocabulary(body, meta)
+    if body.suffix is not None and not model.has_fim:
+        raise APIError(
+            400,
+            f"The model `{model.model_id}` has no fill-in-the-middle tokens, so 'suffix' cannot "
+            "be used with it. Use a code model trained for FIM (e.g. Qwen2.5-Coder).",
+            param="suffix",
+            code="fim_not_supported",
+        )
+    max_tokens = body.max_tokens or COMPLETIONS_DEFAULT_MAX_TOKENS
+    return engine.CompletionRequest(
+        prompt=prompt,
+        sampling=sampling(body, max_tokens=max_tokens),
+        model=model.model_id,
+        suffix=body.suffix,
+        echo=bool(body.echo),
+    )
+
+
+def embedding_inputs(body: schemas.EmbeddingRequest) -> list[str]:
+    inputs = body.input
+    texts = [inputs] if isinstance(inputs, str) else inputs
+    if not texts:
+        raise APIError(400, "Invalid 'input': empty array.", param="input", code="empty_array")
+    if not all(isinstance(t, str) for t in texts):
+        raise APIError(400, "Token-id inputs are not supported; send text.", param="input")
+    strings = [str(t) for t in texts]
+    if any(not t for t in strings):
+        raise APIError(400, "Invalid 'input': an input is an empty string.", param="input")
+    if len(strings) > 2048:
+        raise APIError(400, "Invalid 'input': at most 2048 inputs.", param="input")
+    return strings

@@ -1,0 +1,435 @@
+"""The gateway between HTTP routes (asyncio, on the server thread) and the EngineWorker.
+
+It resolves the model a request names (loading library models just in time), submits jobs to
+the same worker the GUI uses, and hands each job's events to the event loop with
+``loop.call_soon_threadsafe``. It bounds how many API jobs may wait in the engine's queue, so
+API clients cannot crowd out the GUI, and can cancel every API job at once (server stop).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import os
+import threading
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from app.engine import gguf
+from app.engine.types import (
+    EngineError,
+    Event,
+    Failed,
+    FinalEvent,
+    Finished,
+    LoadedModel,
+    LoadParams,
+    LoadRequest,
+    QueueFullError,
+    Request,
+    Started,
+    UnloadRequest,
+)
+from app.engine.worker import EngineWorker, Job
+from app.server.catalog import (
+    CatalogError,
+    CatalogModel,
+    ModelCatalog,
+    ModelMeta,
+    StaticCatalog,
+)
+from app.server.errors import APIError, model_not_found
+
+log = logging.getLogger(__name__)
+
+
+# ---- model metadata -------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=128)
+def _read_meta(path: str, _size: int, _mtime_ns: int) -> ModelMeta:
+    info = gguf.read_gguf(path)
+    return ModelMeta(
+        info.vocab_size, info.context_length, info.has_fim, info.chat_template, info.architecture
+    )
+
+
+def model_meta(path: str) -> ModelMeta:
+    """The header summary of a model file (cached by path, size and mtime); empty if unreadable."""
+    try:
+        st = os.stat(path)
+        return _read_meta(path, st.st_size, st.st_mtime_ns)
+    except (OSError, gguf.GGUFError):
+        return ModelMeta()
+
+
+@dataclass(frozen=True, slots=True)
+class ModelView:
+    """One model as ``GET /v1/models`` shows it."""
+
+    id: str
+    created: int
+    owned_by: str
+    loaded: LoadedModel | None
+    context_length: int | None  # in use when loaded, else the trained length
+    max_context_length: int | None
+    capabilities: tuple[str, ...]
+
+
+def capabilities(meta: ModelMeta, loaded: LoadedModel | None = None) -> tuple[str, ...]:
+    if meta.embedding_only:
+        return ("embeddings",)
+    template = (loaded.chat_template if loaded else None) or meta.chat_template or ""
+    caps = ["chat", "completion", "embeddings", "tool_calls"]
+    if meta.has_fim or (loaded is not None and loaded.has_fim):
+        caps.append("fim")
+    if "<think>" in template:
+        caps.append("reasoning")
+    return tuple(caps)
+
+
+# ---- job events on the event loop -----------------------------------------------------------
+
+
+class JobStream:
+    """One engine job's events, delivered to the event loop that submitted it.
+
+    ``sink`` runs on the worker thread; it only schedules a ``put`` on the loop. Iterating
+    yields every event up to and including the final one.
+    """
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        on_left_queue: Callable[[], None],
+        on_final: Callable[[JobStream], None],
+    ) -> None:
+        self._loop = loop
+        self._queue: asyncio.Queue[Event] = asyncio.Queue()
+        self._on_left_queue = on_left_queue
+        self._on_final = on_final
+        self._left_queue = False
+        self.job: Job | None = None
+        self.final: FinalEvent | None = None
+
+    def sink(self, event: Event) -> None:
+        if not self._left_queue and isinstance(event, Started | Finished | Failed):
+            self._left_queue = True
+            self._on_left_queue()
+        if isinstance(event, Finished | Failed):
+            self._on_final(self)
+        # A closed loop means the server is gone and nobody listens.
+        with contextlib.suppress(RuntimeError):
+            self._loop.call_soon_threadsafe(self._queue.put_nowait, event)
+
+    async def next(self) -> Event:
+        event = await self._queue.get()
+        if isinstance(event, Finished | Failed):
+            self.final = event
+        return event
+
+    async def __aiter__(self) -> AsyncIterator[Event]:
+        while self.final is None:
+            yield await self.next()
+
+    def cancel(self) -> None:
+        if self.job is not None and not self.job.done:
+            self.job.cancel()
+
+
+class LoadHandle:
+    """A load job that several requests (and threads) may wait for."""
+
+    def __init__(self, model_id: str, on_done: Callable[[LoadHandle], None]) -> None:
+        self.model_id = model_id
+        self.job: Job | None = None
+        self._on_done = on_done
+        self._lock = threading.Lock()
+        self._final: FinalEvent | None = None
+        self._done = threading.Event()
+        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[FinalEvent]]] = []
+
+    def sink(self, event: Event) -> None:
+        if not isinstance(event, Finished | Failed):
+            return
+        with self._lock:
+            self._final = event
+            waiters, self._waiters = self._waiters, []
+        self._done.set()
+        self._on_done(self)
+        for loop, future in waiters:
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(_settle, future, event)
+
+    def wait(self, timeout: float | None = None) -> LoadedModel:
+        """Block until loaded (any thread); raises the load's EngineError."""
+        if not self._done.wait(timeout):
+            raise TimeoutError(f"Loading {self.model_id} took longer than {timeout} s")
+        assert self._final is not None
+        return _loaded_or_raise(self._final)
+
+    async def wait_async(self) -> LoadedModel:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[FinalEvent] = loop.create_future()
+        with self._lock:
+            if self._final is not None:
+                future.set_result(self._final)
+            else:
+                self._waiters.append((loop, future))
+        return _loaded_or_raise(await asyncio.shield(future))
+
+
+def _settle(future: asyncio.Future[FinalEvent], event: FinalEvent) -> None:
+    if not future.done():
+        future.set_result(event)
+
+
+def _loaded_or_raise(final: FinalEvent) -> LoadedModel:
+    if isinstance(final, Failed):
+        raise final.error
+    if not isinstance(final.result, LoadedModel):
+        raise EngineError("Loading the model was cancelled.")
+    return final.result
+
+
+# ---- the gateway ----------------------------------------------------------------------------
+
+
+class Gateway:
+    """Shared by the server's routes; thread-safe where noted.
+
+    ``catalog``: the models a request may name (None: only loaded ones). ``load_params``: how
+    just-in-time loads are made. ``max_waiting``: API jobs allowed to wait in the engine queue.
+    ``keep_jit_models``: how many models loaded just in time stay loaded; loading one more
+    unloads the oldest of them (never a model the GUI or ``--model`` loaded).
+    """
+
+    def __init__(
+        self,
+        worker: EngineWorker,
+        catalog: ModelCatalog | None = None,
+        load_params: LoadParams | None = None,
+        *,
+        max_waiting: int = 16,
+        keep_jit_models: int = 1,
+    ) -> None:
+        self.worker = worker
+        self.catalog: ModelCatalog = catalog if catalog is not None else StaticCatalog()
+        self.load_params = load_params or LoadParams()
+        self.max_waiting = max_waiting
+        self.keep_jit_models = max(1, keep_jit_models)
+        self._lock = threading.Lock()
+        self._waiting = 0
+        self._active: set[JobStream] = set()
+        self._loading: dict[str, LoadHandle] = {}
+        self._jit_ids: list[str] = []
+
+    # -- models ---------------------------------------------------------------------------
+
+    def loaded(self) -> list[LoadedModel]:
+        """Loaded models, the most recently loaded last. Any thread."""
+        return list(self.worker.loaded_models())
+
+    def load(self, path: str, model_id: str, params: LoadParams | None = None) -> LoadHandle:
+        """Load a model on the worker; requests naming ``model_id`` meanwhile wait for it.
+        Any thread. Raises QueueFullError when the engine queue is full."""
+        with self._lock:
+            pending = self._loading.get(model_id)
+            if pending is not None:
+                return pending
+            handle = LoadHandle(model_id, self._on_load_done)
+            self._loading[model_id] = handle
+        try:
+            handle.job = self.worker.submit(
+                LoadRequest(path, params or self.load_params, model_id), handle.sink
+            )
+        except EngineError:
+            with self._lock:
+                self._loading.pop(model_id, None)
+            raise
+        return handle
+
+    def _on_load_done(self, handle: LoadHandle) -> None:
+        with self._lock:
+            if self._loading.get(handle.model_id) is handle:
+                del self._loading[handle.model_id]
+
+    async def resolve(self, name: str | None) -> LoadedModel:
+        """The loaded model a request means, loading a library model if needed.
+        Raises APIError (no model, unknown model) or EngineError (the load failed)."""
+        name = (name or "").strip()
+        loaded = self.loaded()
+        if not name:
+            return await self._default_model(loaded)
+        hit = _match_loaded(name, loaded)
+        if hit is not None:
+            return hit
+        pending = self._pending(name)
+        if pending is not None:
+            return await pending.wait_async()
+        try:
+            entry = await asyncio.to_thread(self.catalog.resolve, name)
+        except CatalogError as e:
+            raise model_not_found(name, str(e)) from e
+        if entry is None:
+            raise model_not_found(name)
+        loaded = self.loaded()
+        hit = _match_loaded(entry.id, loaded) or _loaded_file(entry.path, loaded)
+        if hit is not None:  # the same file is loaded already (maybe under another id)
+            return hit
+        return await self._load_just_in_time(entry)
+
+    async def _default_model(self, loaded: list[LoadedModel]) -> LoadedModel:
+        if loaded:
+            return loaded[-1]
+        with self._lock:
+            pending = next(reversed(self._loading.values()), None)
+        if pending is not None:
+            return await pending.wait_async()
+        raise APIError(
+            400,
+            "No model is loaded and the request names none. Set `model` to one of the models "
+            "GET /v1/models lists (it is loaded on first use), or load one in Ember first.",
+            code="model_not_loaded",
+            param="model",
+        )
+
+    def _pending(self, model_id: str) -> LoadHandle | None:
+        with self._lock:
+            return self._loading.get(model_id)
+
+    async def _load_just_in_time(self, entry: CatalogModel) -> LoadedModel:
+        pending = self._pending(entry.id)
+        if pending is None:
+            self._evict_for(entry.id)
+            log.info("Loading %s just in time for a request", entry.id)
+            pending = self.load(entry.path, entry.id)
+            with self._lock:
+                self._jit_ids.append(entry.id)
+        try:
+            return await pending.wait_async()
+        except EngineError:
+            with self._lock:
+                if entry.id in self._jit_ids:
+                    self._jit_ids.remove(entry.id)
+            raise
+
+    def _evict_for(self, model_id: str) -> None:
+        with self._lock:
+            loaded_ids = {m.model_id for m in self.loaded()}
+            self._jit_ids = [i for i in self._jit_ids if i in loaded_ids and i != model_id]
+            evict = self._jit_ids[: max(0, len(self._jit_ids) - self.keep_jit_models + 1)]
+            del self._jit_ids[: len(evict)]
+        for old in evict:
+            log.info("Unloading %s to make room for %s", old, model_id)
+            self.worker.submit(UnloadRequest(old), _ignore)
+
+    async def models(self) -> list[ModelView]:
+        """The catalog's models and the loaded ones (loaded first)."""
+        entries = await asyncio.to_thread(self.catalog.list_models)
+        loaded = self.loaded()
+        views: dict[str, ModelView] = {}
+        for m in reversed(loaded):
+            meta = await asyncio.to_thread(model_meta, m.path)
+            entry = next((e for e in entries if e.id == m.model_id), None)
+            views[m.model_id] = ModelView(
+                id=m.model_id,
+                created=entry.created if entry else _mtime(m.path),
+                owned_by=entry.owned_by if entry else "local",
+                loaded=m,
+                context_length=m.n_ctx,
+                max_context_length=m.n_ctx_train,
+                capabilities=capabilities(meta, m),
+            )
+        for e in entries:
+            if e.id in views:
+                continue
+            entry_meta = e.meta
+            if entry_meta is None:
+                entry_meta = await asyncio.to_thread(model_meta, e.path)
+            same_file = _loaded_file(e.path, loaded)
+            trained = e.context_length or entry_meta.context_length
+            views[e.id] = ModelView(
+                id=e.id,
+                created=e.created,
+                owned_by=e.owned_by,
+                loaded=same_file,
+                context_length=same_file.n_ctx if same_file else trained,
+                max_context_length=trained,
+                capabilities=capabilities(entry_meta, same_file),
+            )
+        return list(views.values())
+
+    # -- jobs -----------------------------------------------------------------------------
+
+    def submit(self, request: Request) -> JobStream:
+        """Submit a job whose events arrive on the running loop. Raises QueueFullError."""
+        with self._lock:
+            if self._waiting >= self.max_waiting:
+                raise QueueFullError(
+                    f"{self._waiting} API requests are already waiting for the engine; "
+                    "try again shortly."
+                )
+            self._waiting += 1
+        stream = JobStream(asyncio.get_running_loop(), self._left_queue, self._finished)
+        with self._lock:
+            self._active.add(stream)
+        try:
+            stream.job = self.worker.submit(request, stream.sink)
+        except BaseException:
+            with self._lock:
+                self._waiting -= 1
+                self._active.discard(stream)
+            raise
+        return stream
+
+    def _left_queue(self) -> None:
+        with self._lock:
+            self._waiting -= 1
+
+    def _finished(self, stream: JobStream) -> None:
+        with self._lock:
+            self._active.discard(stream)
+
+    @property
+    def active_jobs(self) -> int:
+        with self._lock:
+            return len(self._active)
+
+    def cancel_all(self) -> None:
+        """Cancel every API job (queued or running). Any thread."""
+        with self._lock:
+            streams = list(self._active)
+        for stream in streams:
+            stream.cancel()
+
+
+def _ignore(_event: Event) -> None:
+    pass
+
+
+def _mtime(path: str) -> int:
+    try:
+        return int(os.stat(path).st_mtime)
+    except OSError:
+        return 0
+
+
+def _loaded_file(path: str, loaded: list[LoadedModel]) -> LoadedModel | None:
+    real = os.path.realpath(path)
+    return next((m for m in reversed(loaded) if os.path.realpath(m.path) == real), None)
+
+
+def _match_loaded(name: str, loaded: list[LoadedModel]) -> LoadedModel | None:
+    """A loaded model by id, else by its file's path, name or stem (most recent first)."""
+    for m in reversed(loaded):
+        if m.model_id == name:
+            return m
+    for m in reversed(loaded):
+        p = Path(m.path)
+        if name in (m.path, p.name, p.name.removesuffix(".gguf")):
+            return m
+    return None

@@ -1,0 +1,341 @@
+"""The OpenAI-compatible routes: models, chat completions, completions, embeddings.
+
+Each generating route: parse the body (400 on any problem), resolve the model (404, or a
+just-in-time load), submit one job to the shared engine queue (503 when full), then answer.
+Streaming answers wait for the first token (at most ~1 s after the job starts, ~10 s while it
+is queued) before sending headers, so an engine-side rejection (context overflow, a bad
+grammar) is still a proper 4xx; later failures arrive as an SSE ``error`` event, and a silent
+stream gets an SSE comment every ~10 s so clients do not time out. A client that disconnects
+cancels its job at once, whether it is queued, reading the prompt or writing tokens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from typing import Annotated, Any, TypeVar
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ValidationError
+from starlette.responses import Response
+
+from app.engine import types as engine
+from app.engine.types import Delta, EngineError, Event, Failed, FinalEvent, Finished, Started
+from app.server import convert, schemas, shapes
+from app.server.catalog import ModelMeta
+from app.server.errors import APIError, from_engine_error, from_validation_errors
+from app.server.gateway import Gateway, JobStream, model_meta
+from app.server.output import ChatOutput, Collected
+from app.server.requestlog import LogNote, note_of
+from app.server.streaming import EventStreamResponse, disconnect_watch
+
+# Every route returns a Response itself: FastAPI's own serialisation is skipped (it is slower,
+# and it toggles warning filters, which is not thread-safe when the server runs on a thread).
+router = APIRouter()
+Body = TypeVar("Body", bound=BaseModel)
+HEADER_DEADLINE = 1.0  # seconds after a job starts before a stream's headers go out anyway
+QUEUE_DEADLINE = 10.0  # ... or after waiting this long in the queue
+KEEPALIVE_AFTER = 10.0  # a silent stream gets an SSE comment, so clients do not time out
+KEEPALIVE = b": waiting for the engine\n\n"
+
+
+def _gateway(request: Request) -> Gateway:
+    gateway: Gateway = request.app.state.gateway
+    return gateway
+
+
+GatewayDep = Annotated[Gateway, Depends(_gateway)]
+
+
+# ---- models ---------------------------------------------------------------------------------
+
+
+@router.get("/v1/models", response_model=None)
+async def list_models(gateway: GatewayDep) -> Response:
+    views = await gateway.models()
+    return JSONResponse({"object": "list", "data": [shapes.model_object(v) for v in views]})
+
+
+@router.get("/v1/models/{model_id:path}", response_model=None)
+async def get_model(model_id: str, gateway: GatewayDep) -> Response:
+    for view in await gateway.models():
+        if view.id == model_id:
+            return JSONResponse(shapes.model_object(view))
+    raise APIError(
+        404,
+        f"The model `{model_id}` does not exist or is not in Ember's library.",
+        code="model_not_found",
+        param="model",
+    )
+
+
+# ---- chat -----------------------------------------------------------------------------------
+
+
+@router.post("/v1/chat/completions", response_model=None)
+async def chat_completions(request: Request, gateway: GatewayDep) -> Response:
+    body = await _parse(request, schemas.ChatCompletionRequest)
+    note = note_of(request.scope)
+    note.stream = bool(body.stream)
+    convert.check_chat(body)
+    model, meta = await _resolve(gateway, body.model, note)
+    plan = convert.plan_chat(body, model, meta)
+    output = ChatOutput(
+        tool_mode=plan.tool_mode,
+        tool_names=plan.tool_names,
+        reasoning=not plan.constrained,
+        reasoning_open=plan.reasoning_open,
+    )
+    obj = "chat.completion.chunk" if body.stream else "chat.completion"
+    env = shapes.Envelope("chatcmpl-", obj, model, int(time.time()))
+    stream = _submit(gateway, plan.request)
+    if body.stream:
+        early = await _first_events(stream, request)
+        forced = plan.tool_mode in ("required", "named")
+        first = {"role": "assistant", "content": None if forced else "", "refusal": None}
+        chunks = _chat_chunks(
+            stream, early, output, env, first=first, include_usage=body.include_usage, note=note
+        )
+        return EventStreamResponse(chunks, stream.cancel)
+    texts, final = await _collect(stream, request)
+    collected = Collected()
+    for text in texts:
+        collected.add(output.feed(text))
+    collected.add(output.finish())
+    _note_usage(note, final)
+    reason = _chat_finish_reason(final.reason, output)
+    return JSONResponse(shapes.chat_completion(env, collected, reason, final.usage))
+
+
+async def _chat_chunks(
+    stream: JobStream,
+    early: list[Event],
+    output: ChatOutput,
+    env: shapes.Envelope,
+    *,
+    first: dict[str, Any],
+    include_usage: bool,
+    note: LogNote,
+) -> AsyncIterator[bytes]:
+    def chunk(delta: dict[str, Any], reason: str | None = None) -> bytes:
+        return shapes.chat_chunk(env, delta, reason, with_usage=include_usage)
+
+    try:
+        yield chunk(first)
+        while (event := await _next(stream, early)) is not None:
+            if event is _TICK:
+                yield KEEPALIVE
+            elif isinstance(event, Delta):
+                for piece in output.feed(event.text):
+                    yield chunk(shapes.piece_delta(piece))
+            elif isinstance(event, Finished):
+                if event.reason == "cancelled":
+                    yield _stream_error(_cancelled(), note)
+                    break
+                for piece in output.finish():
+                    yield chunk(shapes.piece_delta(piece))
+                yield chunk({}, _chat_finish_reason(event.reason, output))
+                if include_usage:
+                    yield shapes.usage_chunk(env, event.usage)
+                _note_usage(note, event)
+            elif isinstance(event, Failed):
+                yield _stream_error(from_engine_error(event.error), note)
+        yield shapes.DONE
+    finally:
+        stream.cancel()
+
+
+def _chat_finish_reason(reason: str, output: ChatOutput) -> str:
+    if reason == "length":
+        return "length"
+    return "tool_calls" if output.tool_calls else "stop"
+
+
+# ---- completions ----------------------------------------------------------------------------
+
+
+@router.post("/v1/completions", response_model=None)
+async def completions(request: Request, gateway: GatewayDep) -> Response:
+    body = await _parse(request, schemas.CompletionRequest)
+    note = note_of(request.scope)
+    note.stream = bool(body.stream)
+    convert.check_completion(body)
+    model, meta = await _resolve(gateway, body.model, note)
+    engine_request = convert.completion_request(body, model, meta)
+    env = shapes.Envelope("cmpl-", "text_completion", model, int(time.time()))
+    stream = _submit(gateway, engine_request)
+    if body.stream:
+        early = await _first_events(stream, request)
+        chunks = _completion_chunks(stream, early, env, body.include_usage, note)
+        return EventStreamResponse(chunks, stream.cancel)
+    _texts, final = await _collect(stream, request)
+    _note_usage(note, final)
+    text = final.result if isinstance(final.result, str) else ""
+    reason = "length" if final.reason == "length" else "stop"
+    return JSONResponse(shapes.completion(env, text, reason, final.usage))
+
+
+async def _completion_chunks(
+    stream: JobStream,
+    early: list[Event],
+    env: shapes.Envelope,
+    include_usage: bool,
+    note: LogNote,
+) -> AsyncIterator[bytes]:
+    try:
+        while (event := await _next(stream, early)) is not None:
+            if event is _TICK:
+                yield KEEPALIVE
+            elif isinstance(event, Delta):
+                yield shapes.completion_chunk(env, event.text, with_usage=include_usage)
+            elif isinstance(event, Finished):
+                if event.reason == "cancelled":
+                    yield _stream_error(_cancelled(), note)
+                    break
+                reason = "length" if event.reason == "length" else "stop"
+                yield shapes.completion_chunk(env, "", reason, with_usage=include_usage)
+                if include_usage:
+                    yield shapes.usage_chunk(env, event.usage)
+                _note_usage(note, event)
+            elif isinstance(event, Failed):
+                yield _stream_error(from_engine_error(event.error), note)
+        yield shapes.DONE
+    finally:
+        stream.cancel()
+
+
+# ---- embeddings -----------------------------------------------------------------------------
+
+
+@router.post("/v1/embeddings", response_model=None)
+async def embeddings(request: Request, gateway: GatewayDep) -> Response:
+    body = await _parse(request, schemas.EmbeddingRequest)
+    note = note_of(request.scope)
+    inputs = convert.embedding_inputs(body)
+    model, _meta = await _resolve(gateway, body.model, note)
+    stream = _submit(gateway, engine.EmbeddingRequest(inputs, model.model_id))
+    _texts, final = await _collect(stream, request)
+    vectors: list[list[float]] = final.result
+    if body.dimensions is not None and vectors and body.dimensions != len(vectors[0]):
+        raise APIError(
+            400,
+            f"This model's embeddings have {len(vectors[0])} dimensions; 'dimensions' cannot "
+            "change that.",
+            param="dimensions",
+        )
+    note.prompt_tokens = final.usage.prompt_tokens
+    as_base64 = body.encoding_format == "base64"
+    return JSONResponse(
+        shapes.embedding_list(vectors, model.model_id, final.usage.prompt_tokens, as_base64)
+    )
+
+
+# ---- shared steps ---------------------------------------------------------------------------
+
+
+async def _parse(request: Request, cls: type[Body]) -> Body:
+    raw = await request.body()
+    try:
+        return cls.model_validate_json(raw)
+    except ValidationError as e:
+        raise from_validation_errors(e.errors(include_url=False)) from None
+
+
+async def _resolve(
+    gateway: Gateway, name: str | None, note: LogNote
+) -> tuple[engine.LoadedModel, ModelMeta]:
+    note.model = name
+    try:
+        model = await gateway.resolve(name)
+    except EngineError as e:
+        raise from_engine_error(e) from None
+    note.model = model.model_id
+    return model, await asyncio.to_thread(model_meta, model.path)
+
+
+def _submit(gateway: Gateway, request: engine.Request) -> JobStream:
+    try:
+        return gateway.submit(request)
+    except EngineError as e:
+        raise from_engine_error(e) from None
+
+
+async def _first_events(stream: JobStream, request: Request) -> list[Event]:
+    """Events up to the first token (or the end), or until HEADER_DEADLINE after the start
+    (QUEUE_DEADLINE while queued); raises the APIError of a job that failed by then."""
+    loop = asyncio.get_running_loop()
+    events: list[Event] = []
+    deadline = loop.time() + QUEUE_DEADLINE
+    async with disconnect_watch(request.receive, stream.cancel):
+        while True:
+            try:
+                event = await asyncio.wait_for(stream.next(), deadline - loop.time())
+            except TimeoutError:
+                return events
+            events.append(event)
+            if isinstance(event, Started):
+                deadline = loop.time() + HEADER_DEADLINE
+            elif isinstance(event, Failed):
+                raise from_engine_error(event.error)
+            elif isinstance(event, Finished) and event.reason == "cancelled":
+                raise _cancelled()
+            elif isinstance(event, Delta | Finished):
+                return events
+
+
+class _Tick:
+    """No event for KEEPALIVE_AFTER seconds."""
+
+
+_TICK = _Tick()
+
+
+async def _next(stream: JobStream, early: list[Event]) -> Event | _Tick | None:
+    """The next event (those already received first), _TICK after a silence, None after the
+    final event."""
+    if early:
+        return early.pop(0)
+    if stream.final is not None:
+        return None
+    try:
+        return await asyncio.wait_for(stream.next(), KEEPALIVE_AFTER)
+    except TimeoutError:
+        return _TICK
+
+
+async def _collect(stream: JobStream, request: Request) -> tuple[list[str], Finished]:
+    """Every generated text piece and the final event; raises the APIError of a failure."""
+    texts: list[str] = []
+    async with disconnect_watch(request.receive, stream.cancel):
+        async for event in stream:
+            if isinstance(event, Delta):
+                texts.append(event.text)
+    final: FinalEvent | None = stream.final
+    if isinstance(final, Failed):
+        raise from_engine_error(final.error)
+    assert isinstance(final, Finished)
+    if final.reason == "cancelled":
+        raise _cancelled()
+    return texts, final
+
+
+def _cancelled() -> APIError:
+    return APIError(
+        503,
+        "The request was cancelled before it finished: the server is stopping or the client "
+        "went away.",
+        code="cancelled",
+        type="server_error",
+    )
+
+
+def _stream_error(error: APIError, note: LogNote) -> bytes:
+    note.error = error.message
+    return shapes.sse(error.body())
+
+
+def _note_usage(note: LogNote, final: Finished) -> None:
+    note.prompt_tokens = final.usage.prompt_tokens
+    note.completion_tokens = final.usage.completion_tokens

@@ -1,0 +1,210 @@
+"""Request bodies of the OpenAI-compatible API (pydantic).
+
+Unknown fields are ignored (clients send vendor extras); optional fields accept ``null``
+(clients send it for "not set"). Ranges follow OpenAI's; checks that need the model (token ids
+below the vocabulary size, FIM support) happen in the routes.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+
+# ---- messages -------------------------------------------------------------------------------
+
+
+class ContentPart(_Body):
+    model_config = ConfigDict(extra="allow")
+    type: str
+    text: str | None = None
+
+    @model_validator(mode="after")
+    def _text_only(self) -> ContentPart:
+        if self.type == "text" and self.text is None:
+            raise ValueError("a text part needs 'text'")
+        if self.type not in ("text", "refusal"):
+            raise ValueError(
+                f"content parts of type '{self.type}' are not supported; this server takes text"
+            )
+        return self
+
+
+class FunctionCall(_Body):
+    name: str
+    arguments: str = ""
+
+
+class ToolCall(_Body):
+    id: str = ""
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
+class Message(_Body):
+    role: Literal["system", "developer", "user", "assistant", "tool", "function"]
+    content: str | list[ContentPart] | None = None
+    name: str | None = None
+    tool_calls: list[ToolCall] | None = None
+    tool_call_id: str | None = None
+
+    @model_validator(mode="after")
+    def _content_present(self) -> Message:
+        if self.content is None and self.role != "assistant":
+            raise ValueError(f"a '{self.role}' message needs 'content'")
+        if self.role == "assistant" and self.content is None and not self.tool_calls:
+            raise ValueError("an 'assistant' message needs 'content' or 'tool_calls'")
+        return self
+
+    def text(self) -> str | None:
+        if self.content is None or isinstance(self.content, str):
+            return self.content
+        return "".join(p.text or "" for p in self.content)
+
+
+# ---- tools ----------------------------------------------------------------------------------
+
+
+class FunctionDef(_Body):
+    name: str = Field(pattern=r"^[A-Za-z0-9_.\-]{1,64}$")
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+    strict: bool | None = None
+
+
+class Tool(_Body):
+    type: Literal["function"]
+    function: FunctionDef
+
+
+class NamedFunction(_Body):
+    name: str
+
+
+class NamedToolChoice(_Body):
+    type: Literal["function"]
+    function: NamedFunction
+
+
+ToolChoice = Literal["none", "auto", "required"] | NamedToolChoice
+
+
+# ---- response formats -----------------------------------------------------------------------
+
+
+class TextFormat(_Body):
+    type: Literal["text"]
+
+
+class JsonObjectFormat(_Body):
+    type: Literal["json_object"]
+
+
+class JsonSchemaSpec(_Body):
+    name: str = "response"
+    description: str | None = None
+    schema_: dict[str, Any] = Field(default_factory=dict, alias="schema")
+    strict: bool | None = None
+
+
+class JsonSchemaFormat(_Body):
+    type: Literal["json_schema"]
+    json_schema: JsonSchemaSpec
+
+
+ResponseFormat = Annotated[
+    TextFormat | JsonObjectFormat | JsonSchemaFormat, Field(discriminator="type")
+]
+
+
+class StreamOptions(_Body):
+    include_usage: bool | None = None
+
+
+# ---- sampling shared by chat and completions ------------------------------------------------
+
+
+class _Sampling(_Body):
+    model: str | None = None
+    stream: bool | None = None
+    stream_options: StreamOptions | None = None
+    max_tokens: int | None = Field(default=None, ge=1)
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    top_p: float | None = Field(default=None, ge=0, le=1)
+    n: int | None = Field(default=None, ge=1, le=128)
+    stop: str | list[str] | None = None
+    seed: int | None = None
+    presence_penalty: float | None = Field(default=None, ge=-2, le=2)
+    frequency_penalty: float | None = Field(default=None, ge=-2, le=2)
+    logit_bias: dict[str, float] | None = None
+    user: str | None = None
+    # llama.cpp's samplers (llama-server's names)
+    top_k: int | None = Field(default=None, ge=0)
+    min_p: float | None = Field(default=None, ge=0, le=1)
+    typical_p: float | None = Field(default=None, ge=0, le=1)
+    repeat_penalty: float | None = Field(default=None, ge=0)
+    repeat_last_n: int | None = Field(default=None, ge=-1)
+    mirostat: int | None = Field(default=None, ge=0, le=2)
+    mirostat_mode: int | None = Field(default=None, ge=0, le=2)
+    mirostat_tau: float | None = Field(default=None, ge=0)
+    mirostat_eta: float | None = Field(default=None, ge=0)
+    grammar: str | None = None  # GBNF
+
+    @field_validator("stop")
+    @classmethod
+    def _stops(cls, v: str | list[str] | None) -> str | list[str] | None:
+        if isinstance(v, list) and len(v) > 16:
+            raise ValueError("at most 16 stop sequences are supported")
+        return v
+
+    @field_validator("logit_bias")
+    @classmethod
+    def _bias(cls, v: dict[str, float] | None) -> dict[str, float] | None:
+        for key, value in (v or {}).items():
+            if not key.lstrip("-").isdigit() or int(key) < 0:
+                raise ValueError(f"keys must be token ids (non-negative integers), not {key!r}")
+            if not -100 <= value <= 100:
+                raise ValueError(f"values must be between -100 and 100, not {value} for {key}")
+        return v
+
+    def stops(self) -> tuple[str, ...]:
+        if self.stop is None:
+            return ()
+        return (self.stop,) if isinstance(self.stop, str) else tuple(self.stop)
+
+    @property
+    def include_usage(self) -> bool:
+        return bool(self.stream_options and self.stream_options.include_usage)
+
+
+class ChatCompletionRequest(_Sampling):
+    messages: list[Message] = Field(min_length=1)
+    max_completion_tokens: int | None = Field(default=None, ge=1)
+    response_format: ResponseFormat | None = None
+    tools: list[Tool] | None = None
+    tool_choice: ToolChoice | None = None
+    parallel_tool_calls: bool | None = None
+    logprobs: bool | None = None
+    top_logprobs: int | None = Field(default=None, ge=0, le=20)
+    reasoning_effort: str | None = None
+
+
+class CompletionRequest(_Sampling):
+    prompt: str | list[str] | list[int] | list[list[int]]
+    suffix: str | None = None
+    echo: bool | None = None
+    best_of: int | None = Field(default=None, ge=1)
+    logprobs: int | None = Field(default=None, ge=0, le=5)
+
+
+class EmbeddingRequest(_Body):
+    input: str | list[str] | list[int] | list[list[int]]
+    model: str | None = None
+    encoding_format: Literal["float", "base64"] | None = None
+    dimensions: int | None = Field(default=None, ge=1)
+    user: str | None = None

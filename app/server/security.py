@@ -1,0 +1,226 @@
+"""Who may use the API: bind policy, Host and Origin checks, CORS, API key, body size.
+
+- Bound to loopback (the default), only requests whose ``Host`` is a loopback name are
+  served: a web page that rebinds its own domain to 127.0.0.1 (DNS rebinding) is refused.
+- Bound to anything else, an API key is required (:func:`check_bind` refuses to start
+  without one); it may be set on loopback too. Keys are compared in constant time.
+- A request with an ``Origin`` header comes from a browser page; unless that origin is
+  configured (``--cors-origin``), it is refused, so pages cannot drive the local server even
+  with "simple" requests that skip the CORS preflight. Configured origins get CORS headers,
+  and preflights are answered, including Private Network Access.
+- Request bodies above ``max_body_bytes`` are refused with 413 before the app sees them.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import secrets
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app.server.config import ServerConfig
+from app.server.errors import error_bytes
+
+OPEN_PATHS = frozenset({"/health"})  # answered without an API key (nothing secret in them)
+
+
+class InsecureBindError(ValueError):
+    """Binding to a network address without an API key."""
+
+
+def generate_api_key() -> str:
+    """A new random API key (for the GUI's "Generate" button)."""
+    return "sk-ember-" + secrets.token_urlsafe(24)
+
+
+def is_loopback(host: str) -> bool:
+    name = host.strip().strip("[]").lower()
+    if name == "localhost" or name.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(config: ServerConfig) -> None:
+    """Refuse to expose the API beyond this computer without an API key."""
+    if not is_loopback(config.host) and not config.api_key:
+        raise InsecureBindError(
+            f"Binding to {config.host} makes the API reachable from other computers; set an "
+            "API key (--api-key KEY, or the server.api_key setting) to do that."
+        )
+
+
+def host_name(header: str) -> str:
+    """``"[::1]:8434"`` -> ``"::1"``; ``"Localhost:80"`` -> ``"localhost"``."""
+    header = header.strip().lower()
+    if header.startswith("["):
+        return header[1 : header.find("]")] if "]" in header else header
+    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
+
+
+class SecurityMiddleware:
+    def __init__(self, app: ASGIApp, config: ServerConfig) -> None:
+        self.app = app
+        self.config = config
+        self.check_host = is_loopback(config.host)
+        self.extra_hosts = {h.lower() for h in config.allowed_hosts}
+        self.origins = {o.rstrip("/") for o in config.cors_origins}
+        self.any_origin = "*" in self.origins
+        self.key = config.api_key.encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        method = scope["method"]
+        if self.check_host and not self._host_ok(headers.get("host")):
+            await _reject(
+                send,
+                403,
+                "The Host header names a server other than this one; "
+                "requests must use localhost or 127.0.0.1.",
+                "invalid_host",
+            )
+            return
+        origin = headers.get("origin")
+        cors: list[tuple[bytes, bytes]] = []
+        if origin is not None:
+            if not self._origin_ok(origin):
+                await _reject(
+                    send,
+                    403,
+                    f"Requests from web pages at {origin} are not allowed; add the origin to "
+                    "the server's CORS origins (--cors-origin) to allow them.",
+                    "origin_not_allowed",
+                )
+                return
+            cors = self._cors_headers(origin)
+            if method == "OPTIONS" and "access-control-request-method" in headers:
+                await _preflight(send, cors, headers)
+                return
+        if self.key and scope["path"] not in OPEN_PATHS and not self._key_ok(headers):
+            await _reject(send, 401, *self._key_problem(headers), extra=cors)
+            return
+        length = headers.get("content-length", "")
+        if length.isdigit() and int(length) > self.config.max_body_bytes:
+            await _reject(send, 413, self._too_large(), "request_too_large", extra=cors)
+            return
+        if method in ("POST", "PUT", "PATCH"):
+            body = await _read_body(receive, self.config.max_body_bytes)
+            if body is None:
+                await _reject(send, 413, self._too_large(), "request_too_large", extra=cors)
+                return
+            receive = _replay(body, receive)
+        await self.app(scope, receive, _with_headers(send, cors) if cors else send)
+
+    # -- checks ---------------------------------------------------------------------------
+
+    def _host_ok(self, header: str | None) -> bool:
+        if not header:
+            return False
+        name = host_name(header)
+        return is_loopback(name) or name in self.extra_hosts
+
+    def _origin_ok(self, origin: str) -> bool:
+        return self.any_origin or origin.rstrip("/") in self.origins
+
+    def _cors_headers(self, origin: str) -> list[tuple[bytes, bytes]]:
+        return [
+            (b"access-control-allow-origin", origin.encode("latin-1")),
+            (b"vary", b"Origin"),
+        ]
+
+    def _key_ok(self, headers: dict[str, str]) -> bool:
+        scheme, _, token = headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer":
+            return False
+        return hmac.compare_digest(token.strip().encode(), self.key)
+
+    @staticmethod
+    def _key_problem(headers: dict[str, str]) -> tuple[str, str | None]:
+        if not headers.get("authorization"):
+            return (
+                "You didn't provide an API key. This server requires one, sent as "
+                "`Authorization: Bearer <key>`.",
+                None,
+            )
+        return "Incorrect API key provided.", "invalid_api_key"
+
+    def _too_large(self) -> str:
+        limit = self.config.max_body_bytes // (1024 * 1024)
+        return f"The request body is larger than this server's limit of {limit} MB."
+
+
+async def _reject(
+    send: Send,
+    status: int,
+    message: str,
+    code: str | None,
+    extra: list[tuple[bytes, bytes]] | None = None,
+) -> None:
+    body = error_bytes(status, message, code)
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if status == 401:
+        headers.append((b"www-authenticate", b"Bearer"))
+    headers += extra or []
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _preflight(send: Send, cors: list[tuple[bytes, bytes]], headers: dict[str, str]) -> None:
+    allow_headers = headers.get("access-control-request-headers") or "authorization, content-type"
+    out = [
+        *cors,
+        (b"access-control-allow-methods", b"GET, POST, OPTIONS"),
+        (b"access-control-allow-headers", allow_headers.encode("latin-1")),
+        (b"access-control-max-age", b"600"),
+        (b"content-length", b"0"),
+    ]
+    if headers.get("access-control-request-private-network", "").lower() == "true":
+        out.append((b"access-control-allow-private-network", b"true"))
+    await send({"type": "http.response.start", "status": 204, "headers": out})
+    await send({"type": "http.response.body", "body": b""})
+
+
+async def _read_body(receive: Receive, limit: int) -> bytes | None:
+    """The whole body, or None once it exceeds ``limit``."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break  # disconnected: the app will see an empty body and the next receive
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
+
+
+def _with_headers(send: Send, extra: list[tuple[bytes, bytes]]) -> Send:
+    async def send_with_headers(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": [*message.get("headers", []), *extra]}
+        await send(message)
+
+    return send_with_headers

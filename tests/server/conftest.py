@@ -1,0 +1,113 @@
+"""A real server for the server tests: uvicorn on 127.0.0.1 (a free port), run by ServerRunner,
+with the real Gemma 3 270M model loaded once per module."""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+
+from app.engine.types import LoadParams
+from app.engine.worker import EngineWorker
+from app.server.catalog import ChainCatalog, LibraryCatalog, StaticCatalog, entry_for_file
+from app.server.config import ServerConfig
+from app.server.gateway import Gateway
+from app.server.runner import ServerRunner
+
+MODEL_ID = "gemma"
+N_CTX = 2048
+
+
+@atexit.register
+def _close_llama_cpp_devnull() -> None:
+    """llama_cpp opens two /dev/null files at import and never closes them. With pytest's
+    ``filterwarnings = error``, CPython's C-level warnings cache can still hold an "error"
+    filter list at interpreter teardown, which turns their finalisation into noisy
+    "Exception ignored … ResourceWarning" lines. Close them once everything else is done."""
+    utils = sys.modules.get("llama_cpp._utils")
+    for name in ("outnull_file", "errnull_file"):
+        f = getattr(utils, name, None)
+        if f is not None:
+            f.close()
+
+
+@dataclass
+class Served:
+    runner: ServerRunner
+    gateway: Gateway
+    worker: EngineWorker
+    library_dir: Path
+
+    @property
+    def base_url(self) -> str:
+        url = self.runner.base_url
+        assert url is not None
+        return url
+
+    @property
+    def root(self) -> str:
+        return self.base_url.removesuffix("/v1")
+
+
+def make_library(root: Path, gemma_path: Path) -> LibraryCatalog:
+    """A library holding a second file of the test model, for just-in-time loads. (A request
+    naming a file that is loaded already, under any id, reuses it: so not a symlink.)"""
+    from app.library.local import Library
+
+    folder = root / "models" / "test" / "gemma-copy"
+    folder.mkdir(parents=True, exist_ok=True)
+    copy = folder / "gemma-copy.gguf"
+    if not copy.exists():
+        try:
+            os.link(gemma_path, copy)
+        except OSError:  # another file system
+            shutil.copyfile(gemma_path, copy)
+    linked = root / "models" / "test" / "gemma-link" / "gemma-link.gguf"
+    if not linked.exists():
+        linked.parent.mkdir(parents=True)
+        linked.symlink_to(gemma_path)
+    library = Library(
+        models_dir=root / "models",
+        hf_cache_dir=root / "hf",
+        lmstudio_dirs=(),
+        cache_path=root / "library.json",
+    )
+    return LibraryCatalog(library, rescan_after=0.5)
+
+
+@pytest.fixture(scope="module")
+def served(gemma_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    root = tmp_path_factory.mktemp("served")
+    worker = EngineWorker()
+    catalog = ChainCatalog(
+        StaticCatalog([entry_for_file(gemma_path, MODEL_ID)]), make_library(root, gemma_path)
+    )
+    gateway = Gateway(worker, catalog, LoadParams(n_ctx=N_CTX))
+    gateway.load(str(gemma_path), MODEL_ID).wait(120)
+    runner = ServerRunner(gateway, ServerConfig(port=0))
+    runner.start()
+    try:
+        yield Served(runner, gateway, worker, root)
+    finally:
+        runner.stop()
+        worker.shutdown()
+
+
+@pytest.fixture
+def client(served: Served) -> Iterator[openai.OpenAI]:
+    with openai.OpenAI(base_url=served.base_url, api_key="unused", max_retries=0) as c:
+        yield c
+
+
+@pytest.fixture
+def http(served: Served) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=served.root, timeout=120) as c:
+        yield c
