@@ -2,16 +2,29 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-# Never let a test reach the real Hub, even by accident.
-os.environ.setdefault("HF_HUB_OFFLINE", "0")
 os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
+
+
+@atexit.register
+def _close_llama_cpp_devnull() -> None:
+    """llama_cpp opens two /dev/null files at import and never closes them. With pytest's
+    ``filterwarnings = error``, CPython's C-level warnings cache can still hold an "error"
+    filter list at interpreter teardown, which turns their finalisation into noisy
+    "Exception ignored … ResourceWarning" lines. Close them once everything else is done."""
+    utils = sys.modules.get("llama_cpp._utils")
+    for name in ("outnull_file", "errnull_file"):
+        f = getattr(utils, name, None)
+        if f is not None:
+            f.close()
 
 
 @pytest.fixture(autouse=True)

@@ -14,6 +14,7 @@ from starlette.responses import Response
 from app import __version__
 from app.server.config import ServerConfig
 from app.server.errors import install_handlers
+from app.server.forward import RemoteForwarder
 from app.server.gateway import Gateway
 from app.server.requestlog import RequestLog, RequestLogMiddleware
 from app.server.routes.openai import router as openai_router
@@ -21,7 +22,10 @@ from app.server.security import SecurityMiddleware
 
 
 def create_app(
-    gateway: Gateway, config: ServerConfig | None = None, request_log: RequestLog | None = None
+    gateway: Gateway,
+    config: ServerConfig | None = None,
+    request_log: RequestLog | None = None,
+    forwarder: RemoteForwarder | None = None,
 ) -> FastAPI:
     config = config or ServerConfig()
     app = FastAPI(
@@ -33,6 +37,7 @@ def create_app(
     )
     app.state.gateway = gateway
     app.state.config = config
+    app.state.forwarder = forwarder or RemoteForwarder()
     install_handlers(app)
 
     @app.get("/health", response_model=None)

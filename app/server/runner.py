@@ -26,6 +26,7 @@ from typing import Literal
 import uvicorn
 
 from app.server.app import create_app
+from app.server.forward import RemoteForwarder
 from app.server.config import ServerConfig
 from app.server.gateway import Gateway
 from app.server.requestlog import RequestLog
@@ -85,8 +86,10 @@ class ServerRunner:
         gateway: Gateway,
         config: ServerConfig | None = None,
         request_log: RequestLog | None = None,
+        forwarder: RemoteForwarder | None = None,
     ) -> None:
         self.gateway = gateway
+        self.forwarder = forwarder
         self.config = config or ServerConfig()
         self.request_log = (
             request_log if request_log is not None else RequestLog(file=self.config.log_file)
@@ -160,7 +163,7 @@ class ServerRunner:
             port = int(sock.getsockname()[1])
             if self.request_log.file is None:
                 self.request_log.file = config.log_file
-            app = create_app(self.gateway, config, self.request_log)
+            app = create_app(self.gateway, config, self.request_log, self.forwarder)
             uv_config = uvicorn.Config(
                 app,
                 lifespan="off",

@@ -3,10 +3,8 @@ with the real Gemma 3 270M model loaded once per module."""
 
 from __future__ import annotations
 
-import atexit
 import os
 import shutil
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,19 +22,6 @@ from app.server.runner import ServerRunner
 
 MODEL_ID = "gemma"
 N_CTX = 2048
-
-
-@atexit.register
-def _close_llama_cpp_devnull() -> None:
-    """llama_cpp opens two /dev/null files at import and never closes them. With pytest's
-    ``filterwarnings = error``, CPython's C-level warnings cache can still hold an "error"
-    filter list at interpreter teardown, which turns their finalisation into noisy
-    "Exception ignored … ResourceWarning" lines. Close them once everything else is done."""
-    utils = sys.modules.get("llama_cpp._utils")
-    for name in ("outnull_file", "errnull_file"):
-        f = getattr(utils, name, None)
-        if f is not None:
-            f.close()
 
 
 @dataclass

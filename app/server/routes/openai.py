@@ -12,6 +12,7 @@ cancels its job at once, whether it is queued, reading the prompt or writing tok
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, TypeVar
@@ -22,10 +23,12 @@ from pydantic import BaseModel, ValidationError
 from starlette.responses import Response
 
 from app.engine import types as engine
+from app.engine.providers import is_remote_id
 from app.engine.types import Delta, EngineError, Event, Failed, FinalEvent, Finished, Started
 from app.server import convert, schemas, shapes
 from app.server.catalog import ModelMeta
 from app.server.errors import APIError, from_engine_error, from_validation_errors
+from app.server.forward import RemoteForwarder
 from app.server.gateway import Gateway, JobStream, model_meta
 from app.server.output import ChatOutput, Collected
 from app.server.requestlog import LogNote, note_of
@@ -52,17 +55,30 @@ GatewayDep = Annotated[Gateway, Depends(_gateway)]
 # ---- models ---------------------------------------------------------------------------------
 
 
+def _forwarder(request: Request) -> RemoteForwarder:
+    forwarder: RemoteForwarder = request.app.state.forwarder
+    return forwarder
+
+
+ForwarderDep = Annotated[RemoteForwarder, Depends(_forwarder)]
+
+
 @router.get("/v1/models", response_model=None)
-async def list_models(gateway: GatewayDep) -> Response:
+async def list_models(gateway: GatewayDep, forwarder: ForwarderDep) -> Response:
     views = await gateway.models()
-    return JSONResponse({"object": "list", "data": [shapes.model_object(v) for v in views]})
+    data = [shapes.model_object(v) for v in views] + await forwarder.models()
+    return JSONResponse({"object": "list", "data": data})
 
 
 @router.get("/v1/models/{model_id:path}", response_model=None)
-async def get_model(model_id: str, gateway: GatewayDep) -> Response:
+async def get_model(model_id: str, gateway: GatewayDep, forwarder: ForwarderDep) -> Response:
     for view in await gateway.models():
         if view.id == model_id:
             return JSONResponse(shapes.model_object(view))
+    if is_remote_id(model_id):
+        for obj in await forwarder.models():
+            if obj["id"] == model_id:
+                return JSONResponse(obj)
     raise APIError(
         404,
         f"The model `{model_id}` does not exist or is not in Ember's library.",
@@ -76,6 +92,9 @@ async def get_model(model_id: str, gateway: GatewayDep) -> Response:
 
 @router.post("/v1/chat/completions", response_model=None)
 async def chat_completions(request: Request, gateway: GatewayDep) -> Response:
+    remote = await _forward_remote(request, "/chat/completions")
+    if remote is not None:
+        return remote
     body = await _parse(request, schemas.ChatCompletionRequest)
     note = note_of(request.scope)
     note.stream = bool(body.stream)
@@ -158,6 +177,9 @@ def _chat_finish_reason(reason: str, output: ChatOutput) -> str:
 
 @router.post("/v1/completions", response_model=None)
 async def completions(request: Request, gateway: GatewayDep) -> Response:
+    remote = await _forward_remote(request, "/completions")
+    if remote is not None:
+        return remote
     body = await _parse(request, schemas.CompletionRequest)
     note = note_of(request.scope)
     note.stream = bool(body.stream)
@@ -211,6 +233,9 @@ async def _completion_chunks(
 
 @router.post("/v1/embeddings", response_model=None)
 async def embeddings(request: Request, gateway: GatewayDep) -> Response:
+    remote = await _forward_remote(request, "/embeddings")
+    if remote is not None:
+        return remote
     body = await _parse(request, schemas.EmbeddingRequest)
     note = note_of(request.scope)
     inputs = convert.embedding_inputs(body)
@@ -233,6 +258,18 @@ async def embeddings(request: Request, gateway: GatewayDep) -> Response:
 
 
 # ---- shared steps ---------------------------------------------------------------------------
+
+
+async def _forward_remote(request: Request, path: str) -> Response | None:
+    """A request naming ``provider::model`` goes to that provider (see app/server/forward.py)."""
+    try:
+        data = json.loads(await request.body())
+    except ValueError:
+        return None  # _parse answers with the proper 400
+    if not isinstance(data, dict) or not is_remote_id(str(data.get("model") or "")):
+        return None
+    note_of(request.scope).model = str(data["model"])
+    return await _forwarder(request).forward(path, data)
 
 
 async def _parse(request: Request, cls: type[Body]) -> Body:
