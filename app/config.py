@@ -121,6 +121,9 @@ SETTINGS: dict[str, Setting] = _settings(
     Setting("ui.theme", str, "system", "Theme: system, light or dark"),
     Setting("ui.last_conversation", str, "", "The conversation open when the app was closed"),
     Setting("ui.last_model", str, "", "The model loaded when the app was closed"),
+    Setting("ui.recent_models", list, [], "Model files opened in the app, newest first"),
+    Setting("ui.sidebar_visible", bool, True, "Show the conversation sidebar"),
+    Setting("ui.chat_settings_visible", bool, False, "Show the chat settings panel"),
     # server
     Setting("server.enabled", bool, False, "Serve the API when the app starts"),
     Setting("server.host", str, "127.0.0.1", "Address the API binds to"),

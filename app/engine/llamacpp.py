@@ -457,6 +457,8 @@ class LlamaCppModel:
         # with assert, KeyError or TypeError: all of them are the request's fault.
         except (ValueError, RuntimeError, AssertionError, KeyError, TypeError) as e:
             raise BadRequestError(f"The grammar or JSON schema is invalid: {e}") from e
+        if grammar is not None:
+            self._check_grammar(grammar._grammar, grammar._root)
         processors = None
         n_vocab = self.llm.n_vocab()
         if s.logit_bias and any(not 0 <= t < n_vocab for t in s.logit_bias):
@@ -480,6 +482,21 @@ class LlamaCppModel:
             grammar=grammar,
         )
         return gen
+
+    def _check_grammar(self, text: str, root: str) -> None:
+        """llama.cpp answers a grammar it cannot parse with a NULL sampler, which
+        llama-cpp-python adds to its chain unchecked: the process then segfaults. Parse it
+        once here, where a failure is only a clear error."""
+        llama_cpp = _llama_cpp()
+        sampler = llama_cpp.llama_sampler_init_grammar(
+            self._vocab, text.encode("utf-8"), root.encode("utf-8")
+        )
+        if not sampler:
+            raise BadRequestError(
+                "The grammar does not parse (GBNF); check it, e.g. with llama.cpp's "
+                "gbnf-validator. It needs a `root` rule."
+            )
+        llama_cpp.llama_sampler_free(sampler)
 
     # -- embeddings -----------------------------------------------------------------------
 

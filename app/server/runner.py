@@ -26,8 +26,8 @@ from typing import Literal
 import uvicorn
 
 from app.server.app import create_app
-from app.server.forward import RemoteForwarder
 from app.server.config import ServerConfig
+from app.server.forward import RemoteForwarder
 from app.server.gateway import Gateway
 from app.server.requestlog import RequestLog
 from app.server.security import check_bind

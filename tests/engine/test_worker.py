@@ -317,3 +317,13 @@ def test_load_params_reach_llama_cpp(gemma_path: Path) -> None:
         assert w.loaded_models() == []
     finally:
         w.shutdown()
+
+
+@pytest.mark.parametrize("grammar", ["None", "root ::= (", 'start ::= "a"'])
+def test_a_grammar_that_does_not_parse_is_a_clear_error(
+    worker: EngineWorker, loaded: LoadedModel, grammar: str
+) -> None:
+    # llama.cpp would hand back a NULL sampler and the process would segfault
+    final = worker.submit(CompletionRequest("x", SamplingParams(grammar=grammar))).wait(30)
+    assert isinstance(final, Failed) and "grammar does not parse" in str(final.error)
+    assert isinstance(worker.submit(CompletionRequest("Hi", GREEDY)).wait(60), Finished)

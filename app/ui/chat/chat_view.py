@@ -1,0 +1,268 @@
+"""The scrolling list of messages, rendered lazily from the newest upwards.
+
+Opening a conversation renders only its last ``INITIAL`` messages; older ones are rendered in
+batches as the reader scrolls towards the top (keeping what is on screen still). So a
+500-message conversation opens as fast as a short one. When the branch changes (a sibling
+switch, a regenerate), widgets of the unchanged beginning are kept.
+
+Signals: ``action_requested(str action, str message_id)``, ``edit_submitted(str message_id,
+str text)`` (forwarded from the message widgets).
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, QTimer, Signal, Slot
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QScrollArea, QVBoxLayout, QWidget
+
+from app.chats.models import Message
+from app.ui.chat.markdown import MarkdownRenderer
+from app.ui.chat.message_widget import MessageWidget
+
+INITIAL = 24
+BATCH = 16
+LOAD_MARGIN = 400  # px from the top at which older messages are rendered
+STICK_MARGIN = 48  # px from the bottom within which the view follows new text
+COLUMN_WIDTH = 820
+
+
+class ChatView(QScrollArea):
+    """See the module docstring."""
+
+    action_requested = Signal(str, str)
+    edit_submitted = Signal(str, str)
+
+    def __init__(self, renderer: MarkdownRenderer, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("ChatView")
+        self.setWidgetResizable(True)
+        self.setFrameShape(QFrame.Shape.NoFrame)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self._renderer = renderer
+        self._messages: list[Message] = []
+        self._widgets: list[MessageWidget] = []  # for _messages[_first:]
+        self._first = 0
+        self._streaming_id: str | None = None
+        self._n_ctx: int | None = None
+        self._stick = True
+        self._anchor_from_bottom: int | None = None
+        self._older_scheduled = False
+        self._last_answer: MessageWidget | None = None
+
+        canvas = self.canvas = QWidget()
+        canvas.setObjectName("ChatCanvas")
+        outer = QHBoxLayout(canvas)
+        outer.setContentsMargins(24, 0, 24, 0)
+        self.column = QWidget(canvas)
+        self.column.setObjectName("ChatColumn")
+        self.column.setMaximumWidth(COLUMN_WIDTH)
+        outer.addWidget(self.column)
+        self._layout = QVBoxLayout(self.column)
+        self._layout.setContentsMargins(0, 24, 0, 24)
+        self._layout.setSpacing(14)
+        self.older_label = QLabel("Scroll up for earlier messages", self.column)
+        self.older_label.setObjectName("OlderLabel")
+        self.older_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.older_label.hide()
+        self._layout.addWidget(self.older_label)
+        self._layout.addStretch(1)
+        self.setWidget(canvas)
+
+        bar = self.verticalScrollBar()
+        bar.valueChanged.connect(self._on_scrolled)
+        bar.rangeChanged.connect(self._on_range_changed)
+
+    # -- queries --------------------------------------------------------------------------
+
+    @property
+    def messages(self) -> list[Message]:
+        return list(self._messages)
+
+    @property
+    def rendered_count(self) -> int:
+        return len(self._widgets)
+
+    def widgets(self) -> list[MessageWidget]:
+        return list(self._widgets)
+
+    def widget_for(self, message_id: str) -> MessageWidget | None:
+        for widget in self._widgets:
+            if widget.message.id == message_id:
+                return widget
+        return None
+
+    def last_assistant_widget(self) -> MessageWidget | None:
+        for widget in reversed(self._widgets):
+            if not widget.is_user:
+                return widget
+        return None
+
+    # -- changes --------------------------------------------------------------------------
+
+    def set_context_length(self, n_ctx: int | None) -> None:
+        self._n_ctx = n_ctx
+
+    def set_messages(self, messages: list[Message], streaming_id: str | None = None) -> None:
+        """Show a branch; keeps the widgets of the beginning it shares with the one on screen."""
+        self._streaming_id = streaming_id
+        keep = 0
+        limit = min(len(self._messages), len(messages))
+        while keep < limit and self._messages[keep].id == messages[keep].id:
+            keep += 1
+        if keep <= self._first or not self._widgets:
+            self._clear()
+            self._messages = list(messages)
+            self._first = max(0, len(messages) - INITIAL)
+            for message in messages[self._first :]:
+                self._add_widget(message)
+            self._stick = True
+            self.scroll_to_bottom()
+            QTimer.singleShot(0, self._fill_viewport)
+        else:
+            for widget in self._widgets[keep - self._first :]:
+                self._remove_widget(widget)
+            del self._widgets[keep - self._first :]
+            for index, widget in enumerate(self._widgets):
+                new = messages[self._first + index]
+                if new != widget.message:
+                    widget.set_message(new, streaming=new.id == streaming_id)
+            self._messages = list(messages)
+            for message in messages[keep:]:
+                self._add_widget(message)
+        self._refresh_last()
+        self.older_label.setVisible(self._first > 0)
+
+    def append_message(self, message: Message, streaming: bool = False) -> MessageWidget:
+        if streaming:
+            self._streaming_id = message.id
+        self._messages.append(message)
+        widget = self._add_widget(message)
+        self._refresh_last()
+        self._stick = True
+        self.scroll_to_bottom()
+        return widget
+
+    def update_message(self, message: Message) -> None:
+        for index, old in enumerate(self._messages):
+            if old.id == message.id:
+                self._messages[index] = message
+        widget = self.widget_for(message.id)
+        if widget is not None:
+            if widget.streaming and message.status != "streaming":
+                widget.finish_stream(message)
+            else:
+                widget.set_message(message)
+        if message.id == self._streaming_id and message.status != "streaming":
+            self._streaming_id = None
+        self._refresh_last()
+
+    def append_stream(self, message_id: str, text: str) -> None:
+        widget = self.widget_for(message_id)
+        if widget is not None:
+            widget.append_stream(text)
+
+    def set_renderer(self, renderer: MarkdownRenderer) -> None:
+        self._renderer = renderer
+        for widget in self._widgets:
+            widget.set_renderer(renderer)
+
+    def scroll_to_bottom(self) -> None:
+        bar = self.verticalScrollBar()
+        bar.setValue(bar.maximum())
+
+    def is_at_bottom(self) -> bool:
+        bar = self.verticalScrollBar()
+        return bar.maximum() - bar.value() <= STICK_MARGIN
+
+    # -- lazy rendering -------------------------------------------------------------------
+
+    def render_older(self, count: int = BATCH) -> int:
+        """Render up to ``count`` older messages above the first one; returns how many."""
+        self._older_scheduled = False
+        if self._first == 0:
+            return 0
+        start = max(0, self._first - count)
+        bar = self.verticalScrollBar()
+        self._anchor_from_bottom = bar.maximum() - bar.value()
+        new_widgets: list[MessageWidget] = []
+        for offset, message in enumerate(self._messages[start : self._first]):
+            widget = self._make_widget(message)
+            self._layout.insertWidget(1 + offset, widget)
+            new_widgets.append(widget)
+        added = self._first - start
+        self._widgets[0:0] = new_widgets
+        self._first = start
+        self.older_label.setVisible(self._first > 0)
+        QTimer.singleShot(200, self._drop_anchor)
+        return added
+
+    @Slot()
+    def _drop_anchor(self) -> None:
+        self._anchor_from_bottom = None
+
+    @Slot()
+    def _fill_viewport(self) -> None:
+        if self._first > 0 and self.canvas.sizeHint().height() < self.viewport().height():
+            self.render_older()
+            QTimer.singleShot(0, self._fill_viewport)
+
+    @Slot(int)
+    def _on_scrolled(self, value: int) -> None:
+        bar = self.verticalScrollBar()
+        if self._anchor_from_bottom is None:
+            self._stick = bar.maximum() - value <= STICK_MARGIN
+        if value < LOAD_MARGIN and self._first > 0 and not self._older_scheduled:
+            self._older_scheduled = True
+            QTimer.singleShot(0, self.render_older)
+
+    @Slot(int, int)
+    def _on_range_changed(self, _minimum: int, maximum: int) -> None:
+        bar = self.verticalScrollBar()
+        if self._anchor_from_bottom is not None:
+            bar.setValue(maximum - self._anchor_from_bottom)
+            self._anchor_from_bottom = None
+        elif self._stick:
+            bar.setValue(maximum)
+
+    # -- widgets --------------------------------------------------------------------------
+
+    def _make_widget(self, message: Message) -> MessageWidget:
+        widget = MessageWidget(
+            message,
+            self._renderer,
+            streaming=message.id == self._streaming_id,
+            n_ctx=self._n_ctx,
+            parent=self.column,
+        )
+        widget.action_requested.connect(self.action_requested)
+        widget.edit_submitted.connect(self.edit_submitted)
+        return widget
+
+    def _add_widget(self, message: Message) -> MessageWidget:
+        widget = self._make_widget(message)
+        self._layout.insertWidget(self._layout.count() - 1, widget)
+        self._widgets.append(widget)
+        return widget
+
+    def _remove_widget(self, widget: MessageWidget) -> None:
+        self._layout.removeWidget(widget)
+        widget.hide()
+        widget.deleteLater()
+
+    def _clear(self) -> None:
+        for widget in self._widgets:
+            self._remove_widget(widget)
+        self._widgets.clear()
+        self._messages.clear()
+        self._first = 0
+        self._last_answer = None
+
+    def _refresh_last(self) -> None:
+        """The newest answer always shows its actions; the others on hover."""
+        last = self.last_assistant_widget()
+        if last is self._last_answer:
+            return
+        if self._last_answer is not None and self._last_answer in self._widgets:
+            self._last_answer.set_always_show_actions(False)
+        if last is not None:
+            last.set_always_show_actions(True)
+        self._last_answer = last

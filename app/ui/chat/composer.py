@@ -1,0 +1,250 @@
+"""The message box: Enter sends, Shift+Enter is a new line, Esc stops; a context meter.
+
+Signals: ``send_requested(str text)``, ``stop_requested()``, ``draft_changed(str text)``.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QEvent, QObject, QRectF, QSize, Qt, Signal, Slot
+from PySide6.QtGui import QColor, QKeyEvent, QPainter, QPaintEvent
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QPlainTextEdit,
+    QSizePolicy,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.ui import icons, theme
+
+WARN_AT = 0.8
+FULL_AT = 0.95
+MAX_LINES = 9
+
+
+class ContextMeter(QWidget):
+    """A slim bar and "used / total tokens"; turns amber near the limit and red when full."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("ContextMeter")
+        self.used = 0
+        self.total = 0
+        self.label = QLabel(self)
+        self.label.setObjectName("ContextLabel")
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(8)
+        self._bar = _MeterBar(self)
+        layout.addWidget(self._bar)
+        layout.addWidget(self.label)
+        self.set_usage(0, 0)
+
+    @property
+    def level(self) -> str:
+        if not self.total:
+            return "none"
+        ratio = self.used / self.total
+        return "full" if ratio >= FULL_AT else "warn" if ratio >= WARN_AT else "ok"
+
+    def set_usage(self, used: int, total: int) -> None:
+        self.used, self.total = max(0, used), max(0, total)
+        if not total:
+            self.label.setText("No model loaded")
+            self.setToolTip("Load a model to see how much of its context this chat uses.")
+        else:
+            pct = min(100, round(100 * self.used / total))
+            self.label.setText(f"{self.used:,} / {total:,} tokens")
+            tip = (
+                f"This chat uses about {self.used:,} of the model's {total:,}-token context "
+                f"({pct}%)."
+            )
+            if self.level != "ok":
+                tip += (
+                    " When it is full, the oldest messages are left out of what the model "
+                    "sees (the system prompt is always kept) and the chat says so."
+                )
+            self.setToolTip(tip)
+        self.label.setProperty("level", self.level)
+        self.label.style().unpolish(self.label)
+        self.label.style().polish(self.label)
+        self._bar.update()
+
+
+class _MeterBar(QWidget):
+    def __init__(self, meter: ContextMeter) -> None:
+        super().__init__(meter)
+        self._meter = meter
+        self.setFixedSize(64, 6)
+
+    def paintEvent(self, _event: QPaintEvent) -> None:  # noqa: N802 (Qt override)
+        p = theme.current()
+        painter = QPainter(self)
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        painter.setPen(Qt.PenStyle.NoPen)
+        rect = QRectF(self.rect())
+        painter.setBrush(QColor(p.border))
+        painter.drawRoundedRect(rect, 3, 3)
+        meter = self._meter
+        if meter.total:
+            ratio = min(1.0, meter.used / meter.total)
+            color = {"full": p.danger, "warn": p.warning}.get(meter.level, p.accent)
+            painter.setBrush(QColor(color))
+            painter.drawRoundedRect(QRectF(0, 0, max(6.0, rect.width() * ratio), 6), 3, 3)
+        painter.end()
+
+
+class _Input(QPlainTextEdit):
+    """Grows with its text up to MAX_LINES."""
+
+    def __init__(self, parent: QWidget) -> None:
+        super().__init__(parent)
+        self.setObjectName("ComposerInput")
+        self.setTabChangesFocus(True)
+        self.setFrameShape(QFrame.Shape.NoFrame)
+        self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        self.document().documentLayout().documentSizeChanged.connect(self._fit)
+        self._fit()
+
+    @Slot()
+    def _fit(self) -> None:
+        line = self.fontMetrics().lineSpacing()
+        wanted = max(1, round(self.document().size().height()))
+        lines = min(MAX_LINES, wanted)
+        margins = self.contentsMargins()
+        padding = round(self.document().documentMargin() * 2) + margins.top() + margins.bottom()
+        self.setFixedHeight(lines * line + padding + 2)
+        policy = Qt.ScrollBarPolicy
+        self.setVerticalScrollBarPolicy(
+            policy.ScrollBarAsNeeded if wanted > MAX_LINES else policy.ScrollBarAlwaysOff
+        )
+
+    def sizeHint(self) -> QSize:  # noqa: N802 (Qt override)
+        return QSize(400, self.height())
+
+
+class Composer(QFrame):
+    """See the module docstring."""
+
+    send_requested = Signal(str)
+    stop_requested = Signal()
+    draft_changed = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("Composer")
+        self.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
+        self._busy = False
+        self.input = _Input(self)
+        self.input.setPlaceholderText(
+            "Message the model…  (Enter to send, Shift+Enter for a new line)"
+        )
+        self.input.installEventFilter(self)
+        self.input.textChanged.connect(self._on_text_changed)
+        self.send_button = QToolButton(self)
+        self.send_button.setObjectName("SendButton")
+        self.send_button.setCursor(Qt.CursorShape.PointingHandCursor)
+        self.send_button.setFixedSize(36, 36)
+        self.send_button.clicked.connect(self._on_send_clicked)
+        self.meter = ContextMeter(self)
+        self.hint = QLabel(self)
+        self.hint.setObjectName("ComposerHint")
+
+        top = QHBoxLayout()
+        top.setSpacing(10)
+        top.addWidget(self.input, 1)
+        top.addWidget(self.send_button, 0, Qt.AlignmentFlag.AlignBottom)
+        bottom = QHBoxLayout()
+        bottom.setContentsMargins(4, 0, 0, 0)
+        bottom.addWidget(self.meter)
+        bottom.addStretch(1)
+        bottom.addWidget(self.hint)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(16, 12, 12, 10)
+        layout.setSpacing(8)
+        layout.addLayout(top)
+        layout.addLayout(bottom)
+        self._refresh_button()
+
+    # -- public ---------------------------------------------------------------------------
+
+    @property
+    def text(self) -> str:
+        return self.input.toPlainText()
+
+    def set_text(self, text: str) -> None:
+        self.input.setPlainText(text)
+        cursor = self.input.textCursor()
+        cursor.movePosition(cursor.MoveOperation.End)
+        self.input.setTextCursor(cursor)
+
+    def clear(self) -> None:
+        self.input.clear()
+
+    def focus_input(self) -> None:
+        self.input.setFocus(Qt.FocusReason.OtherFocusReason)
+
+    @property
+    def busy(self) -> bool:
+        return self._busy
+
+    def set_busy(self, busy: bool) -> None:
+        self._busy = busy
+        self._refresh_button()
+
+    def set_hint(self, text: str) -> None:
+        self.hint.setText(text)
+
+    def set_context(self, used: int, total: int) -> None:
+        self.meter.set_usage(used, total)
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _refresh_button(self) -> None:
+        if self._busy:
+            icons.set_icon(self.send_button, "stop", role="accent_text", size=16)
+            self.send_button.setToolTip("Stop the answer (Esc)")
+            self.send_button.setProperty("mode", "stop")
+            self.send_button.setEnabled(True)
+        else:
+            icons.set_icon(self.send_button, "send", role="accent_text", size=18)
+            self.send_button.setToolTip("Send (Enter)")
+            self.send_button.setProperty("mode", "send")
+            self.send_button.setEnabled(bool(self.text.strip()))
+        self.send_button.style().unpolish(self.send_button)
+        self.send_button.style().polish(self.send_button)
+
+    @Slot()
+    def _on_text_changed(self) -> None:
+        self._refresh_button()
+        self.draft_changed.emit(self.text)
+
+    @Slot()
+    def _on_send_clicked(self) -> None:
+        if self._busy:
+            self.stop_requested.emit()
+        else:
+            self._send()
+
+    def _send(self) -> None:
+        text = self.text.strip()
+        if text and not self._busy:
+            self.send_requested.emit(text)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 (Qt override)
+        if watched is self.input and event.type() == QEvent.Type.KeyPress:
+            assert isinstance(event, QKeyEvent)
+            if event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter):
+                if event.modifiers() & Qt.KeyboardModifier.ShiftModifier:
+                    self.input.insertPlainText("\n")
+                    return True
+                self._send()
+                return True
+            if event.key() == Qt.Key.Key_Escape and self._busy:
+                self.stop_requested.emit()
+                return True
+        return super().eventFilter(watched, event)

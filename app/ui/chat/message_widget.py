@@ -1,0 +1,528 @@
+"""One message in the chat: a user bubble or an assistant answer with its stats and actions.
+
+Signals: ``action_requested(str action, str message_id)`` with action one of copy, edit,
+regenerate, delete, previous, next; ``edit_submitted(str message_id, str text)``.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QEvent, QSize, Qt, QTimer, Signal, Slot
+from PySide6.QtGui import QEnterEvent, QKeyEvent, QResizeEvent, QShowEvent
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QPlainTextEdit,
+    QPushButton,
+    QSizePolicy,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.chats.models import Message
+from app.ui import icons, theme
+from app.ui.chat.height_cache import HeightCache
+from app.ui.chat.markdown import MarkdownRenderer
+from app.ui.chat.message_body import MarkdownBody
+
+ACTIONS = ("copy", "edit", "regenerate", "delete", "previous", "next")
+STREAM_SLICE = 1200  # characters of a streamed burst rendered per event-loop turn
+
+
+def stats_text(metadata: dict[str, object]) -> str:
+    """'128 tokens · 0.42 s to first token · 47.9 tok/s' from an answer's metadata."""
+    parts: list[str] = []
+    tokens = metadata.get("tokens")
+    if isinstance(tokens, int):
+        parts.append(f"{tokens:,} token{'s' if tokens != 1 else ''}")
+    ttft = metadata.get("ttft")
+    if isinstance(ttft, int | float) and ttft > 0:
+        parts.append(f"{ttft:.2f} s to first token")
+    tps = metadata.get("tps")
+    if isinstance(tps, int | float) and tps > 0:
+        parts.append(f"{tps:.1f} tok/s")
+    if metadata.get("finish_reason") == "length":
+        parts.append("reached the length limit")
+    return "  ·  ".join(parts)
+
+
+def dropped_text(dropped: int, n_ctx: int | None) -> str:
+    context = f"the {n_ctx:,}-token context" if n_ctx else "the context"
+    noun = "message" if dropped == 1 else "messages"
+    return (
+        f"{dropped} earlier {noun} no longer fit in {context} and were left out of this "
+        "answer. The system prompt was kept."
+    )
+
+
+class _ToolButton(QToolButton):
+    def __init__(self, icon: str, tip: str, name: str, parent: QWidget) -> None:
+        super().__init__(parent)
+        self.setObjectName(name)
+        self.setToolTip(tip)
+        self.setAccessibleName(tip)
+        self.setAutoRaise(True)
+        self.setCursor(Qt.CursorShape.PointingHandCursor)
+        self.setProperty("flat", True)
+        icons.set_icon(self, icon, size=16)
+
+
+class _EditBox(QFrame):
+    """Inline editor for a user message: Enter sends, Shift+Enter is a newline, Esc cancels."""
+
+    submitted = Signal(str)
+    cancelled = Signal()
+
+    def __init__(self, text: str, parent: QWidget) -> None:
+        super().__init__(parent)
+        self.setObjectName("EditBox")
+        self.editor = QPlainTextEdit(self)
+        self.editor.setObjectName("EditField")
+        self.editor.setPlainText(text)
+        self.editor.installEventFilter(self)
+        self.editor.setMinimumHeight(80)
+        self.editor.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
+        cancel = QPushButton("Cancel", self)
+        cancel.setObjectName("SecondaryButton")
+        self.send_button = QPushButton("Send", self)
+        self.send_button.setObjectName("PrimaryButton")
+        cancel.clicked.connect(self.cancelled)
+        self.send_button.clicked.connect(self._on_send_clicked)
+        buttons = QHBoxLayout()
+        buttons.addStretch(1)
+        buttons.addWidget(cancel)
+        buttons.addWidget(self.send_button)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(12, 12, 12, 12)
+        layout.addWidget(self.editor)
+        layout.addLayout(buttons)
+
+    def eventFilter(self, watched: object, event: QEvent) -> bool:  # noqa: N802 (Qt override)
+        key_press = isinstance(event, QKeyEvent) and event.type() == QEvent.Type.KeyPress
+        if watched is self.editor and key_press:
+            assert isinstance(event, QKeyEvent)
+            enter = event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter)
+            if enter and not event.modifiers() & Qt.KeyboardModifier.ShiftModifier:
+                self._on_send_clicked()
+                return True
+            if event.key() == Qt.Key.Key_Escape:
+                self.cancelled.emit()
+                return True
+        return False
+
+    @Slot()
+    def _on_send_clicked(self) -> None:
+        text = self.editor.toPlainText().strip()
+        if text:
+            self.submitted.emit(text)
+
+
+class MessageWidget(QFrame):
+    """A message on screen (see the module docstring for its signals)."""
+
+    action_requested = Signal(str, str)
+    edit_submitted = Signal(str, str)
+
+    def __init__(
+        self,
+        message: Message,
+        renderer: MarkdownRenderer,
+        *,
+        streaming: bool = False,
+        n_ctx: int | None = None,
+        parent: QWidget | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.message = message
+        self.is_user = message.role == "user"
+        self.streaming = streaming
+        self._n_ctx = n_ctx
+        self._always_show_actions = False
+        self._edit_box: _EditBox | None = None
+        self._heights = HeightCache(self)
+        self._backlog = ""
+        self._finished_message: Message | None = None
+        self._drain_timer = QTimer(self)
+        self._drain_timer.setSingleShot(True)
+        self._drain_timer.setInterval(0)
+        self._drain_timer.timeout.connect(self._drain_backlog)
+        self.setObjectName("UserMessage" if self.is_user else "AssistantMessage")
+        self.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
+        self._layout = QVBoxLayout(self)
+        self._layout.setContentsMargins(0, 6, 0, 6)
+        self._layout.setSpacing(6)
+        self.body: MarkdownBody | None = None
+        self.text_label: QLabel | None = None
+        if self.is_user:
+            self._build_user()
+        else:
+            self._build_assistant(renderer)
+        self._build_footer()
+        self._dots = 0
+        self._thinking_timer = QTimer(self)
+        self._thinking_timer.setInterval(400)
+        self._thinking_timer.timeout.connect(self._on_thinking_tick)
+        self.set_message(message, streaming=streaming)
+
+    # -- construction ---------------------------------------------------------------------
+
+    def _build_user(self) -> None:
+        row = QHBoxLayout()
+        row.setContentsMargins(0, 0, 0, 0)
+        row.addStretch(1)
+        self.bubble = QFrame(self)
+        self.bubble.setObjectName("UserBubble")
+        self.bubble.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
+        self.text_label = QLabel(self.bubble)
+        self.text_label.setObjectName("UserText")
+        self.text_label.setTextFormat(Qt.TextFormat.PlainText)
+        self.text_label.setWordWrap(True)
+        self.text_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.text_label.setCursor(Qt.CursorShape.IBeamCursor)
+        bubble_layout = QVBoxLayout(self.bubble)
+        bubble_layout.setContentsMargins(16, 10, 16, 10)
+        bubble_layout.addWidget(self.text_label)
+        row.addWidget(self.bubble)
+        self._content_row = row
+        self._layout.addLayout(row)
+
+    def _build_assistant(self, renderer: MarkdownRenderer) -> None:
+        header = QHBoxLayout()
+        header.setSpacing(10)
+        self.avatar = QLabel(self)
+        self.avatar.setObjectName("Avatar")
+        self.avatar.setFixedSize(28, 28)
+        self.avatar.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.name_label = QLabel(self)
+        self.name_label.setObjectName("AuthorName")
+        header.addWidget(self.avatar)
+        header.addWidget(self.name_label)
+        header.addStretch(1)
+        self._layout.addLayout(header)
+        self.notice = QLabel(self)
+        self.notice.setObjectName("ContextNotice")
+        self.notice.setWordWrap(True)
+        self.notice.hide()
+        self.thinking = QLabel("Thinking", self)
+        self.thinking.setObjectName("Thinking")
+        self.body = MarkdownBody(renderer, self)
+        self.status_label = QLabel(self)
+        self.status_label.setObjectName("StatusChip")
+        self.status_label.setWordWrap(True)
+        self.status_label.hide()
+        column = QVBoxLayout()
+        column.setContentsMargins(38, 0, 0, 0)
+        column.setSpacing(8)
+        column.addWidget(self.notice)
+        column.addWidget(self.thinking)
+        column.addWidget(self.body)
+        column.addWidget(self.status_label)
+        self._layout.addLayout(column)
+        self._refresh_avatar()
+
+    def _build_footer(self) -> None:
+        footer = QHBoxLayout()
+        footer.setContentsMargins(0 if self.is_user else 38, 0, 0, 0)
+        footer.setSpacing(2)
+        self.stats_label = QLabel(self)
+        self.stats_label.setObjectName("Stats")
+        self.previous_button = _ToolButton("chevron-left", "Previous version", "PrevSibling", self)
+        self.sibling_label = QLabel(self)
+        self.sibling_label.setObjectName("SiblingLabel")
+        self.next_button = _ToolButton("chevron-right", "Next version", "NextSibling", self)
+        self.copy_button = _ToolButton("copy", "Copy message", "CopyMessage", self)
+        self.edit_button = _ToolButton("edit", "Edit and resend", "EditMessage", self)
+        self.regenerate_button = _ToolButton("regenerate", "Regenerate", "Regenerate", self)
+        self.delete_button = _ToolButton("trash", "Delete message", "DeleteMessage", self)
+        self._action_buttons = [self.copy_button, self.delete_button]
+        if self.is_user:
+            self._action_buttons.insert(1, self.edit_button)
+            self.regenerate_button.hide()
+            footer.addStretch(1)
+        else:
+            self._action_buttons.insert(1, self.regenerate_button)
+            self.edit_button.hide()
+        for button, action in (
+            (self.previous_button, "previous"),
+            (self.next_button, "next"),
+            (self.copy_button, "copy"),
+            (self.edit_button, "edit"),
+            (self.regenerate_button, "regenerate"),
+            (self.delete_button, "delete"),
+        ):
+            button.setProperty("action", action)
+            button.clicked.connect(self._on_action_clicked)
+        footer.addWidget(self.previous_button)
+        footer.addWidget(self.sibling_label)
+        footer.addWidget(self.next_button)
+        for button in self._action_buttons:
+            policy = button.sizePolicy()
+            policy.setRetainSizeWhenHidden(True)
+            button.setSizePolicy(policy)
+            footer.addWidget(button)
+        if not self.is_user:
+            footer.addSpacing(8)
+            footer.addWidget(self.stats_label, 1)
+        self._layout.addLayout(footer)
+
+    # -- state ----------------------------------------------------------------------------
+
+    def set_message(self, message: Message, streaming: bool | None = None) -> None:
+        self.message = message
+        if streaming is not None:
+            self.streaming = streaming
+        if self.is_user and self.text_label is not None:
+            self.text_label.setText(message.content)
+            self._fit_bubble()
+        elif self.body is not None:
+            if self.streaming:
+                if not self.body.text and message.content:
+                    self.body.append(message.content)
+            else:
+                self.body.set_markdown(message.content)
+            self._refresh_assistant_state()
+        self._refresh_siblings()
+        self._refresh_actions()
+        self.invalidate_height()
+
+    def append_stream(self, text: str) -> None:
+        """Show more streamed text. A burst is rendered in slices of STREAM_SLICE characters,
+        one per event-loop turn, so no single update can stall the window."""
+        if self.body is None:
+            return
+        self._backlog += text
+        if not self._drain_timer.isActive():
+            self._drain_backlog()
+
+    @Slot()
+    def _drain_backlog(self) -> None:
+        if self.body is None:
+            return
+        chunk, self._backlog = self._backlog[:STREAM_SLICE], self._backlog[STREAM_SLICE:]
+        if chunk:
+            self.body.append(chunk)
+            self._refresh_thinking()
+        if self._backlog:
+            self._drain_timer.start()
+        elif self._finished_message is not None:
+            message, self._finished_message = self._finished_message, None
+            self.finish_stream(message)
+
+    def finish_stream(self, message: Message) -> None:
+        if self._backlog:  # finish once the streamed text is all on screen
+            self._finished_message = message
+            return
+        self.streaming = False
+        self.message = message
+        if self.body is not None:
+            if self.body.text != message.content:
+                self.body.set_markdown(message.content)
+            else:
+                self.body.finish_stream()
+        self._refresh_assistant_state()
+        self._refresh_siblings()
+        self._refresh_actions()
+        self.invalidate_height()
+
+    def set_context_notice(self, dropped: int, n_ctx: int | None) -> None:
+        if not self.is_user:
+            self.notice.setText(dropped_text(dropped, n_ctx))
+            self.notice.setVisible(dropped > 0)
+            self.invalidate_height()
+
+    def set_always_show_actions(self, value: bool) -> None:
+        self._always_show_actions = value
+        self._refresh_actions()
+
+    def set_renderer(self, renderer: MarkdownRenderer) -> None:
+        if self.body is not None:
+            self.body.set_renderer(renderer)
+            self._refresh_avatar()
+        self.invalidate_height()
+
+    @property
+    def plain_text(self) -> str:
+        return self.message.content if self.body is None else self.body.text + self._backlog
+
+    def _refresh_assistant_state(self) -> None:
+        meta = self.message.metadata
+        model = str(meta.get("model") or "Assistant")
+        self.name_label.setText(model)
+        dropped = meta.get("dropped_turns")
+        n_ctx = meta.get("n_ctx")
+        self.set_context_notice(
+            dropped if isinstance(dropped, int) else 0, n_ctx if isinstance(n_ctx, int) else None
+        )
+        status = self.message.status
+        if self.streaming:
+            self.status_label.hide()
+        elif status == "stopped":
+            why = "interrupted" if meta.get("interrupted") else "stopped"
+            self.status_label.setText(f"Answer {why} before the end")
+            self.status_label.setProperty("kind", "stopped")
+            self.status_label.show()
+        elif status == "error":
+            error = str(meta.get("error") or "The answer failed.")
+            self.status_label.setText(error)
+            self.status_label.setProperty("kind", "error")
+            self.status_label.show()
+        else:
+            self.status_label.hide()
+        self.status_label.style().unpolish(self.status_label)
+        self.status_label.style().polish(self.status_label)
+        self.stats_label.setText("" if self.streaming else stats_text(meta))
+        self._refresh_thinking()
+
+    def _refresh_thinking(self) -> None:
+        if self.body is None:
+            return
+        waiting = self.streaming and not self.body.text
+        self.thinking.setVisible(waiting)
+        self.body.setVisible(bool(self.body.text) or not self.streaming)
+        if waiting and not self._thinking_timer.isActive():
+            self._thinking_timer.start()
+        elif not waiting:
+            self._thinking_timer.stop()
+
+    @Slot()
+    def _on_thinking_tick(self) -> None:
+        self._dots = (self._dots + 1) % 4
+        self.thinking.setText("Thinking" + "." * self._dots)
+
+    def _refresh_siblings(self) -> None:
+        count = self.message.sibling_count
+        show = count > 1
+        for widget in (self.previous_button, self.sibling_label, self.next_button):
+            widget.setVisible(show)
+        if show:
+            index = self.message.sibling_index
+            self.sibling_label.setText(f"{index + 1}/{count}")
+            self.previous_button.setEnabled(index > 0 and not self.streaming)
+            self.next_button.setEnabled(index < count - 1 and not self.streaming)
+
+    def _refresh_actions(self, hovered: bool = False) -> None:
+        visible = (hovered or self._always_show_actions) and not self.streaming
+        visible = visible and self._edit_box is None
+        for button in self._action_buttons:
+            button.setVisible(visible)
+
+    def _refresh_avatar(self) -> None:
+        if not self.is_user:
+            palette = theme.current()
+            self.avatar.setPixmap(
+                icons.pixmap("flame", palette.accent, 18, self.devicePixelRatioF())
+            )
+
+    # -- editing --------------------------------------------------------------------------
+
+    def begin_edit(self) -> None:
+        if not self.is_user or self._edit_box is not None:
+            return
+        self._edit_box = _EditBox(self.message.content, self)
+        self._edit_box.submitted.connect(self._on_edit_submitted)
+        self._edit_box.cancelled.connect(self.end_edit)
+        self.bubble.hide()
+        self._content_row.addWidget(self._edit_box, 4)
+        self._edit_box.editor.setFocus()
+        self._refresh_actions()
+        self.invalidate_height()
+
+    @Slot()
+    def end_edit(self) -> None:
+        if self._edit_box is not None:
+            self._edit_box.hide()
+            self._edit_box.deleteLater()
+            self._edit_box = None
+            self.bubble.show()
+            self._refresh_actions()
+            self.invalidate_height()
+
+    @property
+    def edit_box(self) -> _EditBox | None:
+        return self._edit_box
+
+    @Slot(str)
+    def _on_edit_submitted(self, text: str) -> None:
+        message_id = self.message.id
+        self.end_edit()
+        self.edit_submitted.emit(message_id, text)
+
+    # -- size ------------------------------------------------------------------------------
+
+    @property
+    def live(self) -> bool:
+        """Sizes computed by the layout as usual: streaming, being edited, or a user bubble
+        (cheap plain text, sized by _fit_bubble)."""
+        return self.streaming or self._edit_box is not None or self.is_user
+
+    def hasHeightForWidth(self) -> bool:  # noqa: N802 (Qt override)
+        # Live: whatever the layout says (a layout without word-wrapped text has none).
+        return super().hasHeightForWidth() if self.live else True
+
+    def heightForWidth(self, width: int) -> int:  # noqa: N802 (Qt override)
+        if self.live:
+            layout = self.layout()
+            if layout is None:
+                return 0
+            if layout.hasHeightForWidth():
+                return layout.totalHeightForWidth(width)
+            return layout.totalSizeHint().height()
+        return self._heights.height_for(width)
+
+    def sizeHint(self) -> QSize:  # noqa: N802 (Qt override)
+        return super().sizeHint() if self.live else self._heights.size_hint()
+
+    def minimumSizeHint(self) -> QSize:  # noqa: N802 (Qt override)
+        return super().minimumSizeHint() if self.live else QSize(0, 0)
+
+    def invalidate_height(self) -> None:
+        """The content changed size: measure again (see height_cache)."""
+        self._heights.invalidate()
+        self.updateGeometry()
+
+    def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 (Qt override)
+        super().showEvent(event)
+        self.invalidate_height()  # sizes asked before it was shown (and styled) are stale
+
+    # -- events ---------------------------------------------------------------------------
+
+    @Slot()
+    def _on_action_clicked(self) -> None:
+        action = str(self.sender().property("action"))
+        if action == "edit":
+            self.begin_edit()
+            return
+        self.action_requested.emit(action, self.message.id)
+
+    def enterEvent(self, event: QEnterEvent) -> None:  # noqa: N802 (Qt override)
+        self._refresh_actions(hovered=True)
+        super().enterEvent(event)
+
+    def leaveEvent(self, event: QEvent) -> None:  # noqa: N802 (Qt override)
+        self._refresh_actions(hovered=False)
+        super().leaveEvent(event)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt override)
+        super().resizeEvent(event)
+        if self.is_user:
+            self._fit_bubble()
+
+    def _fit_bubble(self) -> None:
+        """Size the bubble to its text: as wide as the longest line, at most 78% of the row
+        (a word-wrapped QLabel alone would wrap far too early)."""
+        if self.text_label is None:
+            return
+        limit = max(240, int(self.width() * 0.78))
+        bubble_layout = self.bubble.layout()
+        assert bubble_layout is not None
+        margins = bubble_layout.contentsMargins()
+        padding = margins.left() + margins.right()
+        metrics = self.text_label.fontMetrics()
+        lines = self.message.content.split("\n")[:200]
+        natural = max((metrics.horizontalAdvance(line) for line in lines), default=0) + 4
+        minimum = min(natural, limit - padding)
+        if self.text_label.minimumWidth() != minimum:
+            self.text_label.setMinimumWidth(minimum)
+        if self.bubble.maximumWidth() != limit:
+            self.bubble.setMaximumWidth(limit)

@@ -1,0 +1,280 @@
+"""The main window: composes the sidebar, header, chat pane, chat settings and status bar.
+
+No business logic here: the panes, the ``ConversationController`` and ``app/chats`` own it.
+The window wires pane signals together, owns the shortcuts, and saves/restores its geometry,
+splitter sizes and the last open conversation.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QByteArray, Qt, QTimer, Slot
+from PySide6.QtGui import QCloseEvent, QKeySequence, QShortcut, QShowEvent
+from PySide6.QtWidgets import QMainWindow, QSplitter, QVBoxLayout, QWidget
+
+from app.chats.models import Conversation
+from app.ui import theme
+from app.ui.chat.chat_pane import ChatPane
+from app.ui.chat.conversation import ConversationController
+from app.ui.header.header_bar import HeaderBar
+from app.ui.services import Services
+from app.ui.settings.conversation_panel import ConversationPanel
+from app.ui.settings.settings_dialog import SettingsDialog
+from app.ui.sidebar.sidebar import Sidebar
+from app.ui.single_instance import raise_window
+from app.ui.status_bar import StatusBar
+from app.ui.theme import ThemeManager
+
+GEOMETRY_KEY = "ui.geometry"
+SPLITTER_KEY = "ui.splitter"
+DEFAULT_SIZE = (1280, 820)
+
+
+class MainWindow(QMainWindow):
+    """The app's window. ``services`` stay owned by the caller (close them after the window)."""
+
+    def __init__(
+        self,
+        services: Services,
+        themes: ThemeManager | None = None,
+        parent: QWidget | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.setObjectName("MainWindow")
+        self.setWindowTitle("Ember")
+        self.services = services
+        self.themes = themes
+        self.settings_dialog: SettingsDialog | None = None
+        self._pending_sizes: list[int] | None = None
+        s = services
+        self.controller = ConversationController(s.store, s.engine, s.settings, self)
+
+        self.sidebar = Sidebar(s.store, self)
+        self.header = HeaderBar(s.engine, s.catalog, self)
+        self.chat = ChatPane(self.controller, s.engine, s.catalog, self)
+        self.panel = ConversationPanel(self.controller, s.catalog, self)
+        self.status = StatusBar(s.engine, self)
+        self.setStatusBar(self.status)
+
+        center = QWidget(self)
+        center.setObjectName("Center")
+        center_layout = QVBoxLayout(center)
+        center_layout.setContentsMargins(0, 0, 0, 0)
+        center_layout.setSpacing(0)
+        center_layout.addWidget(self.header)
+        center_layout.addWidget(self.chat, 1)
+        self.splitter = QSplitter(Qt.Orientation.Horizontal, self)
+        self.splitter.setObjectName("MainSplitter")
+        self.splitter.setChildrenCollapsible(False)
+        self.splitter.setHandleWidth(1)
+        self.splitter.addWidget(self.sidebar)
+        self.splitter.addWidget(center)
+        self.splitter.addWidget(self.panel)
+        self.splitter.setStretchFactor(0, 0)
+        self.splitter.setStretchFactor(1, 1)
+        self.splitter.setStretchFactor(2, 0)
+        self.setCentralWidget(self.splitter)
+
+        self._connect()
+        self._add_shortcuts()
+        self._restore_state()
+
+    # -- wiring ---------------------------------------------------------------------------
+
+    def _connect(self) -> None:
+        c, sb, h = self.controller, self.sidebar, self.header
+        sb.conversation_selected.connect(c.open_conversation)
+        sb.new_chat_requested.connect(self.new_chat)
+        sb.conversation_deleted.connect(self._on_conversation_deleted)
+        sb.conversation_restored.connect(c.open_conversation)
+        sb.conversation_renamed.connect(self._on_conversation_renamed)
+        sb.conversation_imported.connect(c.open_conversation)
+        sb.settings_requested.connect(self.open_settings)
+        c.conversation_opened.connect(self._on_conversation_opened)
+        c.conversations_changed.connect(sb.request_refresh)
+        h.sidebar_toggle_requested.connect(self.toggle_sidebar)
+        h.conversation_settings_toggled.connect(self._on_panel_toggled)
+        h.conversation_action_requested.connect(self._on_conversation_action)
+        self.panel.close_requested.connect(self._on_panel_close_requested)
+        self.chat.model_menu_requested.connect(h.picker.open_menu)
+        self.chat.open_model_requested.connect(h.picker.open_file)
+        if self.themes is not None:
+            self.themes.theme_changed.connect(self._on_theme_changed)
+
+    def _add_shortcuts(self) -> None:
+        for keys, slot in (
+            ("Ctrl+N", self.new_chat),
+            ("Ctrl+K", self.sidebar_search),
+            ("Ctrl+,", self.open_settings),
+            ("Ctrl+Shift+C", self.chat.copy_last_answer),
+            ("Esc", self.controller.stop),
+            ("Ctrl+L", self.header.picker.open_menu),
+            ("Ctrl+B", self.toggle_sidebar),
+        ):
+            shortcut = QShortcut(QKeySequence(keys), self)
+            shortcut.setContext(Qt.ShortcutContext.WindowShortcut)
+            shortcut.activated.connect(slot)
+
+    # -- actions --------------------------------------------------------------------------
+
+    @Slot()
+    def new_chat(self) -> None:
+        self.controller.new_conversation()
+        self.chat.focus_composer()
+
+    @Slot()
+    def sidebar_search(self) -> None:
+        if not self.sidebar.isVisible():
+            self.toggle_sidebar()
+        self.sidebar.focus_search()
+
+    @Slot()
+    def toggle_sidebar(self) -> None:
+        visible = not self.sidebar.isVisible()
+        self.sidebar.setVisible(visible)
+        self.services.settings.set("ui.sidebar_visible", visible)
+
+    @Slot()
+    def open_settings(self) -> None:
+        if self.settings_dialog is not None and self.settings_dialog.isVisible():
+            self.settings_dialog.raise_()
+            return
+        dialog = SettingsDialog(self.services.settings, self.services.engine.loaded, self)
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        if self.themes is not None:
+            dialog.theme_chosen.connect(self.themes.set_choice)
+        dialog.reload_model_requested.connect(self._on_reload_model_requested)
+        self.settings_dialog = dialog
+        dialog.open()
+
+    @Slot(list)
+    def on_instance_message(self, arguments: list[str]) -> None:
+        """Another launch of Ember handed over: come to the front; load a model it named."""
+        raise_window(self)
+        for argument in arguments:
+            if isinstance(argument, str) and argument.lower().endswith(".gguf"):
+                self.header.picker.load(argument)
+                break
+
+    def restore_last_model(self) -> None:
+        """Load the model that was loaded when Ember was last closed, if it still exists."""
+        from pathlib import Path
+
+        engine = self.services.engine
+        path = self.services.settings.get("ui.last_model")
+        if path and Path(path).is_file() and engine.loaded is None and not engine.loading_path:
+            engine.load(path)
+
+    # -- events ---------------------------------------------------------------------------
+
+    @Slot(object)
+    def _on_conversation_opened(self, conversation: Conversation | None) -> None:
+        self.header.set_conversation(conversation)
+        self.sidebar.set_current(conversation.id if conversation else None)
+        title = f"{conversation.title} — Ember" if conversation else "Ember"
+        self.setWindowTitle(title)
+
+    @Slot(str)
+    def _on_conversation_deleted(self, conversation_id: str) -> None:
+        if self.controller.conversation_id == conversation_id:
+            self.controller.new_conversation()
+
+    @Slot(str)
+    def _on_conversation_renamed(self, conversation_id: str) -> None:
+        if self.controller.conversation_id == conversation_id:
+            self.controller.reload_conversation()
+
+    @Slot(str)
+    def _on_conversation_action(self, action: str) -> None:
+        conversation_id = self.controller.conversation_id
+        if conversation_id is None:
+            return
+        if action == "rename":
+            if not self.sidebar.isVisible():
+                self.toggle_sidebar()
+            self.sidebar.rename(conversation_id)
+        elif action == "delete":
+            self.sidebar.delete(conversation_id)
+        elif action in ("export_markdown", "export_json"):
+            self.sidebar.export(conversation_id, action.removeprefix("export_"))
+
+    @Slot(bool)
+    def _on_panel_toggled(self, visible: bool) -> None:
+        self.panel.setVisible(visible)
+        self.services.settings.set("ui.chat_settings_visible", visible)
+
+    @Slot()
+    def _on_panel_close_requested(self) -> None:
+        self.header.settings_button.setChecked(False)
+
+    @Slot()
+    def _on_reload_model_requested(self) -> None:
+        loaded = self.services.engine.loaded
+        if loaded is not None:
+            self.services.engine.load(loaded.path)
+
+    @Slot(object)
+    def _on_theme_changed(self, palette: theme.Palette) -> None:
+        self.chat.apply_theme(palette)
+        self.sidebar.list.viewport().update()
+
+    # -- state ----------------------------------------------------------------------------
+
+    def _restore_state(self) -> None:
+        settings = self.services.settings
+        geometry = settings.extra(GEOMETRY_KEY)
+        restored = isinstance(geometry, str) and self.restoreGeometry(
+            QByteArray.fromBase64(geometry.encode("ascii"))
+        )
+        if not restored:
+            self._default_geometry()
+        sizes = settings.extra(SPLITTER_KEY)
+        panel_visible = settings.get("ui.chat_settings_visible")
+        self.panel.setVisible(panel_visible)
+        self.header.settings_button.setChecked(panel_visible)
+        self.sidebar.setVisible(settings.get("ui.sidebar_visible"))
+        if isinstance(sizes, list) and len(sizes) == 3 and all(isinstance(x, int) for x in sizes):
+            self._pending_sizes = sizes
+        else:
+            self._pending_sizes = [272, 900, 340]
+        self.splitter.setSizes(self._pending_sizes)
+        self.controller.open_conversation(settings.get("ui.last_conversation") or None)
+        self.services.catalog.refresh()
+
+    def _default_geometry(self) -> None:
+        screen = self.screen()
+        width, height = DEFAULT_SIZE
+        if screen is not None:
+            available = screen.availableGeometry()
+            width = min(width, int(available.width() * 0.92))
+            height = min(height, int(available.height() * 0.92))
+            self.resize(width, height)
+            frame = self.frameGeometry()
+            frame.moveCenter(available.center())
+            self.move(frame.topLeft())
+        else:
+            self.resize(width, height)
+
+    def save_state(self) -> None:
+        settings = self.services.settings
+        geometry = bytes(self.saveGeometry().toBase64().data()).decode("ascii")
+        settings.set_extra(GEOMETRY_KEY, geometry)
+        settings.set_extra(SPLITTER_KEY, [int(x) for x in self.splitter.sizes()])
+        settings.set("ui.last_conversation", self.controller.conversation_id or "")
+
+    def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 (Qt override)
+        super().showEvent(event)
+        if self._pending_sizes is not None:
+            # The splitter knows its real width only once shown; sizes set before are scaled.
+            QTimer.singleShot(0, self._apply_pending_sizes)
+
+    @Slot()
+    def _apply_pending_sizes(self) -> None:
+        if self._pending_sizes is not None:
+            self.splitter.setSizes(self._pending_sizes)
+            self._pending_sizes = None
+
+    def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 (Qt override)
+        self.save_state()
+        self.panel.flush()
+        self.controller.shutdown()
+        super().closeEvent(event)

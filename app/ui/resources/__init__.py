@@ -1,0 +1,1 @@
+"""Icons, the app icon and the stylesheet template, loaded with importlib.resources."""

@@ -1,0 +1,186 @@
+"""Per-chat settings, in a drawer beside the chat: model, system prompt, sampling with presets.
+
+Edits are saved to the conversation (or the draft of a new chat) shortly after typing stops.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtCore import Qt, QTimer, Signal, Slot
+from PySide6.QtWidgets import (
+    QComboBox,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QPlainTextEdit,
+    QPushButton,
+    QScrollArea,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.chats.models import Conversation
+from app.ui import icons
+from app.ui.chat.conversation import ConversationController
+from app.ui.header.model_list import ModelCatalog, ModelEntry
+from app.ui.settings import presets
+from app.ui.settings.sampling_form import SamplingForm
+
+SAVE_DELAY_MS = 400
+LOADED_MODEL = ""  # the combo's data for "whatever model is loaded"
+
+
+def _section(text: str, parent: QWidget) -> QLabel:
+    label = QLabel(text, parent)
+    label.setObjectName("SectionTitle")
+    return label
+
+
+class ConversationPanel(QFrame):
+    """Signals: ``close_requested()``."""
+
+    close_requested = Signal()
+
+    def __init__(
+        self,
+        controller: ConversationController,
+        catalog: ModelCatalog,
+        parent: QWidget | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.setObjectName("ConversationPanel")
+        self.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
+        self.setMinimumWidth(300)
+        self.controller = controller
+        self.catalog = catalog
+        self._loading = False
+
+        title = QLabel("Chat settings", self)
+        title.setObjectName("PanelTitle")
+        close = QToolButton(self)
+        close.setAutoRaise(True)
+        close.setToolTip("Close")
+        icons.set_icon(close, "close", size=16)
+        close.clicked.connect(self.close_requested)
+        head = QHBoxLayout()
+        head.setContentsMargins(18, 14, 12, 6)
+        head.addWidget(title)
+        head.addStretch(1)
+        head.addWidget(close)
+
+        body = QWidget(self)
+        body.setObjectName("PanelBody")
+        self.model_combo = QComboBox(body)
+        self.model_combo.setObjectName("ModelCombo")
+        self.model_combo.currentIndexChanged.connect(self._on_changed)
+        model_help = QLabel("A chat with its own model loads it when you send a message.", body)
+        model_help.setObjectName("FieldHelp")
+        model_help.setWordWrap(True)
+        self.system_prompt = QPlainTextEdit(body)
+        self.system_prompt.setObjectName("SystemPrompt")
+        self.system_prompt.setPlaceholderText(
+            "e.g. You are a concise assistant. Answer in English."
+        )
+        self.system_prompt.setFixedHeight(110)
+        self.system_prompt.textChanged.connect(self._on_changed)
+        self.form = SamplingForm(parent=body)
+        self.form.values_changed.connect(self._on_changed)
+        reset = QPushButton("Reset to defaults", body)
+        reset.setObjectName("SecondaryButton")
+        reset.clicked.connect(self._on_reset_clicked)
+
+        column = QVBoxLayout(body)
+        column.setContentsMargins(18, 4, 18, 18)
+        column.setSpacing(10)
+        column.addWidget(_section("Model", body))
+        column.addWidget(self.model_combo)
+        column.addWidget(model_help)
+        column.addSpacing(8)
+        column.addWidget(_section("System prompt", body))
+        column.addWidget(self.system_prompt)
+        column.addSpacing(8)
+        column.addWidget(_section("Sampling", body))
+        column.addWidget(self.form)
+        column.addSpacing(8)
+        column.addWidget(reset, 0, Qt.AlignmentFlag.AlignLeft)
+        column.addStretch(1)
+        scroll = QScrollArea(self)
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        scroll.setWidget(body)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(0)
+        layout.addLayout(head)
+        layout.addWidget(scroll, 1)
+
+        self._save_timer = QTimer(self)
+        self._save_timer.setSingleShot(True)
+        self._save_timer.setInterval(SAVE_DELAY_MS)
+        self._save_timer.timeout.connect(self.save)
+        controller.conversation_opened.connect(self._on_conversation_opened)
+        controller.settings_flush_requested.connect(self.flush)
+        catalog.models_changed.connect(self._on_models_changed)
+        self.load_from_controller()
+
+    # -- load / save ----------------------------------------------------------------------
+
+    def load_from_controller(self) -> None:
+        self._loading = True
+        model, system_prompt, _blob = self.controller.conversation_settings()
+        self._fill_models(self.catalog.models, model)
+        self.system_prompt.setPlainText(system_prompt)
+        self.form.set_values(self.controller.sampling_values())
+        self._loading = False
+
+    @Slot()
+    def save(self) -> None:
+        self._save_timer.stop()
+        data = self.model_combo.currentData()
+        model = str(data) if data else None
+        values = self.form.values()
+        blob: dict[str, Any] = {"preset": presets.preset_matching(values), "sampling": values}
+        self.controller.update_settings(model, self.system_prompt.toPlainText(), blob)
+
+    def _fill_models(self, models: list[ModelEntry], selected: str | None) -> None:
+        self.model_combo.blockSignals(True)
+        self.model_combo.clear()
+        self.model_combo.addItem("The loaded model", LOADED_MODEL)
+        for entry in models:
+            self.model_combo.addItem(f"{entry.name}  ({entry.detail})", entry.path)
+        if selected and self.model_combo.findData(selected) < 0:
+            self.model_combo.addItem(selected, selected)
+        index = self.model_combo.findData(selected or LOADED_MODEL)
+        self.model_combo.setCurrentIndex(max(0, index))
+        self.model_combo.blockSignals(False)
+
+    # -- events ---------------------------------------------------------------------------
+
+    @Slot()
+    def _on_changed(self) -> None:
+        if not self._loading:
+            self._save_timer.start()
+
+    @Slot()
+    def _on_reset_clicked(self) -> None:
+        self.form.set_values(presets.global_defaults(self.controller.settings))
+        self.system_prompt.setPlainText(self.controller.settings.get("chat.system_prompt"))
+        self.save()
+
+    @Slot()
+    def flush(self) -> None:
+        """Save edits still waiting for the typing pause."""
+        if self._save_timer.isActive():
+            self.save()
+
+    @Slot(object)
+    def _on_conversation_opened(self, _conversation: Conversation | None) -> None:
+        self.load_from_controller()
+
+    @Slot(list)
+    def _on_models_changed(self, models: list[ModelEntry]) -> None:
+        data = self.model_combo.currentData()
+        self._fill_models(models, str(data) if data else None)

@@ -1,0 +1,386 @@
+"""The Settings dialog: appearance, model loading, default sampling, data location.
+
+Every change is saved at once (atomically, by ``Settings``). Load parameters apply to the next
+model load; the dialog offers to reload the current model.
+
+Signals: ``theme_chosen(str)``, ``reload_model_requested()``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtCore import QRectF, QSize, Qt, QTimer, QUrl, Signal, Slot
+from PySide6.QtGui import QColor, QDesktopServices, QIcon, QPainter, QPainterPath, QPixmap
+from PySide6.QtWidgets import (
+    QButtonGroup,
+    QCheckBox,
+    QComboBox,
+    QDialog,
+    QDialogButtonBox,
+    QFormLayout,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QListWidget,
+    QListWidgetItem,
+    QPlainTextEdit,
+    QPushButton,
+    QScrollArea,
+    QSpinBox,
+    QStackedWidget,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.config import Settings, paths
+from app.engine.types import LoadedModel
+from app.ui import theme
+from app.ui.settings import presets
+from app.ui.settings.sampling_form import SamplingForm
+
+PAGES = (
+    ("Appearance", "sliders"),
+    ("Model loading", "chip"),
+    ("Chat defaults", "chat"),
+    ("Data", "folder"),
+)
+KV_TYPES = ("f16", "q8_0", "q4_0")
+
+
+def _page(title: str, subtitle: str) -> tuple[QWidget, QVBoxLayout]:
+    page = QWidget()
+    layout = QVBoxLayout(page)
+    layout.setContentsMargins(28, 22, 28, 22)
+    layout.setSpacing(12)
+    heading = QLabel(title, page)
+    heading.setObjectName("PageTitle")
+    sub = QLabel(subtitle, page)
+    sub.setObjectName("FieldHelp")
+    sub.setWordWrap(True)
+    layout.addWidget(heading)
+    layout.addWidget(sub)
+    layout.addSpacing(6)
+    return page, layout
+
+
+PREVIEW_W, PREVIEW_H = 150, 94
+
+
+def theme_preview(choice: str, ratio: float = 1.0) -> QPixmap:
+    """A small drawing of the window in a theme ("system": half light, half dark)."""
+    image = QPixmap(round(PREVIEW_W * ratio), round(PREVIEW_H * ratio))
+    image.setDevicePixelRatio(ratio)
+    image.fill(Qt.GlobalColor.transparent)
+    painter = QPainter(image)
+    painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+    halves = [theme.LIGHT, theme.DARK] if choice == "system" else [theme.resolve(choice)]
+    for index, p in enumerate(halves):
+        painter.save()
+        outline = QPainterPath()
+        outline.addRoundedRect(QRectF(0.5, 0.5, PREVIEW_W - 1, PREVIEW_H - 1), 9, 9)
+        if len(halves) == 2:
+            half = QPainterPath()
+            x = 0 if index == 0 else PREVIEW_W / 2
+            half.addRect(QRectF(x, 0, PREVIEW_W / 2, PREVIEW_H))
+            outline = outline.intersected(half)
+        painter.setClipPath(outline)
+        painter.fillRect(QRectF(0, 0, PREVIEW_W, PREVIEW_H), QColor(p.window))
+        painter.fillRect(QRectF(0, 0, 40, PREVIEW_H), QColor(p.sidebar))
+        painter.setPen(Qt.PenStyle.NoPen)
+        painter.setBrush(QColor(p.border_strong))
+        for y in (14, 24, 34):
+            painter.drawRoundedRect(QRectF(8, y, 24, 5), 2.5, 2.5)
+        painter.setBrush(QColor(p.user_bubble))
+        painter.drawRoundedRect(QRectF(92, 12, 48, 14), 7, 7)
+        painter.setBrush(QColor(p.accent))
+        painter.drawEllipse(QRectF(50, 34, 9, 9))
+        painter.setBrush(QColor(p.faint))
+        for y, w in ((36, 70), (48, 82), (60, 60)):
+            painter.drawRoundedRect(QRectF(64, y, w, 4.5), 2.25, 2.25)
+        painter.setBrush(QColor(p.surface))
+        painter.setPen(QColor(p.border_strong))
+        painter.drawRoundedRect(QRectF(50, 74, 90, 12), 6, 6)
+        painter.restore()
+    painter.setPen(QColor(theme.current().border_strong))
+    painter.setBrush(Qt.BrushStyle.NoBrush)
+    painter.drawRoundedRect(QRectF(0.5, 0.5, PREVIEW_W - 1, PREVIEW_H - 1), 9, 9)
+    painter.end()
+    return image
+
+
+def _form() -> QFormLayout:
+    form = QFormLayout()
+    form.setLabelAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter)
+    form.setHorizontalSpacing(18)
+    form.setVerticalSpacing(10)
+    return form
+
+
+class SettingsDialog(QDialog):
+    """See the module docstring."""
+
+    theme_chosen = Signal(str)
+    reload_model_requested = Signal()
+
+    def __init__(
+        self, settings: Settings, loaded: LoadedModel | None, parent: QWidget | None = None
+    ) -> None:
+        super().__init__(parent)
+        self.setObjectName("SettingsDialog")
+        self.setWindowTitle("Settings")
+        self.setMinimumSize(QSize(720, 520))
+        self.resize(820, 600)
+        self.settings = settings
+        self._loaded = loaded
+
+        self.nav = QListWidget(self)
+        self.nav.setObjectName("SettingsNav")
+        self.nav.setFixedWidth(190)
+        self.pages = QStackedWidget(self)
+        for name, icon in PAGES:
+            QListWidgetItem(theme.icon(icon), name, self.nav)
+        for page in (
+            self._appearance_page(),
+            self._loading_page(),
+            self._defaults_page(),
+            self._data_page(),
+        ):
+            scroll = QScrollArea(self.pages)
+            scroll.setWidgetResizable(True)
+            scroll.setFrameShape(QFrame.Shape.NoFrame)
+            scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+            scroll.setWidget(page)
+            self.pages.addWidget(scroll)
+        self.nav.currentRowChanged.connect(self.pages.setCurrentIndex)
+        self.nav.setCurrentRow(0)
+
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close, self)
+        close = buttons.button(QDialogButtonBox.StandardButton.Close)
+        if close is not None:
+            close.setIcon(QIcon())  # some platform themes add one; nothing else here has
+        buttons.rejected.connect(self.accept)
+        buttons.accepted.connect(self.accept)
+        right = QVBoxLayout()
+        right.setContentsMargins(0, 0, 16, 14)
+        right.addWidget(self.pages, 1)
+        right.addWidget(buttons)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(0)
+        layout.addWidget(self.nav)
+        layout.addLayout(right, 1)
+
+    # -- pages ----------------------------------------------------------------------------
+
+    def _appearance_page(self) -> QWidget:
+        page, layout = _page(
+            "Appearance",
+            "Ember follows your system's light or dark mode unless you pick one here.",
+        )
+        self.theme_group = QButtonGroup(self)
+        row = QHBoxLayout()
+        row.setSpacing(16)
+        current = self.settings.get("ui.theme")
+        for value, label in (("system", "Match system"), ("light", "Light"), ("dark", "Dark")):
+            card = QToolButton(page)
+            card.setObjectName(f"theme_{value}")
+            card.setProperty("theme", value)
+            card.setProperty("class", "ThemeCard")
+            card.setText(label)
+            card.setCheckable(True)
+            card.setChecked(current == value)
+            card.setCursor(Qt.CursorShape.PointingHandCursor)
+            card.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextUnderIcon)
+            card.setIcon(QIcon(theme_preview(value, self.devicePixelRatioF())))
+            card.setIconSize(QSize(PREVIEW_W, PREVIEW_H))
+            self.theme_group.addButton(card)
+            row.addWidget(card)
+        row.addStretch(1)
+        self.theme_group.buttonClicked.connect(self._on_theme_clicked)
+        layout.addLayout(row)
+        layout.addStretch(1)
+        return page
+
+    def _loading_page(self) -> QWidget:
+        page, layout = _page(
+            "Model loading",
+            "How models are loaded. Changes apply the next time a model loads.",
+        )
+        form = _form()
+        self.n_ctx = self._spin("load.n_ctx", 0, 1_048_576, 512, "Automatic (up to 8,192)")
+        self.n_threads = self._spin("load.n_threads", 0, 256, 1, "Automatic (one per core)")
+        self.n_gpu_layers = self._spin("load.n_gpu_layers", -1, 1000, 1, "All layers")
+        self.n_batch = self._spin("load.n_batch", 32, 8192, 32, None)
+        self.cache_type = QComboBox(page)
+        self.cache_type.setObjectName("load_cache_type")
+        for value in KV_TYPES:
+            self.cache_type.addItem(
+                {
+                    "f16": "f16 (best quality)",
+                    "q8_0": "q8_0 (half the memory)",
+                    "q4_0": "q4_0 (a quarter)",
+                }[value],
+                value,
+            )
+        self.cache_type.setCurrentIndex(
+            max(0, self.cache_type.findData(self.settings.get("load.cache_type")))
+        )
+        self.cache_type.currentIndexChanged.connect(self._on_cache_type_changed)
+        self.cache_type.setMaximumWidth(320)
+        form.addRow("Context length", self.n_ctx)
+        form.addRow("CPU threads", self.n_threads)
+        form.addRow("GPU layers", self.n_gpu_layers)
+        form.addRow("Batch size", self.n_batch)
+        form.addRow("KV cache", self.cache_type)
+        layout.addLayout(form)
+        for key, label in (
+            ("load.flash_attn", "Flash attention"),
+            ("load.use_mmap", "Memory-map the model file (faster loading)"),
+            ("load.use_mlock", "Keep the model in RAM (never swap it out)"),
+        ):
+            layout.addWidget(self._check(key, label))
+        reload_row = QHBoxLayout()
+        self.reload_button = QPushButton("Reload the model now", page)
+        self.reload_button.setObjectName("SecondaryButton")
+        self.reload_button.setEnabled(self._loaded is not None)
+        self.reload_button.clicked.connect(self.reload_model_requested)
+        reload_row.addWidget(self.reload_button)
+        reload_row.addStretch(1)
+        layout.addSpacing(6)
+        layout.addLayout(reload_row)
+        layout.addStretch(1)
+        return page
+
+    def _defaults_page(self) -> QWidget:
+        page, layout = _page(
+            "Chat defaults",
+            "New chats start with these. Each chat can change them in its own settings.",
+        )
+        prompt_label = QLabel("Default system prompt", page)
+        prompt_label.setObjectName("SectionTitle")
+        self.system_prompt = QPlainTextEdit(page)
+        self.system_prompt.setObjectName("DefaultSystemPrompt")
+        self.system_prompt.setFixedHeight(84)
+        self.system_prompt.setPlainText(self.settings.get("chat.system_prompt"))
+        self._prompt_timer = QTimer(self)
+        self._prompt_timer.setSingleShot(True)
+        self._prompt_timer.setInterval(400)
+        self._prompt_timer.timeout.connect(self._save_system_prompt)
+        self.system_prompt.textChanged.connect(self._prompt_timer.start)
+        self.sampling = SamplingForm(basic_only=True, parent=page)
+        self.sampling.set_values(presets.global_defaults(self.settings))
+        self.sampling.values_changed.connect(self._on_sampling_changed)
+        layout.addWidget(prompt_label)
+        layout.addWidget(self.system_prompt)
+        sampling_label = QLabel("Sampling", page)
+        sampling_label.setObjectName("SectionTitle")
+        layout.addWidget(sampling_label)
+        layout.addWidget(self.sampling)
+        layout.addStretch(1)
+        return page
+
+    def _data_page(self) -> QWidget:
+        page, layout = _page(
+            "Data",
+            "Everything Ember keeps lives in one folder. Set EMBER_HOME before starting Ember "
+            "to use another one.",
+        )
+        p = paths()
+        form = _form()
+        for label, path in (
+            ("Data folder", p.home),
+            ("Chat history", p.chats_db),
+            ("Models", p.models_dir),
+            ("Logs", p.logs_dir),
+        ):
+            field = QLineEdit(str(path), page)
+            field.setReadOnly(True)
+            field.setObjectName(f"path_{label.split()[0].lower()}")
+            open_button = QPushButton("Open", page)
+            open_button.setObjectName("SecondaryButton")
+            folder = path if path.suffix == "" else path.parent
+            open_button.setProperty("folder", str(folder))
+            open_button.clicked.connect(self._on_open_folder_clicked)
+            row = QHBoxLayout()
+            row.addWidget(field, 1)
+            row.addWidget(open_button)
+            form.addRow(label, row)
+        layout.addLayout(form)
+        layout.addStretch(1)
+        return page
+
+    # -- helpers --------------------------------------------------------------------------
+
+    def _spin(
+        self, key: str, minimum: int, maximum: int, step: int, special: str | None
+    ) -> QSpinBox:
+        spin = QSpinBox(self)
+        spin.setObjectName(key.replace(".", "_"))
+        spin.setRange(minimum, maximum)
+        spin.setSingleStep(step)
+        spin.setMinimumWidth(220)
+        spin.setMaximumWidth(320)
+        if special:
+            spin.setSpecialValueText(special)
+        spin.setValue(int(self.settings.get(key)))
+        spin.setProperty("settingKey", key)
+        spin.valueChanged.connect(self._on_spin_changed)
+        return spin
+
+    def _check(self, key: str, label: str) -> QCheckBox:
+        check = QCheckBox(label, self)
+        check.setObjectName(key.replace(".", "_"))
+        check.setChecked(bool(self.settings.get(key)))
+        check.setProperty("settingKey", key)
+        check.toggled.connect(self._on_check_toggled)
+        return check
+
+    # -- events ---------------------------------------------------------------------------
+
+    @Slot()
+    def _on_theme_clicked(self) -> None:
+        button = self.theme_group.checkedButton()
+        if button is not None:
+            value = str(button.property("theme"))
+            self.settings.set("ui.theme", value)
+            self.theme_chosen.emit(value)
+
+    @Slot(int)
+    def _on_spin_changed(self, value: int) -> None:
+        key = self.sender().property("settingKey")
+        self.settings.set(str(key), int(value))
+
+    @Slot(bool)
+    def _on_check_toggled(self, value: bool) -> None:
+        key = self.sender().property("settingKey")
+        self.settings.set(str(key), bool(value))
+
+    @Slot(int)
+    def _on_cache_type_changed(self, _index: int) -> None:
+        self.settings.set("load.cache_type", str(self.cache_type.currentData()))
+
+    @Slot()
+    def _save_system_prompt(self) -> None:
+        self._prompt_timer.stop()
+        self.settings.set("chat.system_prompt", self.system_prompt.toPlainText())
+
+    def done(self, result: int) -> None:
+        if self._prompt_timer.isActive():
+            self._save_system_prompt()
+        super().done(result)
+
+    @Slot(dict)
+    def _on_sampling_changed(self, values: dict[str, Any]) -> None:
+        self.settings.set("sampling.preset", presets.preset_matching(values))
+        for name in ("temperature", "top_p", "min_p", "repeat_penalty"):
+            self.settings.set(f"sampling.{name}", float(values[name]))
+        for name in ("top_k", "max_tokens"):
+            self.settings.set(f"sampling.{name}", int(values[name]))
+
+    @Slot()
+    def _on_open_folder_clicked(self) -> None:
+        folder = str(self.sender().property("folder"))
+        QDesktopServices.openUrl(QUrl.fromLocalFile(folder))

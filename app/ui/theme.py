@@ -1,0 +1,291 @@
+"""Light and dark themes: one palette each, one stylesheet template, system-following by default.
+
+``ThemeManager`` owns the choice ("system", "light" or "dark"); it applies the palette and the
+stylesheet to the QApplication and emits ``theme_changed(Palette)`` so custom-painted widgets
+and rendered Markdown can refresh. ``current()`` is the palette in use.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from importlib import resources
+from string import Template
+
+from PySide6.QtCore import QObject, Qt, Signal, Slot
+from PySide6.QtGui import QColor, QFont, QGuiApplication, QIcon, QPalette
+from PySide6.QtWidgets import QApplication
+
+from app.config import paths
+from app.ui import icons
+
+THEMES = ("system", "light", "dark")
+FONT_FAMILIES = [
+    "Inter",
+    "Segoe UI Variable Text",
+    "Segoe UI",
+    ".AppleSystemUIFont",
+    "SF Pro Text",
+    "Cantarell",
+    "Noto Sans",
+    "Ubuntu",
+    "DejaVu Sans",
+]
+MONO_FAMILIES = [
+    "JetBrains Mono",
+    "Cascadia Code",
+    "SF Mono",
+    "Menlo",
+    "Consolas",
+    "Noto Sans Mono",
+    "DejaVu Sans Mono",
+    "monospace",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Palette:
+    name: str
+    window: str  # the chat area
+    sidebar: str
+    surface: str  # cards, inputs, menus
+    surface_alt: str  # hover
+    selected: str
+    border: str
+    border_strong: str
+    text: str
+    muted: str
+    faint: str
+    accent: str
+    accent_hover: str
+    accent_text: str  # text on the accent colour
+    accent_soft: str  # tinted backgrounds
+    user_bubble: str
+    code_bg: str
+    code_header: str
+    inline_code_bg: str
+    link: str
+    danger: str
+    danger_soft: str
+    warning: str
+    warning_soft: str
+    success: str
+    info_soft: str
+    scrollbar: str
+    pygments_style: str
+
+    @property
+    def icon(self) -> str:
+        return self.muted
+
+    @property
+    def is_dark(self) -> bool:
+        return self.name == "dark"
+
+    def role(self, role: str) -> str:
+        """A colour by role name, for icons: icon, text, muted, accent, accent_text, danger…"""
+        return str(getattr(self, role))
+
+
+LIGHT = Palette(
+    name="light",
+    window="#FFFFFF",
+    sidebar="#F7F6F3",
+    surface="#FFFFFF",
+    surface_alt="#EFEDE9",
+    selected="#E9E6E1",
+    border="#E7E4DF",
+    border_strong="#D5D1CA",
+    text="#1D1B19",
+    muted="#6B6660",
+    faint="#9A948C",
+    accent="#E0592A",
+    accent_hover="#C94B20",
+    accent_text="#FFFFFF",
+    accent_soft="#FCEDE6",
+    user_bubble="#F3F1EE",
+    code_bg="#F8F7F5",
+    code_header="#F0EEEA",
+    inline_code_bg="#F0EEEA",
+    link="#C2461B",
+    danger="#C92A2A",
+    danger_soft="#FDECEC",
+    warning="#B35C00",
+    warning_soft="#FFF4E0",
+    success="#2F855A",
+    info_soft="#EEF3FB",
+    scrollbar="#D3CFC8",
+    pygments_style="default",
+)
+
+DARK = Palette(
+    name="dark",
+    window="#1B1A19",
+    sidebar="#141312",
+    surface="#242321",
+    surface_alt="#2C2A28",
+    selected="#33302D",
+    border="#2F2D2A",
+    border_strong="#403D39",
+    text="#ECE9E4",
+    muted="#A39E97",
+    faint="#77726B",
+    accent="#F07A4A",
+    accent_hover="#F48E63",
+    accent_text="#1B1A19",
+    accent_soft="#3A2720",
+    user_bubble="#2A2826",
+    code_bg="#131211",
+    code_header="#1E1D1B",
+    inline_code_bg="#2E2C29",
+    link="#F59A72",
+    danger="#F0716F",
+    danger_soft="#3A2222",
+    warning="#F2B45C",
+    warning_soft="#362B1A",
+    success="#68C08E",
+    info_soft="#1F2733",
+    scrollbar="#45423E",
+    pygments_style="github-dark",
+)
+
+_current = LIGHT
+
+
+def current() -> Palette:
+    return _current
+
+
+def icon(name: str, role: str = "icon") -> QIcon:
+    palette = _current
+    return icons.icon(name, palette.role(role), palette.faint)
+
+
+def system_is_dark() -> bool:
+    app = QGuiApplication.instance()
+    if not isinstance(app, QGuiApplication):
+        return False
+    return QGuiApplication.styleHints().colorScheme() == Qt.ColorScheme.Dark
+
+
+def resolve(choice: str) -> Palette:
+    if choice == "dark":
+        return DARK
+    if choice == "light":
+        return LIGHT
+    return DARK if system_is_dark() else LIGHT
+
+
+def stylesheet(palette: Palette) -> str:
+    template = resources.files("app.ui.resources").joinpath("themes/app.qss").read_text("utf-8")
+    values = {f.name: getattr(palette, f.name) for f in dataclasses.fields(palette)}
+    values.update(_stylesheet_images(palette))
+    values["font"] = ", ".join(f'"{f}"' for f in FONT_FAMILIES)
+    values["mono"] = ", ".join(f'"{f}"' for f in MONO_FAMILIES)
+    return Template(template).substitute(values)
+
+
+def _stylesheet_images(palette: Palette) -> dict[str, str]:
+    """Icons a stylesheet refers to by file (a checkbox's check mark, a combo box's arrow),
+    written once per theme under the cache folder."""
+    folder = paths().cache_dir / "theme"
+    images = {
+        "check_icon": ("check", palette.accent_text),
+        "chevron_icon": ("chevron-down", palette.muted),
+    }
+    values: dict[str, str] = {}
+    for key, (name, color) in images.items():
+        path = folder / f"{name}-{color.lstrip('#')}.svg"
+        if not path.exists():
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+                path.write_text(
+                    icons.svg(name, color).replace('stroke-width="1.8"', 'stroke-width="2.6"'),
+                    "utf-8",
+                )
+            except OSError:
+                continue
+        values[key] = path.as_posix()
+    for key in images:
+        values.setdefault(key, "")
+    return values
+
+
+def qt_palette(p: Palette) -> QPalette:
+    qp = QPalette()
+    role = QPalette.ColorRole
+    for r, value in (
+        (role.Window, p.window),
+        (role.WindowText, p.text),
+        (role.Base, p.surface),
+        (role.AlternateBase, p.surface_alt),
+        (role.Text, p.text),
+        (role.Button, p.surface),
+        (role.ButtonText, p.text),
+        (role.Highlight, p.accent),
+        (role.HighlightedText, p.accent_text),
+        (role.ToolTipBase, p.surface),
+        (role.ToolTipText, p.text),
+        (role.PlaceholderText, p.faint),
+        (role.Link, p.link),
+        (role.Mid, p.border),
+        (role.Dark, p.border_strong),
+        (role.Light, p.surface),
+    ):
+        qp.setColor(r, QColor(value))
+    for r in (role.Text, role.WindowText, role.ButtonText):
+        qp.setColor(QPalette.ColorGroup.Disabled, r, QColor(p.faint))
+    return qp
+
+
+def app_font(point_size: float = 10.5) -> QFont:
+    font = QFont()
+    font.setFamilies(FONT_FAMILIES)
+    font.setPointSizeF(point_size)
+    font.setHintingPreference(QFont.HintingPreference.PreferNoHinting)
+    return font
+
+
+def mono_font(point_size: float = 10.0) -> QFont:
+    font = QFont()
+    font.setFamilies(MONO_FAMILIES)
+    font.setStyleHint(QFont.StyleHint.Monospace)
+    font.setPointSizeF(point_size)
+    return font
+
+
+class ThemeManager(QObject):
+    """Applies the chosen theme and follows the system's light/dark switch.
+
+    Signals: ``theme_changed(Palette)`` after a new palette was applied (GUI thread).
+    """
+
+    theme_changed = Signal(object)
+
+    def __init__(self, app: QApplication, choice: str = "system") -> None:
+        super().__init__(app)
+        self._app = app
+        self._choice = choice if choice in THEMES else "system"
+        QGuiApplication.styleHints().colorSchemeChanged.connect(self._on_system_scheme_changed)
+
+    @property
+    def choice(self) -> str:
+        return self._choice
+
+    def set_choice(self, choice: str) -> None:
+        self._choice = choice if choice in THEMES else "system"
+        self.apply()
+
+    def apply(self) -> None:
+        global _current  # noqa: PLW0603 - one palette for the whole app, by design
+        palette = resolve(self._choice)
+        _current = palette
+        self._app.setPalette(qt_palette(palette))
+        self._app.setStyleSheet(stylesheet(palette))
+        icons.retint_all()
+        self.theme_changed.emit(palette)
+
+    @Slot(Qt.ColorScheme)
+    def _on_system_scheme_changed(self, _scheme: Qt.ColorScheme) -> None:
+        if self._choice == "system":
+            self.apply()

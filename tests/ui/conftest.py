@@ -1,0 +1,100 @@
+"""GUI test fixtures: the real model loaded once, a window on an isolated EMBER_HOME."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import QEvent
+from PySide6.QtWidgets import QApplication
+from pytestqt.qtbot import QtBot
+
+from app.engine.types import LoadParams
+from app.engine.worker import EngineWorker
+from app.ui.app import create_application
+from app.ui.main_window import MainWindow
+from app.ui.services import Services, create_services
+from app.ui.theme import ThemeManager
+
+TEST_CTX = 2048
+SMALL_CTX = 512
+
+
+@pytest.fixture(scope="session")
+def ember_app(qapp: QApplication) -> QApplication:
+    """The QApplication set up as ``ember`` sets it up (style, font, theme)."""
+    app = create_application()
+    ThemeManager(app, "light").apply()
+    return app
+
+
+@pytest.fixture(scope="session")
+def gemma_worker(gemma_path: Path) -> Iterator[EngineWorker]:
+    """One engine worker with the real test model loaded, shared by the GUI tests."""
+    worker = EngineWorker()
+    worker.load(str(gemma_path), LoadParams(n_ctx=TEST_CTX)).result(180)
+    yield worker
+    worker.shutdown()
+
+
+@pytest.fixture(scope="session")
+def small_gemma_worker(gemma_path: Path) -> Iterator[EngineWorker]:
+    """The test model with a 512-token context, for filling the context quickly."""
+    worker = EngineWorker()
+    worker.load(str(gemma_path), LoadParams(n_ctx=SMALL_CTX)).result(180)
+    yield worker
+    worker.shutdown()
+
+
+@pytest.fixture
+def engine_worker(gemma_worker: EngineWorker) -> EngineWorker:
+    """The worker the test's windows use (override to use another)."""
+    return gemma_worker
+
+
+@pytest.fixture
+def make_services(
+    ember_home: Path, engine_worker: EngineWorker
+) -> Iterator[Callable[[], Services]]:
+    """Open services on this test's EMBER_HOME sharing the loaded model; closed at the end."""
+    opened: list[Services] = []
+
+    def make() -> Services:
+        services = create_services(worker=engine_worker)
+        services.settings.set("sampling.max_tokens", 12)
+        services.settings.set("sampling.temperature", 0.0)
+        opened.append(services)
+        return services
+
+    yield make
+    for services in opened:
+        services.close()
+
+
+@pytest.fixture
+def make_window(
+    qtbot: QtBot, ember_app: QApplication, make_services: Callable[[], Services]
+) -> Iterator[Callable[[], MainWindow]]:
+    windows: list[MainWindow] = []
+
+    def make() -> MainWindow:
+        window = MainWindow(make_services())
+        qtbot.addWidget(window)
+        window.show()
+        qtbot.waitExposed(window)
+        windows.append(window)
+        return window
+
+    yield make
+    for window in windows:
+        if window.isVisible():
+            window.close()
+        window.deleteLater()
+    # Delete them now: closed windows left alive make every later stylesheet change slower.
+    QApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
+
+
+@pytest.fixture
+def window(make_window: Callable[[], MainWindow]) -> MainWindow:
+    return make_window()

@@ -1,0 +1,119 @@
+"""Big conversations open fast; themes switch; shortcuts; settings."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QApplication, QToolButton
+from pytestqt.qtbot import QtBot
+
+from app.ui import theme
+from app.ui.chat.chat_view import INITIAL
+from app.ui.main_window import MainWindow
+from app.ui.theme import ThemeManager
+
+BODY = "Some **markdown** with `code`.\n\n```python\nprint('hello')\n```\n\n- a\n- b\n"
+
+
+def test_a_500_message_conversation_opens_fast_and_renders_lazily(
+    qtbot: QtBot, window: MainWindow
+) -> None:
+    store = window.services.store
+    conversation = store.create_conversation("Huge")
+    for i in range(250):
+        store.add_message(conversation.id, "user", f"Question {i}")
+        store.add_message(conversation.id, "assistant", f"Answer {i}. {BODY}")
+    started = time.perf_counter()
+    window.controller.open_conversation(conversation.id)
+    opened = time.perf_counter() - started
+    view = window.chat.view
+    assert len(view.messages) == 500
+    assert view.rendered_count == INITIAL
+    assert opened < 2.0, f"opening took {opened:.2f} s"
+    assert view.widgets()[-1].message.content.startswith("Answer 249")
+    assert view.older_label.isVisible()
+
+    view.verticalScrollBar().setValue(0)  # scrolling to the top renders older messages
+    qtbot.waitUntil(lambda: view.rendered_count > INITIAL)
+    while view.render_older(100):
+        pass
+    assert view.rendered_count == 500
+    assert view.widgets()[0].message.content == "Question 0"
+
+
+@pytest.fixture
+def themed_window(
+    qtbot: QtBot, window: MainWindow, ember_app: QApplication
+) -> Iterator[tuple[MainWindow, ThemeManager]]:
+    manager = ThemeManager(ember_app, "light")
+    manager.theme_changed.connect(window._on_theme_changed)
+    window.themes = manager
+    yield window, manager
+    manager.set_choice("light")
+
+
+def test_theme_switch(
+    themed_window: tuple[MainWindow, ThemeManager], ember_app: QApplication
+) -> None:
+    window, manager = themed_window
+    manager.set_choice("dark")
+    assert theme.current() is theme.DARK
+    assert theme.DARK.window in ember_app.styleSheet()
+    assert window.chat.renderer.palette is theme.DARK
+    manager.set_choice("light")
+    assert theme.current() is theme.LIGHT
+    assert window.chat.renderer.palette is theme.LIGHT
+
+
+def test_settings_dialog_changes_settings_and_theme(
+    qtbot: QtBot, themed_window: tuple[MainWindow, ThemeManager]
+) -> None:
+    window, _manager = themed_window
+    qtbot.keyClick(window, Qt.Key.Key_Comma, Qt.KeyboardModifier.ControlModifier)
+    dialog = window.settings_dialog
+    assert dialog is not None and dialog.isVisible()
+    dialog.n_ctx.setValue(4096)
+    assert window.services.settings.get("load.n_ctx") == 4096
+    dark = dialog.findChild(QToolButton, "theme_dark")
+    assert dark is not None
+    dark.click()
+    assert window.services.settings.get("ui.theme") == "dark"
+    assert theme.current() is theme.DARK
+    dialog.sampling.apply_preset("Creative")
+    assert window.services.settings.get("sampling.temperature") == 1.1
+    assert window.services.settings.get("sampling.preset") == "Creative"
+    dialog.accept()
+
+
+def test_new_chat_shortcut(qtbot: QtBot, window: MainWindow) -> None:
+    conversation = window.services.store.create_conversation("Existing")
+    window.controller.open_conversation(conversation.id)
+    qtbot.keyClick(window, Qt.Key.Key_N, Qt.KeyboardModifier.ControlModifier)
+    assert window.controller.conversation_id is None
+    assert window.chat.empty.mode == "ready"  # the test model is loaded
+    assert window.chat.stack.currentWidget() is window.chat.empty_scroll
+
+
+def test_conversation_settings_are_saved_per_chat(qtbot: QtBot, window: MainWindow) -> None:
+    store = window.services.store
+    conversation = store.create_conversation("Tuned")
+    window.controller.open_conversation(conversation.id)
+    window.header.settings_button.setChecked(True)
+    assert window.panel.isVisible()
+    window.panel.system_prompt.setPlainText("You are terse.")
+    window.panel.form.preset_buttons["Precise"].click()
+    window.panel.flush()
+    saved = store.get_conversation(conversation.id)
+    assert saved.system_prompt == "You are terse."
+    assert saved.settings["preset"] == "Precise"
+    assert window.controller.sampling_params().temperature == 0.2
+
+    other = store.create_conversation("Other")
+    window.controller.open_conversation(other.id)
+    assert window.panel.system_prompt.toPlainText() == ""
+    window.controller.open_conversation(conversation.id)
+    assert window.panel.system_prompt.toPlainText() == "You are terse."
+    assert window.panel.form.preset() == "Precise"
