@@ -32,3 +32,15 @@ bench: setup
 
 clean:
 	rm -rf .venv build dist .mypy_cache .pytest_cache .ruff_cache
+
+# The double-clickable app for this OS, in dist/ (PyInstaller; see packaging/README.md).
+# `make test` never builds it; `make bundle-test` builds it when app/, packaging/ or the venv
+# changed, then smoke-tests the built binary, unpacked from its archive (tests/packaging).
+.PHONY: bundle bundle-test
+
+bundle: setup
+	$(VENV_PY) packaging/build.py
+
+bundle-test: setup
+	$(VENV_PY) packaging/build.py --if-needed
+	EMBER_BUNDLE="$$($(VENV_PY) packaging/build.py --print-artifact)" $(VENV_PY) -m pytest tests/packaging

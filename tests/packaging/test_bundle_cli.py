@@ -1,0 +1,84 @@
+"""The built binary from a terminal: ``--version`` and ``run`` with the real model."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from app import __version__
+from tests.packaging.bundle import Bundle
+
+
+def test_version_is_the_source_version(bundle: Bundle, tmp_path: Path) -> None:
+    result = subprocess.run(
+        [str(bundle.cli), "--version"],
+        capture_output=True,
+        text=True,
+        env=bundle.env(tmp_path),
+        cwd=tmp_path,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"Ember {__version__}"
+
+
+def test_every_command_has_help(bundle: Bundle, tmp_path: Path) -> None:
+    """The commands are imported by name (app.cli): all must be in the bundle."""
+    result = subprocess.run(
+        [str(bundle.cli), "--help"],
+        capture_output=True,
+        text=True,
+        env=bundle.env(tmp_path),
+        cwd=tmp_path,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    for command in ("run", "info", "serve", "pull", "ls", "rm", "providers"):
+        assert command in result.stdout
+
+
+@pytest.mark.slow
+def test_run_generates_tokens_with_the_bundled_llama_cpp(
+    bundle: Bundle, gemma_path: Path, tmp_path: Path
+) -> None:
+    """Tokens from the test model prove the native llama.cpp libraries load in the bundle."""
+    result = subprocess.run(
+        [str(bundle.cli), "run", str(gemma_path), "The sky is", "-n", "4", "--raw", "--json"],
+        capture_output=True,
+        text=True,
+        env=bundle.env(tmp_path),
+        cwd=tmp_path,
+        timeout=240,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.strip().splitlines()
+    summary = json.loads(lines[-1])
+    assert summary["usage"]["completion_tokens"] == 4
+    assert "".join(lines[:-1]).strip(), "no text was printed"
+    assert "Traceback" not in result.stderr
+
+
+def test_bundle_holds_llama_cpp_and_only_the_qt_ember_uses(bundle: Bundle) -> None:
+    files = [p for p in bundle.root.rglob("*") if p.is_file()]
+    names = {p.name.lower() for p in files}
+    folders = {p.parent.name for p in files}
+    llama = [p for p in files if p.parent.name == "lib" and p.parent.parent.name == "llama_cpp"]
+    assert any("llama" in p.name for p in llama), "llama.cpp must sit where llama_cpp looks"
+    assert any("qoffscreen" in n for n in names)
+    if sys.platform.startswith("linux"):
+        assert {"libqxcb.so", "libqwayland.so", "libqsvg.so"} <= names
+    # libQt6Quick.so.6, Qt6Quick.dll, QtQuick.framework, QtQuick.abi3.so: none of them
+    unused_qt = re.compile(r"^(lib)?qt6?(webengine|quick|qml|3d|pdf|designer|charts|multimedia)")
+    parts = {part.lower() for p in files for part in p.relative_to(bundle.root).parts}
+    assert not sorted(filter(unused_qt.match, parts))
+    assert not [n for n in names if "qgtk3" in n]
+    assert not folders & {"sqldrivers", "qmltooling", "translations", "designer", "tls"}
+    assert not [n for n in names if n.endswith(".pyi")], "typing stubs are not needed"

@@ -1,0 +1,85 @@
+"""``ember serve`` from the built binary: /health, /v1/models and one chat completion."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.packaging.bundle import Bundle, assert_self_contained, free_port
+
+pytestmark = pytest.mark.slow
+
+
+def wait_for_health(url: str, process: subprocess.Popen[str], timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            out, err = process.communicate()
+            raise AssertionError(f"serve exited with {process.returncode}:\n{out}\n{err}")
+        try:
+            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)
+    raise AssertionError("the bundled server did not answer /health")
+
+
+def stop(process: subprocess.Popen[str]) -> tuple[str, str]:
+    """Ctrl+C as a terminal sends it (Ctrl+Break on Windows): serve stops cleanly."""
+    if sys.platform == "win32":
+        process.send_signal(signal.CTRL_BREAK_EVENT)
+    else:
+        process.send_signal(signal.SIGINT)
+    return process.communicate(timeout=30)
+
+
+def test_serve_answers_models_and_a_chat_completion(
+    bundle: Bundle, gemma_path: Path, tmp_path: Path
+) -> None:
+    port = free_port()
+    root = f"http://127.0.0.1:{port}"
+    process = subprocess.Popen(
+        [str(bundle.cli), "serve", "--model", str(gemma_path), "--port", str(port), "-c", "1024"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=bundle.env(tmp_path),
+        cwd=tmp_path,
+        creationflags=getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0),
+    )
+    try:
+        wait_for_health(root, process)
+        models = httpx.get(f"{root}/v1/models", timeout=30).json()
+        ids = [m["id"] for m in models["data"]]
+        assert ids, models
+        reply = httpx.post(
+            f"{root}/v1/chat/completions",
+            json={
+                "model": ids[0],
+                "messages": [{"role": "user", "content": "Say hello."}],
+                "max_tokens": 4,
+            },
+            timeout=120,
+        )
+        assert reply.status_code == 200, reply.text
+        body = reply.json()
+        assert body["object"] == "chat.completion"
+        assert body["usage"]["completion_tokens"] > 0
+        assert body["choices"][0]["message"]["content"]
+        if sys.platform.startswith("linux"):
+            assert_self_contained(process.pid, bundle)
+        out, err = stop(process)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 0, err
+    assert out.splitlines()[0] == f"Ember API at {root}/v1"
+    assert "Traceback" not in err
