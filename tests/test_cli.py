@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pty
@@ -121,6 +122,23 @@ def _read_until(fd: int, needle: bytes, timeout: float) -> bytes:
     return buf
 
 
+def _wait_exit(pid: int, fd: int, timeout: float) -> int:
+    """The child's exit code; kills it (and fails with its last output) past ``timeout``."""
+    deadline = time.monotonic() + timeout
+    tail = b""
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        ready, _, _ = select.select([fd], [], [], 0.2)
+        if ready:
+            with contextlib.suppress(OSError):
+                tail = (tail + os.read(fd, 4096))[-2000:]
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    raise AssertionError(f"ember run did not exit; last output: {tail!r}")
+
+
 def test_interactive_on_a_terminal_ctrl_c_stops_the_answer(gemma_path: Path) -> None:
     """Driven through a pseudo-terminal like a person: Ctrl+C stops the answer, not the chat."""
     pid, fd = pty.fork()
@@ -129,14 +147,14 @@ def test_interactive_on_a_terminal_ctrl_c_stops_the_answer(gemma_path: Path) -> 
     try:
         _read_until(fd, b">>> ", 120)
         os.write(fd, b"Write a very long story about dragons.\r")
-        _read_until(fd, b" ", 60)  # the answer has started
+        _read_until(fd, b"dragons.\r\n", 30)  # the terminal's echo of the line
+        _read_until(fd, b" ", 60)  # then the answer has started
         time.sleep(0.5)
         os.write(fd, b"\x03")  # Ctrl+C
-        out = _read_until(fd, b">>> ", 15)  # back at the prompt, still chatting
+        out = _read_until(fd, b">>> ", 30)  # back at the prompt, still chatting
         assert b"Traceback" not in out
         os.write(fd, b"/bye\r")
-        _, status = os.waitpid(pid, 0)
-        assert os.waitstatus_to_exitcode(status) == 0
+        assert _wait_exit(pid, fd, 60) == 0
     finally:
         os.close(fd)
 
