@@ -49,13 +49,13 @@ def pull(spec: str, revision: str = "main", quiet: bool = False) -> Path:
     except LookupError as e:
         raise ValueError(str(e)) from None
     p = paths().ensure()
-    target = p.models_dir / repo_id / model.filename
-    if target.is_file() and all((target.parent / f).is_file() for f in model.filenames):
-        if not quiet:
-            print(f"{repo_id}/{model.filename} is already downloaded.", file=sys.stderr)
-        return target
     manager = DownloadManager(p.models_dir, p.downloads_dir, max_concurrent=1)
     try:
+        installed = manager.installed_path(repo_id, model)
+        if installed is not None:
+            if not quiet:
+                print(f"{repo_id}/{model.filename} is already downloaded.", file=sys.stderr)
+            return installed
         return _download(manager, repo_id, model, revision, quiet)
     finally:
         manager.shutdown()

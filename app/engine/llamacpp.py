@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
+import json
 import logging
 import os
 import random
@@ -446,8 +447,6 @@ class LlamaCppModel:
         grammar = None
         try:
             if s.json_schema is not None:
-                import json
-
                 grammar = llama_cpp.LlamaGrammar.from_json_schema(
                     json.dumps(s.json_schema), verbose=False
                 )

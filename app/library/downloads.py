@@ -749,11 +749,22 @@ class DownloadManager:
             raise DownloadError(f"Refusing to write {filename}: it would land outside {root}.")
         return target
 
+    def installed_path(self, repo_id: str, model: ModelFile) -> Path | None:
+        """Where ``model`` (every part) already is in ``models/``, verified as the Hub has it
+        now (size and sha256 recorded in the manifest); None when it needs downloading."""
+        targets = [self._target(repo_id, part.filename) for part in model.parts]
+        return targets[0] if self._verified_on_disk(repo_id, model.parts, targets) else None
+
     def _already_there(self, job: _Job, targets: list[Path]) -> bool:
+        return self._verified_on_disk(job.repo_id, job.parts, targets)
+
+    def _verified_on_disk(
+        self, repo_id: str, parts: Sequence[_Part | RemoteFile], targets: list[Path]
+    ) -> bool:
         if not targets:
             return False
-        manifest = read_manifest(self.models_dir.joinpath(*job.repo_id.split("/")))
-        for part, target in zip(job.parts, targets, strict=True):
+        manifest = read_manifest(self.models_dir.joinpath(*repo_id.split("/")))
+        for part, target in zip(parts, targets, strict=True):
             entry = manifest.get(part.filename, {})
             try:
                 size = target.stat().st_size

@@ -112,3 +112,18 @@ def test_run_pulls_a_missing_model_then_chats(hub: FakeHub, gemma_path: Path) ->
     # the second time it is in the library and runs by its short name
     again = ember("run", "gemma-3-270m", "Hi", "-n", "2", "-c", "1024")
     assert again.returncode == 0, again.stderr
+
+
+def test_pull_replaces_a_file_it_cannot_vouch_for(hub: FakeHub) -> None:
+    """A file at the target path that the manifest does not record as verified (a stray copy,
+    an older revision) is not taken for the download."""
+    repo = hub.add(tiny_repo("acme/Tiny-GGUF"))
+    target = paths().models_dir / "acme" / "Tiny-GGUF" / "Tiny-Q4_K_M.gguf"
+    target.parent.mkdir(parents=True)
+    target.write_bytes(b"not the real weights")
+    r = ember("pull", "acme/Tiny-GGUF")
+    assert r.returncode == 0, r.stderr
+    assert "already downloaded" not in r.stderr
+    fake = repo.file("Tiny-Q4_K_M.gguf")
+    assert fake is not None
+    assert target.read_bytes() == b"".join(fake.read(0, fake.size))
