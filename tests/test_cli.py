@@ -7,22 +7,12 @@ import json
 import os
 import pty
 import select
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 from app import __version__
-
-EMBER = [sys.executable, "-m", "app"]
-
-
-def ember(
-    *args: str, stdin: str | None = None, timeout: float = 180
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*EMBER, *args], input=stdin, capture_output=True, text=True, timeout=timeout, check=False
-    )
+from tests.helpers.cli import EMBER, ember
 
 
 def test_version() -> None:

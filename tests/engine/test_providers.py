@@ -7,7 +7,6 @@ import json
 import os
 import stat
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -36,10 +35,10 @@ from app.engine.providers import (
 )
 from app.engine.remote import RemoteAuthError
 from app.engine.types import BadRequestError, ChatRequest, Failed, Finished, SamplingParams
+from tests.helpers.cli import EMBER
 from tests.helpers.llama_server import MODEL_ALIAS, LlamaServer, running_llama_server
 
 KEY = "sk-provider-test"
-EMBER = [sys.executable, "-m", "app"]
 
 # ---- remote model ids ------------------------------------------------------------------------
 

@@ -7,22 +7,13 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 from app.config import paths
+from tests.helpers.cli import EMBER, ember
 from tests.helpers.hub_server import FakeHub, FakeRepo
 from tests.library.conftest import gguf_files, tiny_repo
-
-EMBER = [sys.executable, "-m", "app"]
-
-
-def ember(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*EMBER, *args], capture_output=True, text=True, timeout=timeout, check=False,
-        stdin=subprocess.DEVNULL,
-    )  # fmt: skip
 
 
 def test_pull_picks_q4_k_m_then_reuses_it(hub: FakeHub) -> None:

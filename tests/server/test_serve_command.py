@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -13,8 +12,7 @@ import httpx
 import openai
 
 from app.server.runner import bind_socket
-
-EMBER = [sys.executable, "-m", "app"]
+from tests.helpers.cli import EMBER
 
 
 def free_port() -> int:
