@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import struct
+import time
 
 import httpx
 import openai
@@ -170,6 +171,10 @@ def test_request_log_records_requests(served: Served, http: httpx.Client) -> Non
             json={"model": MODEL_ID, "prompt": "Hello", "max_tokens": 2, "temperature": 0},
         )
         http.get("/v1/nowhere")
+        # a record is written on the server's thread after its response went out
+        deadline = time.monotonic() + 5
+        while len(seen) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
     finally:
         unsubscribe()
     ok, missing = seen
