@@ -120,7 +120,7 @@ def run_gui(argv: Sequence[str] | None = None) -> int:
         _close_on_signals(window)
         window.show()
         _quit_after_start(window)
-        window.restore_last_model()
+        window.start_background_services()
         # Start-up objects live as long as the app; keep the cyclic GC from rescanning them
         # (a full collection over them is a visible pause while an answer streams).
         gc.collect()

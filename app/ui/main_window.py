@@ -1,4 +1,5 @@
-"""The main window: composes the sidebar, header, chat pane, chat settings and status bar.
+"""The main window: composes the navigation rail, the pages (Chats: sidebar, header, chat
+pane and chat settings; Models; Server) and the status bar.
 
 No business logic here: the panes, the ``ConversationController`` and ``app/chats`` own it.
 The window wires pane signals together, owns the shortcuts, and saves/restores its geometry,
@@ -9,13 +10,24 @@ from __future__ import annotations
 
 from PySide6.QtCore import QByteArray, Qt, QTimer, Slot
 from PySide6.QtGui import QCloseEvent, QKeySequence, QShortcut, QShowEvent
-from PySide6.QtWidgets import QMainWindow, QSplitter, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QHBoxLayout,
+    QMainWindow,
+    QSplitter,
+    QStackedWidget,
+    QVBoxLayout,
+    QWidget,
+)
 
 from app.chats.models import Conversation
 from app.ui import theme
 from app.ui.chat.chat_pane import ChatPane
 from app.ui.chat.conversation import ConversationController
 from app.ui.header.header_bar import HeaderBar
+from app.ui.models.pane import ModelsPane
+from app.ui.nav_rail import CHATS, MODELS, PAGES, SERVER, NavRail
+from app.ui.server.controller import ServerController
+from app.ui.server.pane import ServerPane
 from app.ui.services import Services
 from app.ui.settings.conversation_panel import ConversationPanel
 from app.ui.settings.settings_dialog import SettingsDialog
@@ -25,6 +37,7 @@ from app.ui.status_bar import StatusBar
 from app.ui.theme import ThemeManager
 
 GEOMETRY_KEY = "ui.geometry"
+PAGE_KEY = "ui.page"
 SPLITTER_KEY = "ui.splitter"
 DEFAULT_SIZE = (1280, 820)
 
@@ -52,8 +65,12 @@ class MainWindow(QMainWindow):
         self.header = HeaderBar(s.engine, s.catalog, self)
         self.chat = ChatPane(self.controller, s.engine, s.catalog, self)
         self.panel = ConversationPanel(self.controller, s.catalog, self)
+        self.server = ServerController(s, self)
         self.status = StatusBar(s.engine, self)
         self.setStatusBar(self.status)
+        self.rail = NavRail(self)
+        self.models_pane = ModelsPane(s, self)
+        self.server_pane = ServerPane(self.server, self)
 
         center = QWidget(self)
         center.setObjectName("Center")
@@ -72,7 +89,23 @@ class MainWindow(QMainWindow):
         self.splitter.setStretchFactor(0, 0)
         self.splitter.setStretchFactor(1, 1)
         self.splitter.setStretchFactor(2, 0)
-        self.setCentralWidget(self.splitter)
+        self.pages = QStackedWidget(self)
+        self.pages.setObjectName("Pages")
+        self._page_widgets: dict[str, QWidget] = {
+            CHATS: self.splitter,
+            MODELS: self.models_pane,
+            SERVER: self.server_pane,
+        }
+        for widget in self._page_widgets.values():
+            self.pages.addWidget(widget)
+        root = QWidget(self)
+        root.setObjectName("Root")
+        root_layout = QHBoxLayout(root)
+        root_layout.setContentsMargins(0, 0, 0, 0)
+        root_layout.setSpacing(0)
+        root_layout.addWidget(self.rail)
+        root_layout.addWidget(self.pages, 1)
+        self.setCentralWidget(root)
 
         self._connect()
         self._add_shortcuts()
@@ -88,7 +121,10 @@ class MainWindow(QMainWindow):
         sb.conversation_restored.connect(c.open_conversation)
         sb.conversation_renamed.connect(self._on_conversation_renamed)
         sb.conversation_imported.connect(c.open_conversation)
-        sb.settings_requested.connect(self.open_settings)
+        self.rail.page_requested.connect(self.show_page)
+        self.rail.settings_requested.connect(self.open_settings)
+        self.models_pane.load_requested.connect(self.load_model_into_chat)
+        self.models_pane.downloads_active.connect(lambda n: self.rail.set_badge(MODELS, n))
         c.conversation_opened.connect(self._on_conversation_opened)
         c.conversations_changed.connect(sb.request_refresh)
         h.sidebar_toggle_requested.connect(self.toggle_sidebar)
@@ -109,6 +145,9 @@ class MainWindow(QMainWindow):
             ("Esc", self.controller.stop),
             ("Ctrl+L", self.header.picker.open_menu),
             ("Ctrl+B", self.toggle_sidebar),
+            ("Ctrl+1", lambda: self.show_page(CHATS)),
+            ("Ctrl+2", lambda: self.show_page(MODELS)),
+            ("Ctrl+3", lambda: self.show_page(SERVER)),
         ):
             shortcut = QShortcut(QKeySequence(keys), self)
             shortcut.setContext(Qt.ShortcutContext.WindowShortcut)
@@ -116,8 +155,35 @@ class MainWindow(QMainWindow):
 
     # -- actions --------------------------------------------------------------------------
 
+    @Slot(str)
+    def show_page(self, page: str) -> None:
+        """Show Chats, Models or Server (``nav_rail.PAGES``)."""
+        widget = self._page_widgets.get(page)
+        if widget is None:
+            return
+        self.pages.setCurrentWidget(widget)
+        self.rail.set_page(page)
+        if page == CHATS:
+            self.chat.focus_composer()
+        elif page == MODELS:
+            self.models_pane.activate()
+        elif page == SERVER:
+            self.server_pane.activate()
+
+    @property
+    def current_page(self) -> str:
+        current = self.pages.currentWidget()
+        return next((p for p, w in self._page_widgets.items() if w is current), CHATS)
+
+    @Slot(str)
+    def load_model_into_chat(self, path: str) -> None:
+        """ "Load" from the Models page: load the model and go back to chatting."""
+        self.header.picker.load(path)
+        self.show_page(CHATS)
+
     @Slot()
     def new_chat(self) -> None:
+        self.show_page(CHATS)
         self.controller.new_conversation()
         self.chat.focus_composer()
 
@@ -152,8 +218,13 @@ class MainWindow(QMainWindow):
         raise_window(self)
         for argument in arguments:
             if isinstance(argument, str) and argument.lower().endswith(".gguf"):
-                self.header.picker.load(argument)
+                self.load_model_into_chat(argument)
                 break
+
+    def start_background_services(self) -> None:
+        """After the window is shown: the last model, and the API server if it was on."""
+        self.restore_last_model()
+        self.server.restore()
 
     def restore_last_model(self) -> None:
         """Load the model that was loaded when Ember was last closed, if it still exists."""
@@ -239,6 +310,9 @@ class MainWindow(QMainWindow):
         self.splitter.setSizes(self._pending_sizes)
         self.controller.open_conversation(settings.get("ui.last_conversation") or None)
         self.services.catalog.refresh()
+        page = settings.extra(PAGE_KEY)
+        if isinstance(page, str) and page in PAGES and page != CHATS:
+            self.show_page(page)
 
     def _default_geometry(self) -> None:
         screen = self.screen()
@@ -260,6 +334,7 @@ class MainWindow(QMainWindow):
         settings.set_extra(GEOMETRY_KEY, geometry)
         settings.set_extra(SPLITTER_KEY, [int(x) for x in self.splitter.sizes()])
         settings.set("ui.last_conversation", self.controller.conversation_id or "")
+        settings.set_extra(PAGE_KEY, self.current_page)
 
     def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 (Qt override)
         super().showEvent(event)

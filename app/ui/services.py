@@ -1,18 +1,25 @@
-"""The long-lived objects the window's panes share: settings, chat store, engine, model list.
+"""The long-lived objects the window's panes share: settings, chat store, engine, model list,
+the model library and its downloads, and the remote providers.
 
-``Services.close()`` is the shutdown order from DESIGN.md (minus the server, owned elsewhere):
-cancel jobs, unload and join the engine worker, purge chats deleted this session, close the
-database. Idempotent.
+``Services.close()`` is the shutdown order from DESIGN.md: the ``on_close`` callbacks first
+(the API server registers its stop there, so no request is left half-served), then downloads
+pause (their partial files stay resumable), remote streams close, the engine worker's jobs
+are cancelled and it is joined, chats deleted this session are purged, the database closes.
+Idempotent.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from app.chats.store import ChatStore
 from app.config import Settings, paths
+from app.engine.providers import ProviderRegistry, RemoteRouter
 from app.engine.worker import EngineWorker
+from app.library.downloads import DownloadManager
+from app.library.local import Library
 from app.ui.engine_session import EngineSession
 from app.ui.header.model_list import ModelCatalog
 
@@ -25,13 +32,23 @@ class Services:
     store: ChatStore
     engine: EngineSession
     catalog: ModelCatalog
+    library: Library
+    downloads: DownloadManager
+    providers: ProviderRegistry
+    router: RemoteRouter
     recovered: int = 0  # answers found interrupted by a crash at start-up
+    on_close: list[Callable[[], None]] = field(default_factory=list)
     _closed: bool = field(default=False, repr=False)
 
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
+        for callback in (*reversed(self.on_close), self.downloads.shutdown, self.router.shutdown):
+            try:
+                callback()
+            except Exception:
+                log.exception("Shutting down %r failed", callback)
         self.engine.shutdown()
         try:
             self.store.purge_deleted()
@@ -44,7 +61,11 @@ def create_services(worker: EngineWorker | None = None) -> Services:
     """Open everything under EMBER_HOME. Raises ChatStoreError when the history cannot open.
 
     ``worker``: an engine worker to share (tests); by default the session starts its own.
+    Nothing here touches the network or scans a disk: the library scans and the downloads
+    restore when their pane asks, on a background thread.
     """
+    from app.commands.resolve import default_library
+
     p = paths().ensure()
     settings = Settings()
     store = ChatStore(p.chats_db)
@@ -53,4 +74,18 @@ def create_services(worker: EngineWorker | None = None) -> Services:
         log.info("Recovered %d answers interrupted by a crash", len(recovered))
     engine = EngineSession(settings, worker)
     catalog = ModelCatalog(settings)
-    return Services(settings, store, engine, catalog, len(recovered))
+    library = default_library()
+    downloads = DownloadManager(p.models_dir, p.downloads_dir)
+    providers = ProviderRegistry()
+    router = RemoteRouter(providers)
+    return Services(
+        settings,
+        store,
+        engine,
+        catalog,
+        library,
+        downloads,
+        providers,
+        router,
+        len(recovered),
+    )

@@ -22,7 +22,7 @@ def test_restart_restores_conversation_and_layout(
     first = make_window()
     answer = send(qtbot, first, "Hello there.")
     first.resize(760, 540)
-    qtbot.waitUntil(lambda: first.splitter.width() == 760)
+    qtbot.waitUntil(lambda: first.splitter.width() == 760 - first.rail.width())
     first.splitter.setSizes([240, 520, 0])
     assert first.splitter.sizes()[0] == 240
     first.close()

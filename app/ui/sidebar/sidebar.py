@@ -1,11 +1,11 @@
-"""The sidebar: new chat, search, the conversations by day, and the way to Settings.
+"""The sidebar: new chat, search, and the conversations by day.
 
 Rename (F2, double-click or the menu), delete with Undo, export and import live here and act on
 the ``ChatStore`` directly.
 
 Signals: ``conversation_selected(str id)``, ``new_chat_requested()``,
 ``conversation_deleted(str id)``, ``conversation_restored(str id)``,
-``conversation_renamed(str id)``, ``conversation_imported(str id)``, ``settings_requested()``.
+``conversation_renamed(str id)``, ``conversation_imported(str id)``.
 """
 
 from __future__ import annotations
@@ -47,7 +47,6 @@ class Sidebar(QFrame):
     conversation_restored = Signal(str)
     conversation_renamed = Signal(str)
     conversation_imported = Signal(str)
-    settings_requested = Signal()
 
     def __init__(self, store: ChatStore, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -111,13 +110,6 @@ class Sidebar(QFrame):
         self.empty_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.empty_label.setWordWrap(True)
 
-        self.settings_button = QPushButton("Settings", self)
-        self.settings_button.setObjectName("SidebarFooterButton")
-        self.settings_button.setCursor(Qt.CursorShape.PointingHandCursor)
-        self.settings_button.setToolTip("Settings (Ctrl+,)")
-        icons.set_icon(self.settings_button, "gear", size=17)
-        self.settings_button.clicked.connect(self.settings_requested)
-
         delete_action = QAction("Delete", self.list)
         delete_action.setShortcut(QKeySequence.StandardKey.Delete)
         delete_action.setShortcutContext(Qt.ShortcutContext.WidgetShortcut)
@@ -133,7 +125,6 @@ class Sidebar(QFrame):
         layout.addWidget(self.search)
         layout.addWidget(self.list, 1)
         layout.addWidget(self.empty_label, 1)
-        layout.addWidget(self.settings_button)
         self.refresh()
 
     # -- public ---------------------------------------------------------------------------
