@@ -177,7 +177,14 @@ def resolve(choice: str) -> Palette:
 
 
 def stylesheet(palette: Palette) -> str:
-    template = resources.files("app.ui.resources").joinpath("themes/app.qss").read_text("utf-8")
+    """``themes/app.qss`` and then each page's own sheet (``themes/*.qss``, by name), filled in
+    with the palette's colours."""
+    folder = resources.files("app.ui.resources").joinpath("themes")
+    sheets = sorted(
+        (entry for entry in folder.iterdir() if entry.name.endswith(".qss")),
+        key=lambda entry: (entry.name != "app.qss", entry.name),
+    )
+    template = "\n".join(entry.read_text("utf-8") for entry in sheets)
     values = {f.name: getattr(palette, f.name) for f in dataclasses.fields(palette)}
     values.update(_stylesheet_images(palette))
     values["font"] = ", ".join(f'"{f}"' for f in FONT_FAMILIES)
