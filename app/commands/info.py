@@ -7,6 +7,7 @@ import json
 from dataclasses import asdict
 from typing import Any
 
+from app.cli import COMMANDS
 from app.commands.resolve import resolve_model
 from app.engine import gguf
 from app.engine.llamacpp import DEFAULT_N_CTX, available_memory, inspect_model_file
@@ -15,7 +16,7 @@ from app.engine.llamacpp import DEFAULT_N_CTX, available_memory, inspect_model_f
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "info",
-        help="show a model's metadata and memory needs",
+        help=COMMANDS["info"],
         description="Read a model's metadata from its header (without loading it) and estimate "
         "the memory it needs.",
     )

@@ -6,6 +6,7 @@ import argparse
 import json
 from typing import Any
 
+from app.cli import COMMANDS
 from app.commands.resolve import default_library
 from app.engine.gguf import human_bytes
 
@@ -13,7 +14,7 @@ from app.engine.gguf import human_bytes
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "ls",
-        help="list local models",
+        help=COMMANDS["ls"],
         description="List models downloaded by Ember and those found in place (the Hugging "
         "Face cache, LM Studio's folder, folders you added).",
     )

@@ -11,7 +11,7 @@ import json
 import sys
 from typing import Any
 
-from app.cli import CliError
+from app.cli import COMMANDS, CliError
 from app.engine.providers import (
     PRESETS,
     ProviderRegistry,
@@ -26,7 +26,7 @@ from app.engine.providers import (
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "providers",
-        help="manage remote servers (vLLM, Ollama, OpenAI, …) to chat through",
+        help=COMMANDS["providers"],
         description="Remote OpenAI-compatible servers. Their models are named PROVIDER::MODEL "
         "(e.g. `ember run gpu-box::llama3 'Hi'`).",
     )

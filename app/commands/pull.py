@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from app.cli import COMMANDS
 from app.config import paths
 from app.engine.gguf import human_bytes
 from app.library import hub
@@ -18,7 +19,7 @@ from app.library.downloads import Download, DownloadEvent, DownloadManager, Down
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "pull",
-        help="download a model from the Hugging Face Hub",
+        help=COMMANDS["pull"],
         description="Download a GGUF model. REPO alone picks a sensible quantization "
         "(Q4_K_M when there is one); REPO:Q8_0 picks a quantization, REPO:FILE.gguf a file. "
         "An interrupted pull resumes where it stopped; the file is verified before use.",

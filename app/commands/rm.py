@@ -6,13 +6,14 @@ import argparse
 import sys
 from typing import Any
 
+from app.cli import COMMANDS
 from app.commands.resolve import default_library
 
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "rm",
-        help="delete a downloaded model",
+        help=COMMANDS["rm"],
         description="Delete a model Ember downloaded or imported. Models found in place (the "
         "Hugging Face cache, LM Studio, your folders) are never deleted by Ember.",
     )

@@ -9,6 +9,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
+from app.cli import COMMANDS
 from app.commands.options import add_load_flags, add_sampling_flags, load_params, sampling_params
 from app.commands.resolve import LibraryModelNotFound, looks_like_hub_spec, resolve_model
 from app.engine.types import (
@@ -35,7 +36,7 @@ Ctrl+C stops the answer being written."""
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "run",
-        help="chat with a model in the terminal",
+        help=COMMANDS["run"],
         description="Stream an answer to PROMPT, or chat interactively when PROMPT is left out.",
     )
     p.add_argument(

@@ -15,7 +15,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from app.cli import CliError
+from app.cli import COMMANDS, CliError
 from app.commands.options import add_load_flags, load_params
 from app.config import Settings, paths
 from app.engine.worker import EngineWorker
@@ -37,7 +37,7 @@ from app.server.security import check_bind
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "serve",
-        help="serve the OpenAI-compatible API",
+        help=COMMANDS["serve"],
         description="Serve the OpenAI-compatible API (chat, completions, embeddings, models). "
         "Models in the library load when a request names them.",
     )

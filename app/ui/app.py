@@ -1,4 +1,11 @@
-"""``run_gui()``: start the desktop app (what ``ember`` without arguments does)."""
+"""``run_gui(files)``: start the desktop app (what ``ember`` and ``ember FILE.gguf`` do).
+
+A second launch only creates the QApplication and asks the running Ember to take its files
+(single_instance.py); the main window, the engine and the chat store are imported only by the
+first instance, so handing over is quick. Files also arrive as ``QFileOpenEvent`` (macOS
+Finder's "Open With", a file dropped on the Dock icon): ``_FileOpenFilter`` catches them, even
+before the window exists.
+"""
 
 from __future__ import annotations
 
@@ -8,21 +15,20 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib import resources
+from typing import TYPE_CHECKING
 
-from PySide6.QtCore import Qt, QTimer
-from PySide6.QtGui import QGuiApplication, QIcon, QPixmap
+from PySide6.QtCore import QEvent, QObject, Qt, QTimer
+from PySide6.QtGui import QFileOpenEvent, QGuiApplication, QIcon, QPixmap
 from PySide6.QtWidgets import QApplication, QMessageBox
 
 from app import __version__
-from app.chats.models import ChatStoreError
 from app.ui import theme
-from app.ui.errors import ErrorReporter, setup_file_logging
-from app.ui.main_window import MainWindow
-from app.ui.services import create_services
 from app.ui.single_instance import SingleInstance, SingleInstanceError
-from app.ui.theme import ThemeManager
+
+if TYPE_CHECKING:
+    from app.ui.main_window import MainWindow
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +63,34 @@ def create_application(argv: Sequence[str] | None = None) -> QApplication:
     return app
 
 
+class _FileOpenFilter(QObject):
+    """Collects the files the OS asks the app to open (``QEvent.FileOpen``); once a handler is
+    set, passes them on, including those that came before."""
+
+    def __init__(self, app: QApplication) -> None:
+        super().__init__(app)
+        self.pending: list[str] = []
+        self._handler: Callable[[list[str]], object] | None = None
+        app.installEventFilter(self)
+
+    def set_handler(self, handler: Callable[[list[str]], object]) -> None:
+        self._handler = handler
+        if self.pending:
+            files, self.pending = self.pending, []
+            handler(files)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 (Qt override)
+        if event.type() == QEvent.Type.FileOpen and isinstance(event, QFileOpenEvent):
+            path = event.file() or event.url().toLocalFile()
+            if path:
+                if self._handler is not None:
+                    self._handler([path])
+                else:
+                    self.pending.append(path)
+                return True
+        return super().eventFilter(watched, event)
+
+
 def _close_on_signals(window: MainWindow) -> None:
     """Ctrl+C in a terminal or a polite kill (SIGTERM) closes the window the normal way, so an
     answer being written is saved as stopped. Python runs signal handlers only between
@@ -87,20 +121,33 @@ def _quit_after_start(window: MainWindow) -> None:
     QTimer.singleShot(round(seconds * 1000), window.close)
 
 
-def run_gui(argv: Sequence[str] | None = None) -> int:
-    """Open the main window and run until it is closed; returns the exit code."""
-    import qasync
-
-    app = create_application(argv)
-    log_file = setup_file_logging()
+def run_gui(files: Sequence[str] = ()) -> int:
+    """Open the main window (loading the first of ``files``, if any) and run until it is
+    closed; returns the exit code. If Ember is already running, hand ``files`` to it instead."""
+    app = create_application(sys.argv[:1])
+    opener = _FileOpenFilter(app)
     instance = SingleInstance()
     try:
-        if not instance.start(list(argv or [])):
-            log.info("Ember is already running; it was asked to come to the front")
-            return 0
+        if not instance.start(list(files)):
+            return 0  # the running Ember came to the front and took the files
     except SingleInstanceError as error:
         QMessageBox.warning(None, "Ember", str(error))
         return 1
+    return _run_first_instance(app, instance, opener, list(files))
+
+
+def _run_first_instance(
+    app: QApplication, instance: SingleInstance, opener: _FileOpenFilter, files: list[str]
+) -> int:
+    import qasync
+
+    from app.chats.models import ChatStoreError
+    from app.ui.errors import ErrorReporter, setup_file_logging
+    from app.ui.main_window import MainWindow
+    from app.ui.services import create_services
+    from app.ui.theme import ThemeManager
+
+    log_file = setup_file_logging()
     log.info("Ember %s starting; logging to %s", __version__, log_file)
     window: MainWindow | None = None
     reporter = ErrorReporter(lambda: window)
@@ -120,7 +167,9 @@ def run_gui(argv: Sequence[str] | None = None) -> int:
         _close_on_signals(window)
         window.show()
         _quit_after_start(window)
-        window.start_background_services()
+        window.start_background_services(files + opener.pending)
+        opener.pending.clear()
+        opener.set_handler(window.open_files)
         # Start-up objects live as long as the app; keep the cyclic GC from rescanning them
         # (a full collection over them is a visible pause while an answer streams).
         gc.collect()

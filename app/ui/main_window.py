@@ -8,6 +8,8 @@ splitter sizes and the last open conversation.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from PySide6.QtCore import QByteArray, Qt, QTimer, Slot
 from PySide6.QtGui import QCloseEvent, QKeySequence, QShortcut, QShowEvent
 from PySide6.QtWidgets import (
@@ -216,14 +218,21 @@ class MainWindow(QMainWindow):
     def on_instance_message(self, arguments: list[str]) -> None:
         """Another launch of Ember handed over: come to the front; load a model it named."""
         raise_window(self)
-        for argument in arguments:
-            if isinstance(argument, str) and argument.lower().endswith(".gguf"):
-                self.load_model_into_chat(argument)
-                break
+        self.open_files([a for a in arguments if isinstance(a, str)])
 
-    def start_background_services(self) -> None:
-        """After the window is shown: the last model, and the API server if it was on."""
-        self.restore_last_model()
+    def open_files(self, files: list[str]) -> bool:
+        """Load the first ``.gguf`` of ``files`` into the chat; False if there was none."""
+        for path in files:
+            if path.lower().endswith(".gguf"):
+                self.load_model_into_chat(path)
+                return True
+        return False
+
+    def start_background_services(self, files: Sequence[str] = ()) -> None:
+        """After the window is shown: the model it was opened with (else the last one), and
+        the API server if it was on."""
+        if not self.open_files(list(files)):
+            self.restore_last_model()
         self.server.restore()
 
     def restore_last_model(self) -> None:
