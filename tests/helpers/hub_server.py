@@ -26,7 +26,8 @@ header".
 Fault injection: ``fail_next`` (answer N matching requests with a status, optionally after
 skipping some: "fail the 3rd request"), ``drop_next`` (cut the connection after N body bytes),
 ``corrupt`` (serve one flipped byte), ``throttle_bps`` (slow bodies down, so pause/cancel can be
-tested). Every request is logged (``requests``, ``body_bytes``) so tests can assert what was asked.
+tested), ``latency`` (every answer waits that many seconds first: a slow Hub). Every request
+is logged (``requests``, ``body_bytes``) so tests can assert what was asked.
 
 Point huggingface_hub at it by passing ``endpoint=hub.url`` (HfApi, hf_hub_url, hf_hub_download),
 or set ``HF_ENDPOINT`` for Ember: Ember reads ``HF_ENDPOINT`` when each call is made, while
@@ -234,6 +235,7 @@ class FakeHub:
         self.cdn_host = cdn_host
         self.lfs_redirect = lfs_redirect
         self.throttle_bps: int | None = None
+        self.latency = 0.0  # seconds every answer waits first: a slow Hub
         self.requests: list[RequestLog] = []
         self._rules: list[_Rule] = []
         self._corrupt: set[tuple[str, str]] = set()
@@ -392,6 +394,8 @@ class FakeHub:
         )
         with self._lock:
             self.requests.append(log)
+        if self.latency:
+            time.sleep(self.latency)
         try:
             rule = self._take_rule("status", h.command, log.path)
             if rule is not None:
@@ -808,3 +812,20 @@ def serve_hub(repos: Iterable[FakeRepo] = (), **kwargs: Any) -> Iterator[FakeHub
 
 def resolve_url(hub: FakeHub, repo_id: str, filename: str, revision: str = "main") -> str:
     return f"{hub.url}/{repo_id}/resolve/{quote(revision, safe='')}/{quote(filename)}"
+
+
+@contextmanager
+def fake_hub_env(monkeypatch: Any, tmp_path_factory: Any) -> Iterator[FakeHub]:
+    """A FakeHub as ``HF_ENDPOINT`` for this test, with no token anywhere (env, token file,
+    subprocesses), so tests see what a user without a Hugging Face login sees."""
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.delenv("HUGGING_FACE_HUB_TOKEN", raising=False)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    import huggingface_hub.constants
+
+    token = tmp_path_factory.mktemp("hf_home") / "token"
+    monkeypatch.setattr(huggingface_hub.constants, "HF_TOKEN_PATH", str(token))
+    monkeypatch.setenv("HF_TOKEN_PATH", str(token))  # for subprocesses
+    with FakeHub() as fake:
+        monkeypatch.setenv("HF_ENDPOINT", fake.url)
+        yield fake

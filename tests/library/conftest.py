@@ -12,13 +12,12 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import huggingface_hub.constants
 import pytest
 
 from app.config import paths
 from app.library.downloads import Download, DownloadEvent, DownloadManager, DownloadState
 from tests.helpers.gguf_writer import gguf_bytes
-from tests.helpers.hub_server import FakeHub, FakeRepo
+from tests.helpers.hub_server import FakeHub, FakeRepo, fake_hub_env
 
 FAST_BACKOFF = (0.01, 0.02, 0.04, 0.08)
 
@@ -27,14 +26,8 @@ FAST_BACKOFF = (0.01, 0.02, 0.04, 0.08)
 def hub(
     monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[FakeHub]:
-    monkeypatch.delenv("HF_TOKEN", raising=False)
-    monkeypatch.delenv("HUGGING_FACE_HUB_TOKEN", raising=False)
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    token_dir = tmp_path_factory.mktemp("hf_home")
-    monkeypatch.setattr(huggingface_hub.constants, "HF_TOKEN_PATH", str(token_dir / "token"))
-    monkeypatch.setenv("HF_TOKEN_PATH", str(token_dir / "token"))  # for subprocesses
-    with FakeHub() as fake:
-        monkeypatch.setenv("HF_ENDPOINT", fake.url)
+    """The fake Hub on 127.0.0.1 as ``HF_ENDPOINT``, with no token."""
+    with fake_hub_env(monkeypatch, tmp_path_factory) as fake:
         yield fake
 
 

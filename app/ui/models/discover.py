@@ -1,0 +1,285 @@
+"""Discover: search the Hub for GGUF models and open one.
+
+The search box is debounced (typing waits for a pause); sort, size and author filters apply at
+once. Searches run on the page's Hub runner; an answer to an older search is dropped. Errors
+(offline, rate-limited, a bad mirror) are shown in the results column with "Try again".
+
+Signals: none of its own; the repository detail's are re-emitted by the page.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+
+from PySide6.QtCore import QSize, Qt, QTimer, Slot
+from PySide6.QtWidgets import (
+    QComboBox,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QListWidget,
+    QListWidgetItem,
+    QSplitter,
+    QStackedWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.library import hub
+from app.library.hub import RepoSummary, Sort
+from app.ui import theme
+from app.ui.models.repo_detail import RepoDetail
+from app.ui.models.runner import Runner
+from app.ui.models.widgets import Chip, ElidedLabel, StatePanel, compact_count, relative_time, stat
+
+DEBOUNCE_MS = 350
+RESULT_LIMIT = 60
+SORTS: tuple[tuple[str, Sort], ...] = (
+    ("Most downloaded", "downloads"),
+    ("Most liked", "likes"),
+    ("Trending", "trending"),
+    ("Recently updated", "updated"),
+)
+SIZES: tuple[tuple[str, float | None, float | None], ...] = (
+    ("Any size", None, None),
+    ("Up to 3B", None, 3.5),
+    ("3B – 9B", 2.5, 9.5),
+    ("9B – 20B", 8.5, 20.5),
+    ("20B – 40B", 19.5, 40.5),
+    ("Over 40B", 39.5, None),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    text: str
+    sort: Sort
+    author: str | None
+    min_params: float | None
+    max_params: float | None
+
+    @property
+    def filtered(self) -> bool:
+        return bool(self.text or self.author or self.min_params or self.max_params)
+
+
+class ResultRow(QWidget):
+    """One search result: name, author, size hint, downloads, likes, last update."""
+
+    def __init__(self, summary: RepoSummary, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("ResultRow")
+        self.summary = summary
+        name = ElidedLabel(summary.name, self)
+        name.setObjectName("ResultName")
+        name.setToolTip(summary.id)
+        name.setText(summary.name)
+        author = QLabel(summary.author or "", self)
+        author.setObjectName("ResultAuthor")
+        top = QHBoxLayout()
+        top.setSpacing(8)
+        top.addWidget(name, 1)
+        if summary.gated:
+            gated = Chip("Gated", "warning", self)
+            gated.setToolTip("Accept the repository's terms on the Hub and set HF_TOKEN")
+            top.addWidget(gated)
+        if summary.params:
+            top.addWidget(Chip(summary.params, "accent", self))
+        bottom = QHBoxLayout()
+        bottom.setSpacing(14)
+        bottom.addWidget(author)
+        bottom.addStretch(1)
+        bottom.addWidget(stat("download", compact_count(summary.downloads), self))
+        bottom.addWidget(stat("heart", compact_count(summary.likes), self))
+        updated = relative_time(summary.last_modified)
+        if updated:
+            bottom.addWidget(stat("clock", updated, self))
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(14, 10, 14, 10)
+        layout.setSpacing(3)
+        layout.addLayout(top)
+        layout.addLayout(bottom)
+        for label in self.findChildren(QLabel):
+            label.setAttribute(Qt.WidgetAttribute.WA_TransparentForMouseEvents)
+
+
+class DiscoverView(QWidget):
+    """See the module docstring. ``detail`` is the repository view on the right."""
+
+    def __init__(self, detail: RepoDetail, hub_runner: Runner, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setObjectName("DiscoverView")
+        self.detail = detail
+        self.runner = hub_runner
+        self.results: list[RepoSummary] = []
+        self.searched = False
+        self._generation = 0
+        self._last_query: Query | None = None
+
+        self.search = QLineEdit(self)
+        self.search.setObjectName("HubSearch")
+        self.search.setPlaceholderText("Search models on Hugging Face, e.g. qwen, llama, gemma")
+        self.search.setClearButtonEnabled(True)
+        self.search.addAction(theme.icon("search"), QLineEdit.ActionPosition.LeadingPosition)
+        self.sort_box = QComboBox(self)
+        self.sort_box.setObjectName("SortBox")
+        for label, key in SORTS:
+            self.sort_box.addItem(label, key)
+        self.size_box = QComboBox(self)
+        self.size_box.setObjectName("SizeBox")
+        for label, *_ in SIZES:
+            self.size_box.addItem(label)
+        self.size_box.setToolTip("Parameter count, from the Hub's GGUF data or the name")
+        self.author = QLineEdit(self)
+        self.author.setObjectName("AuthorField")
+        self.author.setPlaceholderText("Author")
+        self.author.setToolTip("Only models from this Hub user or organization, e.g. unsloth")
+        self.author.setClearButtonEnabled(True)
+        self.author.setFixedWidth(150)
+        bar = QHBoxLayout()
+        bar.setSpacing(8)
+        bar.addWidget(self.search, 1)
+        bar.addWidget(self.author)
+        bar.addWidget(self.size_box)
+        bar.addWidget(self.sort_box)
+
+        self.caption = QLabel(self)
+        self.caption.setObjectName("ResultsCaption")
+        self.list = QListWidget(self)
+        self.list.setObjectName("ResultList")
+        self.list.setVerticalScrollMode(QListWidget.ScrollMode.ScrollPerPixel)
+        self.list.setUniformItemSizes(True)
+        self.list.currentRowChanged.connect(self._on_current_row_changed)
+        self.state = StatePanel(self)
+        self.state.action_clicked.connect(self.search_now)
+        self.results_stack = QStackedWidget(self)
+        self.results_stack.addWidget(self.state)
+        self.results_stack.addWidget(self.list)
+        left = QWidget(self)
+        left.setObjectName("ResultsColumn")
+        left_layout = QVBoxLayout(left)
+        left_layout.setContentsMargins(0, 0, 0, 0)
+        left_layout.setSpacing(6)
+        left_layout.addWidget(self.caption)
+        left_layout.addWidget(self.results_stack, 1)
+        self.splitter = QSplitter(Qt.Orientation.Horizontal, self)
+        self.splitter.setObjectName("DiscoverSplitter")
+        self.splitter.setChildrenCollapsible(False)
+        self.splitter.addWidget(left)
+        self.splitter.addWidget(detail)
+        self.splitter.setStretchFactor(0, 0)
+        self.splitter.setStretchFactor(1, 1)
+        self.splitter.setSizes([400, 700])
+        left.setMinimumWidth(260)
+        detail.setMinimumWidth(320)
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(24, 4, 24, 16)
+        layout.setSpacing(12)
+        layout.addLayout(bar)
+        layout.addWidget(self.splitter, 1)
+
+        self._debounce = QTimer(self)
+        self._debounce.setSingleShot(True)
+        self._debounce.setInterval(DEBOUNCE_MS)
+        self._debounce.timeout.connect(self.search_now)
+        self.search.textChanged.connect(self._debounce.start)
+        self.author.textChanged.connect(self._debounce.start)
+        self.search.returnPressed.connect(self.search_now)
+        self.author.returnPressed.connect(self.search_now)
+        self.sort_box.currentIndexChanged.connect(self.search_now)
+        self.size_box.currentIndexChanged.connect(self.search_now)
+
+    # -- searching ------------------------------------------------------------------------
+
+    def query(self) -> Query:
+        _, low, high = SIZES[max(0, self.size_box.currentIndex())]
+        return Query(
+            text=self.search.text().strip(),
+            sort=self.sort_box.currentData() or "downloads",
+            author=self.author.text().strip() or None,
+            min_params=low,
+            max_params=high,
+        )
+
+    def ensure_searched(self) -> None:
+        """The first time the page is shown: the most downloaded models."""
+        if not self.searched:
+            self.search_now()
+
+    @Slot()
+    def search_now(self) -> None:
+        self._debounce.stop()
+        self.searched = True
+        self._generation += 1
+        generation = self._generation
+        q = self.query()
+        self._last_query = q
+        if not self.results:
+            self.state.show_state("loading", "Searching the Hub…")
+            self.results_stack.setCurrentWidget(self.state)
+        self.caption.setText("Searching…")
+
+        def search() -> list[RepoSummary]:
+            return hub.search_models(
+                q.text, q.sort, q.author, q.min_params, q.max_params, limit=RESULT_LIMIT
+            )
+
+        def done(result: object, error: BaseException | None) -> None:
+            if generation == self._generation:
+                self._on_search_done(q, result, error)
+
+        self.runner.submit(search, done)
+
+    def _on_search_done(self, q: Query, result: object, error: BaseException | None) -> None:
+        if error is not None or not isinstance(result, list):
+            self.results = []
+            self.list.clear()
+            message = str(error) if isinstance(error, hub.HubError) else f"Search failed: {error}"
+            self.state.show_state("error", "Can't search the Hub", message, "Try again")
+            self.results_stack.setCurrentWidget(self.state)
+            self.caption.setText("")
+            return
+        self.results = result
+        self._fill(result)
+        if not result:
+            hint = "Try a shorter name, or clear the filters." if q.filtered else ""
+            wanted = f" match “{html.escape(q.text)}”" if q.text else " match these filters"
+            self.state.show_state("empty", f"No GGUF models{wanted}", hint)
+            self.results_stack.setCurrentWidget(self.state)
+            self.caption.setText("")
+            return
+        self.results_stack.setCurrentWidget(self.list)
+        sort_label = self.sort_box.currentText().lower()
+        count = f"{len(result)}{'+' if len(result) >= RESULT_LIMIT else ''}"
+        if q.text:
+            self.caption.setText(f"{count} results for “{q.text}”, {sort_label}")
+        else:
+            self.caption.setText(f"{count} GGUF models, {sort_label}")
+
+    def _fill(self, results: list[RepoSummary]) -> None:
+        current = self.detail.summary.id if self.detail.summary is not None else None
+        self.list.blockSignals(True)
+        self.list.clear()
+        for summary in results:
+            item = QListWidgetItem(self.list)
+            row = ResultRow(summary)
+            item.setSizeHint(QSize(200, max(58, row.sizeHint().height())))
+            item.setData(Qt.ItemDataRole.UserRole, summary.id)
+            self.list.setItemWidget(item, row)
+            if summary.id == current:
+                self.list.setCurrentItem(item)
+        self.list.blockSignals(False)
+
+    @Slot(int)
+    def _on_current_row_changed(self, row: int) -> None:
+        if 0 <= row < len(self.results):
+            self.detail.open_repo(self.results[row])
+
+    def open_result(self, repo_id: str) -> None:
+        """Select a result by id (keyboard users, tests)."""
+        for index, summary in enumerate(self.results):
+            if summary.id == repo_id:
+                self.list.setCurrentRow(index)
+                return

@@ -1,0 +1,93 @@
+"""One downloadable model in a repository's file list: name, size, fit badge, Download."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QWidget
+
+from app.engine.gguf import human_bytes
+from app.library.downloads import Download, DownloadState
+from app.library.hub import ModelFile
+from app.ui import icons
+from app.ui.models import fit
+from app.ui.models.widgets import Chip
+
+_FIT_KINDS = {"fits": "success", "tight": "warning", "wont_fit": "danger"}
+
+
+class FileRow(QFrame):
+    """One downloadable model: name, size, fit badge, Download button."""
+
+    def __init__(self, model: ModelFile, parent: QWidget) -> None:
+        super().__init__(parent)
+        self.setObjectName("FileRow")
+        self.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
+        self.model = model
+        self.fit_requested = False
+        name = model.name + (f"  ·  {model.split_count} parts" if model.is_split else "")
+        self.name = QLabel(name, self)
+        self.name.setObjectName("FileName")
+        self.name.setToolTip("\n".join(model.filenames))
+        self.name.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.size_label = QLabel(human_bytes(model.size), self)
+        self.size_label.setObjectName("FileSize")
+        self.size_label.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        self.size_label.setMinimumWidth(64)
+        self.fit = Chip("Checking…", "plain", self)
+        self.fit.setToolTip("Reading the file's header to estimate the memory it needs…")
+        self.fit.setMinimumWidth(72)
+        self.fit.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.button = QPushButton("Download", self)
+        self.button.setObjectName("DownloadButton")
+        self.button.setCursor(Qt.CursorShape.PointingHandCursor)
+        self.button.setMinimumWidth(150)
+        icons.set_icon(self.button, "download", "accent_text", 16)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(14, 8, 10, 8)
+        layout.setSpacing(12)
+        layout.addWidget(self.name, 1)
+        layout.addWidget(self.size_label)
+        layout.addWidget(self.fit)
+        layout.addWidget(self.button)
+        self.state = "download"
+
+    def set_fit(self, badge: fit.FitBadge | None, error: str | None = None) -> None:
+        if badge is None:
+            self.fit.setText("Unknown")
+            self.fit.set_kind("plain")
+            self.fit.setToolTip(f"Ember could not estimate the memory this file needs: {error}")
+            return
+        self.fit.setText(badge.label)
+        self.fit.set_kind(_FIT_KINDS[badge.level])
+        self.fit.setToolTip(badge.tooltip)
+
+    def set_download(self, download: Download | None, installed: bool) -> None:
+        """ "Downloaded", "Downloading 40%", "Paused 40%", "Retry" or "Download"."""
+        percent = f"{download.fraction:.0%}" if download and download.total_bytes else ""
+        state = download.state if download is not None else None
+        if installed:
+            text, self.state, icon, enabled = "Downloaded", "installed", "check", False
+        elif state in (DownloadState.DOWNLOADING, DownloadState.QUEUED):
+            busy = state == DownloadState.DOWNLOADING and percent
+            text = f"Downloading {percent}" if busy else "Queued…"
+            self.state, icon, enabled = "running", "download", True
+        elif state == DownloadState.VERIFYING:
+            text, self.state, icon, enabled = "Verifying…", "running", "check", True
+        elif state == DownloadState.PAUSED:
+            text = f"Paused {percent}".strip()
+            self.state, icon, enabled = "running", "download", True
+        elif state == DownloadState.FAILED:
+            text, self.state, icon, enabled = "Retry download", "retry", "regenerate", True
+        else:
+            text, self.state, icon, enabled = "Download", "download", "download", True
+        self.button.setText(text)
+        self.button.setEnabled(enabled)
+        self.button.setProperty("state", self.state)
+        self.button.style().unpolish(self.button)
+        self.button.style().polish(self.button)
+        role = "accent_text" if self.state in ("download", "retry") else "muted"
+        icons.set_icon(self.button, icon, role, 16)
+        if download is not None and state == DownloadState.FAILED and download.error:
+            self.button.setToolTip(download.error)
+        else:
+            self.button.setToolTip("")

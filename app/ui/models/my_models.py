@@ -1,0 +1,409 @@
+"""My models: the local library (Ember's models, imports, the Hugging Face cache, LM Studio's
+folder and folders the user added), with Load, Reveal in the file manager and Delete.
+
+The ``Library`` is not thread-safe, so every call to it (scan, import, delete) runs on the
+page's one-thread library runner. Delete asks first and only deletes Ember's own files; for
+others the library's NotOwnedError explains where the file lives (and, for an added folder,
+offers to stop listing it).
+
+Signals: ``load_requested(str path)``; ``library_changed()`` after a scan found a new list;
+``model_deleted(str path)``.
+"""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+from typing import Literal
+
+from PySide6.QtCore import Qt, QUrl, Signal, Slot
+from PySide6.QtGui import QDesktopServices
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QMenu,
+    QMessageBox,
+    QPushButton,
+    QStackedWidget,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.config import Settings
+from app.engine.gguf import human_bytes
+from app.library.local import Library, LibraryError, LocalModel, NotOwnedError
+from app.ui import icons, theme
+from app.ui.banner import Banner
+from app.ui.models.runner import Runner
+from app.ui.models.widgets import Chip, IconLabel, StatePanel, scroll_list
+
+SOURCES = {
+    "ember": "Downloaded",
+    "imported": "Imported",
+    "hf-cache": "HF cache",
+    "lmstudio": "LM Studio",
+    "folder": "Folder",
+}
+
+
+def context_label(tokens: int | None) -> str:
+    if not tokens:
+        return ""
+    return f"{tokens // 1024}K context" if tokens >= 1024 else f"{tokens} context"
+
+
+class LocalModelRow(QFrame):
+    """One model: name, where it is from, quant, size, context, and its actions."""
+
+    def __init__(self, model: LocalModel, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("LocalModelRow")
+        self.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
+        self.model = model
+        broken = model.error is not None
+        icon = IconLabel("alert" if broken else "chip", 20, "danger" if broken else "muted", self)
+        name = QLabel(model.name, self)
+        name.setObjectName("LocalName")
+        name.setToolTip(str(model.path))
+        where = model.repo_id or str(model.path.parent)
+        origin = QLabel(where, self)
+        origin.setObjectName("LocalOrigin")
+        origin.setToolTip(str(model.path))
+        chips = QHBoxLayout()
+        chips.setSpacing(6)
+        chips.addWidget(Chip(SOURCES.get(model.source, model.source), "source", self))
+        if model.quant:
+            chips.addWidget(Chip(model.quant, "accent", self))
+        info = model.info
+        if info is not None and info.size_label:
+            chips.addWidget(Chip(info.size_label, "plain", self))
+        chips.addWidget(Chip(human_bytes(model.size), "plain", self))
+        ctx = context_label(info.context_length if info else None)
+        if ctx:
+            chips.addWidget(Chip(ctx, "plain", self))
+        if model.mmproj is not None:
+            chips.addWidget(Chip("Vision", "plain", self))
+        chips.addStretch(1)
+        text = QVBoxLayout()
+        text.setSpacing(4)
+        head = QHBoxLayout()
+        head.setSpacing(10)
+        head.addWidget(name)
+        head.addWidget(origin, 1)
+        text.addLayout(head)
+        text.addLayout(chips)
+        if model.error:
+            error = QLabel(model.error, self)
+            error.setObjectName("DownloadError")
+            error.setWordWrap(True)
+            text.addWidget(error)
+        self.load_button = QPushButton("Load", self)
+        self.load_button.setObjectName("LoadButton")
+        self.load_button.setCursor(Qt.CursorShape.PointingHandCursor)
+        self.load_button.setEnabled(model.error is None)
+        self.load_button.setToolTip("Load this model and start chatting")
+        self.reveal_button = QToolButton(self)
+        self.reveal_button.setObjectName("RowIconButton")
+        self.reveal_button.setToolTip("Show in the file manager")
+        icons.set_icon(self.reveal_button, "folder", size=17)
+        self.delete_button = QToolButton(self)
+        self.delete_button.setObjectName("RowIconButton")
+        self.delete_button.setToolTip(
+            "Delete this model's files" if model.owned else "Not Ember's file: see where it is"
+        )
+        icons.set_icon(self.delete_button, "trash", size=17)
+        for button in (self.reveal_button, self.delete_button):
+            button.setCursor(Qt.CursorShape.PointingHandCursor)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(16, 12, 12, 12)
+        layout.setSpacing(14)
+        layout.addWidget(icon, 0, Qt.AlignmentFlag.AlignTop)
+        layout.addLayout(text, 1)
+        layout.addWidget(self.load_button)
+        layout.addWidget(self.reveal_button)
+        layout.addWidget(self.delete_button)
+
+
+class MyModelsView(QWidget):
+    """See the module docstring."""
+
+    load_requested = Signal(str)
+    library_changed = Signal()
+    model_deleted = Signal(str)
+    discover_requested = Signal()
+
+    def __init__(
+        self,
+        library: Library,
+        settings: Settings,
+        library_runner: Runner,
+        parent: QWidget | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.setObjectName("MyModelsView")
+        self.library = library
+        self.settings = settings
+        self.runner = library_runner
+        self.models: list[LocalModel] = []
+        self.rows: dict[str, LocalModelRow] = {}
+        self.scanned = False
+        self._scan_again = False
+        self.confirm: QMessageBox | None = None
+
+        self.filter = QLineEdit(self)
+        self.filter.setObjectName("HubSearch")
+        self.filter.setPlaceholderText("Filter your models")
+        self.filter.setClearButtonEnabled(True)
+        self.filter.addAction(theme.icon("search"), QLineEdit.ActionPosition.LeadingPosition)
+        self.filter.textChanged.connect(self._apply_filter)
+        self.import_button = QPushButton("Import .gguf", self)
+        self.import_button.setObjectName("SecondaryButton")
+        icons.set_icon(self.import_button, "import", size=16)
+        menu = QMenu(self.import_button)
+        menu.addAction("Copy a file into Ember…", self._on_import_copy)
+        menu.addAction("Link a file, keeping it where it is…", self._on_import_link)
+        self.import_button.setMenu(menu)
+        self.folder_button = QPushButton("Add folder", self)
+        self.folder_button.setObjectName("SecondaryButton")
+        icons.set_icon(self.folder_button, "folder", size=16)
+        self.folder_button.clicked.connect(self._on_add_folder_clicked)
+        self.refresh_button = QToolButton(self)
+        self.refresh_button.setObjectName("RowIconButton")
+        self.refresh_button.setToolTip("Look for models again")
+        icons.set_icon(self.refresh_button, "regenerate", size=17)
+        self.refresh_button.clicked.connect(self.refresh)
+        for button in (self.import_button, self.folder_button, self.refresh_button):
+            button.setCursor(Qt.CursorShape.PointingHandCursor)
+        bar = QHBoxLayout()
+        bar.setSpacing(8)
+        bar.addWidget(self.filter, 1)
+        bar.addWidget(self.import_button)
+        bar.addWidget(self.folder_button)
+        bar.addWidget(self.refresh_button)
+
+        self.banner = Banner(self)
+        self.caption = QLabel(self)
+        self.caption.setObjectName("ResultsCaption")
+        self.caption.setWordWrap(True)
+        scroll, self.body, self.rows_layout = scroll_list("MyModels", self)
+        self._list_page = scroll
+        self.state = StatePanel(self)
+        self.state.action_clicked.connect(self.discover_requested)
+        self.stack = QStackedWidget(self)
+        self.stack.addWidget(self.state)
+        self.stack.addWidget(scroll)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(24, 4, 24, 16)
+        layout.setSpacing(10)
+        layout.addLayout(bar)
+        layout.addWidget(self.banner)
+        layout.addWidget(self.caption)
+        layout.addWidget(self.stack, 1)
+        self.state.show_state("loading", "Looking for models…")
+
+    # -- scanning -------------------------------------------------------------------------
+
+    @Slot()
+    def refresh(self) -> None:
+        """Scan the library again (off-thread); a request during a scan runs one more after."""
+        if self.runner.busy:
+            self._scan_again = True
+            return
+        self._scan_again = False
+        self.runner.submit(self.library.scan, self._on_scanned)
+
+    def _on_scanned(self, result: object, error: BaseException | None) -> None:
+        self.scanned = True
+        if self._scan_again:
+            self.refresh()
+        if error is not None or not isinstance(result, list):
+            self.banner.show_message("error", f"Could not list your models: {error}")
+            return
+        self.models = result
+        self._fill()
+        self.library_changed.emit()
+
+    def _fill(self) -> None:
+        for row in self.rows.values():
+            row.deleteLater()
+        self.rows.clear()
+        for model in self.models:
+            row = LocalModelRow(model, self.body)
+            row.load_button.clicked.connect(self._on_load_clicked)
+            row.reveal_button.clicked.connect(self._on_reveal_clicked)
+            row.delete_button.clicked.connect(self._on_delete_clicked)
+            self.rows[model.id] = row
+            self.rows_layout.insertWidget(self.rows_layout.count() - 1, row)
+        total = sum(m.size for m in self.models)
+        count = len(self.models)
+        folders = [str(d) for d in self.library.extra_dirs]
+        where = f" · also looking in {', '.join(folders)}" if folders else ""
+        self.caption.setText(
+            f"{count} model{'s' if count != 1 else ''} · {human_bytes(total)} on disk{where}"
+            if count
+            else ""
+        )
+        if not self.models:
+            self.state.show_state(
+                "empty",
+                "No models yet",
+                "Download one from Discover, import a .gguf file you already have, or add a "
+                f"folder that holds some. Ember's own models live in "
+                f"{html.escape(str(self.library.models_dir))}.",
+                "Discover models",
+                icon="box",
+            )
+            self.stack.setCurrentWidget(self.state)
+        else:
+            self.stack.setCurrentWidget(self._list_page)
+        self._apply_filter(self.filter.text())
+
+    @Slot(str)
+    def _apply_filter(self, text: str) -> None:
+        needle = text.strip().lower()
+        for row in self.rows.values():
+            m = row.model
+            haystack = f"{m.name} {m.repo_id or ''} {m.quant or ''} {m.path}".lower()
+            row.setVisible(not needle or needle in haystack)
+
+    # -- actions --------------------------------------------------------------------------
+
+    def _row_of(self, sender: object) -> LocalModelRow | None:
+        widget = sender.parentWidget() if isinstance(sender, QWidget) else None
+        return widget if isinstance(widget, LocalModelRow) else None
+
+    @Slot()
+    def _on_load_clicked(self) -> None:
+        row = self._row_of(self.sender())
+        if row is not None:
+            self.load_requested.emit(str(row.model.path))
+
+    @Slot()
+    def _on_reveal_clicked(self) -> None:
+        row = self._row_of(self.sender())
+        if row is not None:
+            QDesktopServices.openUrl(QUrl.fromLocalFile(str(row.model.path.parent)))
+
+    @Slot()
+    def _on_delete_clicked(self) -> None:
+        row = self._row_of(self.sender())
+        if row is None:
+            return
+        model = row.model
+        if not model.owned:
+            self._delete(model)  # the library explains why it will not
+            return
+        box = QMessageBox(self)
+        box.setObjectName("ConfirmDelete")
+        box.setIcon(QMessageBox.Icon.Warning)
+        box.setWindowTitle("Delete model")
+        parts = len(model.parts) + (len(model.projectors) if model.projectors else 0)
+        files = f"{parts} files, " if parts > 1 else ""
+        box.setText(f"Delete {model.name}?")
+        box.setInformativeText(
+            f"This removes {files}{human_bytes(model.size)} from {model.path.parent}. "
+            "You can download it again later."
+        )
+        delete = box.addButton("Delete", QMessageBox.ButtonRole.DestructiveRole)
+        box.addButton(QMessageBox.StandardButton.Cancel)
+        box.setDefaultButton(QMessageBox.StandardButton.Cancel)
+        box.setProperty("model_id", model.id)
+        self.confirm = box
+
+        def finished() -> None:
+            self.confirm = None
+            if box.clickedButton() is delete:
+                self._delete(model)
+            box.deleteLater()
+
+        box.finished.connect(finished)
+        box.open()
+
+    def _delete(self, model: LocalModel) -> None:
+        library = self.library
+
+        def done(result: object, error: BaseException | None) -> None:
+            if isinstance(error, NotOwnedError):
+                actions = []
+                folder = self._added_folder_of(model.path)
+                if folder is not None:
+                    actions.append(("Stop listing this folder", lambda: self.remove_folder(folder)))
+                self.banner.show_message("info", str(error), actions)
+                return
+            if error is not None:
+                self.banner.show_message("error", f"Could not delete {model.name}: {error}")
+                return
+            self.banner.hide()
+            self.model_deleted.emit(str(model.path))
+            self.refresh()
+
+        self.runner.submit(lambda: library.delete(model.id), done)
+
+    def _added_folder_of(self, path: Path) -> Path | None:
+        for folder in self.library.extra_dirs:
+            if path.is_relative_to(folder):
+                return folder
+        return None
+
+    # -- import and folders ---------------------------------------------------------------
+
+    @Slot()
+    def _on_import_copy(self) -> None:
+        self._pick_and_import("copy")
+
+    @Slot()
+    def _on_import_link(self) -> None:
+        self._pick_and_import("link")
+
+    def _pick_and_import(self, mode: str) -> None:
+        path, _ = QFileDialog.getOpenFileName(
+            self, "Import a GGUF model", str(Path.home()), "GGUF models (*.gguf)"
+        )
+        if path:
+            self.import_file(path, mode)
+
+    def import_file(self, path: str, mode: str = "copy") -> None:
+        """Copy (or link) a .gguf into Ember's models folder, off-thread."""
+        library = self.library
+        self.caption.setText(f"Importing {Path(path).name}…")
+
+        def done(result: object, error: BaseException | None) -> None:
+            if error is not None:
+                known = isinstance(error, (LibraryError, ValueError))
+                message = str(error) if known else repr(error)
+                self.banner.show_message("error", f"Could not import {Path(path).name}: {message}")
+                self._fill()
+                return
+            self.banner.show_message("info", f"Imported {Path(path).name}.")
+            self.refresh()
+
+        how: Literal["copy", "link"] = "link" if mode == "link" else "copy"
+        self.runner.submit(lambda: library.import_file(path, how), done)
+
+    @Slot()
+    def _on_add_folder_clicked(self) -> None:
+        home = str(Path.home())
+        folder = QFileDialog.getExistingDirectory(self, "Add a folder with models", home)
+        if folder:
+            self.add_folder(folder)
+
+    def add_folder(self, folder: str) -> None:
+        """List the models in ``folder`` too (saved in ``library.extra_dirs``)."""
+        library = self.library
+        self.runner.submit(lambda: library.add_folder(folder), self._on_folders_changed)
+
+    def remove_folder(self, folder: Path) -> None:
+        library = self.library
+        self.runner.submit(lambda: library.remove_folder(folder), self._on_folders_changed)
+
+    def _on_folders_changed(self, result: object, error: BaseException | None) -> None:
+        if error is not None or not isinstance(result, tuple):
+            self.banner.show_message("error", str(error))
+            return
+        self.banner.hide()
+        self.settings.set("library.extra_dirs", [str(f) for f in result])
+        self.refresh()

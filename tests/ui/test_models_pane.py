@@ -1,0 +1,377 @@
+"""The Models page against the local fake Hub: search, repository detail with fit badges,
+downloads started from the GUI (pause, resume, failure and Retry, surviving a restart), and
+My models (Load, Delete). Real huggingface_hub, real DownloadManager, real files."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import QApplication, QLabel, QMessageBox, QPushButton
+from pytestqt.qtbot import QtBot
+
+from app.config import paths
+from app.library.downloads import Download, DownloadState
+from app.ui.main_window import MainWindow
+from app.ui.models.downloads_view import DownloadRow
+from app.ui.models.file_row import FileRow
+from app.ui.models.pane import DOWNLOADS, MY_MODELS, ModelsPane
+from app.ui.services import Services, create_services
+from app.ui.toast import Toast
+from tests.helpers.gguf_writer import gguf_bytes
+from tests.helpers.hub_server import FakeHub, FakeRepo, fake_hub_env
+
+S = DownloadState
+MB = 1_000_000
+TIMEOUT = 20_000
+
+Opener = Callable[[], tuple[ModelsPane, Services]]
+
+
+@pytest.fixture
+def hub(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[FakeHub]:
+    """The fake Hub on 127.0.0.1 as ``HF_ENDPOINT``, with no token."""
+    with fake_hub_env(monkeypatch, tmp_path_factory) as fake:
+        yield fake
+
+
+@pytest.fixture
+def open_pane(qtbot: QtBot, ember_app: QApplication, hub: FakeHub) -> Iterator[Opener]:
+    """A Models page on fresh services (its own engine worker, no model loaded)."""
+    opened: list[tuple[ModelsPane, Services]] = []
+
+    def make() -> tuple[ModelsPane, Services]:
+        services = create_services()
+        pane = ModelsPane(services)
+        qtbot.addWidget(pane)
+        pane.resize(1200, 800)
+        pane.show()
+        qtbot.waitExposed(pane)
+        opened.append((pane, services))
+        return pane, services
+
+    yield make
+    for pane, services in opened:
+        pane.close()
+        services.close()
+
+
+def repo(repo_id: str, quants: tuple[str, ...] = ("Q4_K_M",), payload: int = 0, **kw: object):
+    stem = repo_id.split("/")[1].removesuffix("-GGUF")
+    files: dict[str, object] = {
+        f"{stem}-{q}.gguf": gguf_bytes(quant=q, name=stem, payload=payload) for q in quants
+    }
+    return FakeRepo(repo_id, files, **kw)  # type: ignore[arg-type]
+
+
+def result_ids(pane: ModelsPane) -> list[str]:
+    return [r.id for r in pane.discover.results]
+
+
+def open_repo(qtbot: QtBot, pane: ModelsPane, repo_id: str) -> None:
+    pane.activate()
+    qtbot.waitUntil(lambda: repo_id in result_ids(pane), timeout=TIMEOUT)
+    pane.discover.open_result(repo_id)
+    qtbot.waitUntil(lambda: bool(pane.detail.rows), timeout=TIMEOUT)
+
+
+def file_row(pane: ModelsPane, filename: str) -> FileRow:
+    return pane.detail.rows[filename]
+
+
+def download_of(pane: ModelsPane, filename: str) -> Download | None:
+    return next((d for d in pane.bridge.downloads.values() if filename in d.filenames), None)
+
+
+def done_bytes(pane: ModelsPane, filename: str) -> int:
+    download = download_of(pane, filename)
+    return download.done_bytes if download is not None else 0
+
+
+def row_of(pane: ModelsPane, filename: str) -> DownloadRow:
+    download = download_of(pane, filename)
+    assert download is not None
+    row = pane.downloads.row(download.id)
+    assert row is not None
+    return row
+
+
+def wait_state(qtbot: QtBot, pane: ModelsPane, filename: str, *states: S, timeout: int = TIMEOUT):
+    def reached() -> bool:
+        d = download_of(pane, filename)
+        return d is not None and d.state in states
+
+    qtbot.waitUntil(reached, timeout=timeout)
+    download = download_of(pane, filename)
+    assert download is not None
+    return download
+
+
+# --- Discover --------------------------------------------------------------------------------
+
+
+def test_search_lists_results_sorts_and_filters(
+    qtbot: QtBot, open_pane: Opener, hub: FakeHub
+) -> None:
+    hub.add(repo("alice/Alpha-GGUF", downloads=10, likes=300))
+    hub.add(repo("bob/Beta-GGUF", downloads=500, likes=5))
+    hub.add(repo("carol/Gamma-7B-GGUF", downloads=100, likes=50))
+    pane, _ = open_pane()
+    pane.activate()
+    qtbot.waitUntil(lambda: len(pane.discover.results) == 3, timeout=TIMEOUT)
+    assert result_ids(pane) == ["bob/Beta-GGUF", "carol/Gamma-7B-GGUF", "alice/Alpha-GGUF"]
+    first = pane.discover.list.itemWidget(pane.discover.list.item(0))
+    texts = [label.text() for label in first.findChildren(QLabel)]
+    assert "500" in texts and "5" in texts  # downloads and likes on the row
+    assert "3 GGUF models" in pane.discover.caption.text()
+
+    pane.discover.sort_box.setCurrentIndex(1)  # most liked
+    qtbot.waitUntil(lambda: result_ids(pane)[0] == "alice/Alpha-GGUF", timeout=TIMEOUT)
+    assert result_ids(pane) == ["alice/Alpha-GGUF", "carol/Gamma-7B-GGUF", "bob/Beta-GGUF"]
+
+    hub.reset_log()
+    qtbot.keyClicks(pane.discover.search, "gam")  # debounced: one request, not three
+    qtbot.waitUntil(lambda: result_ids(pane) == ["carol/Gamma-7B-GGUF"], timeout=TIMEOUT)
+    searches = [r.query.get("search") for r in hub.log(path_contains="/api/models")]
+    assert searches == [["gam"]]
+
+    pane.discover.search.clear()
+    pane.discover.size_box.setCurrentIndex(2)  # 3B - 9B: only the 7B model has a size
+    qtbot.waitUntil(lambda: result_ids(pane) == ["carol/Gamma-7B-GGUF"], timeout=TIMEOUT)
+
+    pane.discover.size_box.setCurrentIndex(0)
+    pane.discover.search.setText("nothing-like-this")
+    pane.discover.search_now()
+    qtbot.waitUntil(lambda: pane.discover.results_stack.currentWidget() is pane.discover.state)
+    assert "No GGUF models match" in pane.discover.state.title.text()
+
+
+def test_search_error_is_shown_in_the_page_and_try_again_works(
+    qtbot: QtBot, open_pane: Opener, hub: FakeHub
+) -> None:
+    hub.add(repo("alice/Alpha-GGUF"))
+    hub.fail_next(503, path_contains="/api/models")
+    pane, _ = open_pane()
+    pane.activate()
+    state = pane.discover.state
+    qtbot.waitUntil(lambda: state.property("kind") == "error", timeout=TIMEOUT)
+    assert pane.discover.results_stack.currentWidget() is state
+    assert "503" in state.text.text() and "try again" in state.text.text().lower()
+    assert not QApplication.activeModalWidget()  # no dialog
+    state.button.click()
+    qtbot.waitUntil(lambda: result_ids(pane) == ["alice/Alpha-GGUF"], timeout=TIMEOUT)
+
+
+def test_repository_detail_groups_quants_with_fit_badges_and_card(
+    qtbot: QtBot, open_pane: Opener, hub: FakeHub
+) -> None:
+    tiny = repo(
+        "alice/Tiny-GGUF",
+        ("Q8_0", "Q4_K_M"),
+        card="---\nlicense: mit\n---\n# Tiny\n\nA **small** model.",
+    )
+    tiny.files["mmproj-Tiny-F16.gguf"] = tiny.files["Tiny-Q8_0.gguf"]
+    hub.add(tiny)
+    pane, _ = open_pane()
+    open_repo(qtbot, pane, "alice/Tiny-GGUF")
+    detail = pane.detail
+    assert list(detail.rows) == ["Tiny-Q4_K_M.gguf", "Tiny-Q8_0.gguf"]  # mmproj is no model
+    headings = [w.property("quant") for w in detail.body.findChildren(QLabel, "QuantHeading")]
+    assert headings == ["Q4_K_M", "Q8_0"]
+    qtbot.waitUntil(
+        lambda: all(row.fit.text() == "Fits" for row in detail.rows.values()), timeout=TIMEOUT
+    )
+    tooltip = detail.rows["Tiny-Q4_K_M.gguf"].fit.toolTip()
+    assert "needs about" in tooltip and "tokens of context" in tooltip
+    assert all(row.button.text() == "Download" for row in detail.rows.values())
+    qtbot.waitUntil(lambda: "small" in detail.card.text(), timeout=TIMEOUT)
+    assert "<b>small</b>" in detail.card.text() or "<strong>small</strong>" in detail.card.text()
+    assert "license" not in detail.card.text()  # front matter stripped
+
+    del hub.repos["alice/Tiny-GGUF"]  # gone from the Hub: a readable error in the page
+    detail.open_repo(detail.summary)  # type: ignore[arg-type]
+    qtbot.waitUntil(lambda: detail.state.property("kind") == "error", timeout=TIMEOUT)
+    assert "no repository alice/Tiny-GGUF" in detail.state.text.text()
+
+
+def test_slow_hub_does_not_freeze_the_gui(qtbot: QtBot, open_pane: Opener, hub: FakeHub) -> None:
+    hub.add(repo("alice/Alpha-GGUF"))
+    pane, _ = open_pane()
+    hub.latency = 1.5
+    ticks: list[float] = []
+    timer = QTimer()
+    timer.setInterval(10)
+    timer.timeout.connect(lambda: ticks.append(time.monotonic()))
+    timer.start()
+    started = time.monotonic()
+    pane.activate()
+    assert time.monotonic() - started < 0.5
+    assert pane.discover.state.property("kind") == "loading"
+    qtbot.waitUntil(lambda: result_ids(pane) == ["alice/Alpha-GGUF"], timeout=TIMEOUT)
+    pane.discover.open_result("alice/Alpha-GGUF")
+    qtbot.waitUntil(lambda: bool(pane.detail.rows), timeout=TIMEOUT)
+    timer.stop()
+    assert time.monotonic() - started >= 3.0  # two slow answers really happened
+    gaps = [b - a for a, b in itertools.pairwise(ticks)]
+    assert len(ticks) > 100 and max(gaps) < 0.25
+
+
+# --- downloads -------------------------------------------------------------------------------
+
+
+def test_download_from_the_gui_lands_in_my_models_and_the_picker(
+    qtbot: QtBot, open_pane: Opener, hub: FakeHub, gemma_path: Path
+) -> None:
+    hub.add(FakeRepo("google/gemma-3-270m-GGUF", {"gemma-3-270m-Q4_K_M.gguf": gemma_path}))
+    pane, services = open_pane()
+    open_repo(qtbot, pane, "google/gemma-3-270m-GGUF")
+    row = file_row(pane, "gemma-3-270m-Q4_K_M.gguf")
+    active: list[int] = []
+    pane.downloads_active.connect(active.append)
+    with qtbot.waitSignal(pane.bridge.completed, timeout=90_000) as blocker:
+        row.button.click()
+    download = blocker.args[0]
+    target = paths().models_dir / "google" / "gemma-3-270m-GGUF" / "gemma-3-270m-Q4_K_M.gguf"
+    assert download.paths == (target,) and target.stat().st_size == gemma_path.stat().st_size
+    assert active[0] == 1 and active[-1] == 0  # the rail badge counted it, then cleared
+    qtbot.waitUntil(lambda: row.button.text() == "Downloaded", timeout=TIMEOUT)
+    assert not row.button.isEnabled()
+    assert row_of(pane, "gemma-3-270m-Q4_K_M.gguf").status.text().startswith("Downloaded")
+
+    my_models = pane.my_models
+    qtbot.waitUntil(lambda: any(r.model.path == target for r in my_models.rows.values()))
+    model_row = next(r for r in my_models.rows.values() if r.model.path == target)
+    assert model_row.model.quant == "Q4_K_M" and model_row.model.owned
+    qtbot.waitUntil(lambda: str(target) in [m.path for m in services.catalog.models])
+
+    toast = pane.window().findChild(Toast, "Toast")
+    assert toast is not None and toast.isVisible() and "ready" in toast.label.text()
+    with qtbot.waitSignal(pane.load_requested) as loaded:
+        toast.action_button.click()
+    assert loaded.args == [str(target)]
+
+
+def test_pause_and_resume(qtbot: QtBot, open_pane: Opener, hub: FakeHub) -> None:
+    hub.add(repo("alice/Big-GGUF", payload=4 * MB))
+    hub.throttle_bps = MB
+    pane, _ = open_pane()
+    open_repo(qtbot, pane, "alice/Big-GGUF")
+    file_row(pane, "Big-Q4_K_M.gguf").button.click()
+    wait_state(qtbot, pane, "Big-Q4_K_M.gguf", S.DOWNLOADING)
+    qtbot.waitUntil(lambda: done_bytes(pane, "Big-Q4_K_M.gguf") > 0)
+    pane.show_tab(DOWNLOADS)
+    row = row_of(pane, "Big-Q4_K_M.gguf")
+    assert row.primary.text() == "Pause" and " of 4.0 MB" in row.status.text()
+    row.primary.click()
+    paused = wait_state(qtbot, pane, "Big-Q4_K_M.gguf", S.PAUSED)
+    assert row.primary.text() == "Resume" and row.status.text().startswith("Paused")
+    assert 0 < paused.done_bytes < paused.total_bytes
+    assert file_row(pane, "Big-Q4_K_M.gguf").button.text().startswith("Paused")
+    hub.throttle_bps = None
+    hub.reset_log()
+    row.primary.click()
+    wait_state(qtbot, pane, "Big-Q4_K_M.gguf", S.COMPLETED)
+    ranges = [r.headers.get("range") for r in hub.log(path_contains="/cdn/", method="GET")]
+    assert any(r and not r.startswith("bytes=0-") for r in ranges)  # continued, not restarted
+    assert row.primary.text() == "Load"
+
+
+def test_failed_download_shows_the_error_and_retry_works(
+    qtbot: QtBot, open_pane: Opener, hub: FakeHub
+) -> None:
+    hub.add(repo("alice/Flaky-GGUF"))
+    pane, _ = open_pane()
+    open_repo(qtbot, pane, "alice/Flaky-GGUF")
+    fit_badge = file_row(pane, "Flaky-Q4_K_M.gguf").fit
+    qtbot.waitUntil(lambda: fit_badge.text() == "Fits", timeout=TIMEOUT)  # its header is read
+    hub.fail_next(404, path_contains="Flaky-Q4_K_M.gguf")
+    file_row(pane, "Flaky-Q4_K_M.gguf").button.click()
+    failed = wait_state(qtbot, pane, "Flaky-Q4_K_M.gguf", S.FAILED)
+    row = row_of(pane, "Flaky-Q4_K_M.gguf")
+    assert row.error.isVisibleTo(pane.downloads) and row.error.text() == failed.error
+    assert "not on the Hub" in row.error.text() and row.primary.text() == "Retry"
+    assert file_row(pane, "Flaky-Q4_K_M.gguf").button.text() == "Retry download"
+    row.primary.click()
+    wait_state(qtbot, pane, "Flaky-Q4_K_M.gguf", S.COMPLETED)
+    assert not row.error.isVisibleTo(pane.downloads)
+
+
+def test_interrupted_download_resumes_when_the_app_starts_again(
+    qtbot: QtBot, open_pane: Opener, hub: FakeHub
+) -> None:
+    hub.add(repo("alice/Big-GGUF", payload=4 * MB))
+    hub.throttle_bps = MB
+    pane, services = open_pane()
+    open_repo(qtbot, pane, "alice/Big-GGUF")
+    file_row(pane, "Big-Q4_K_M.gguf").button.click()
+    qtbot.waitUntil(lambda: done_bytes(pane, "Big-Q4_K_M.gguf") > MB // 2, timeout=TIMEOUT)
+    services.close()  # as when the app quits: downloads stop, their state stays
+    pane.close()
+    hub.throttle_bps = None
+    hub.reset_log()
+
+    pane2, _ = open_pane()  # a new start: restored off the GUI thread and resumed
+    with qtbot.waitSignal(pane2.downloads_active, check_params_cb=lambda n: n == 1):
+        pass
+    done = wait_state(qtbot, pane2, "Big-Q4_K_M.gguf", S.COMPLETED)
+    assert done.paths[0].stat().st_size == done.total_bytes
+    ranges = [r.headers.get("range") for r in hub.log(path_contains="/cdn/", method="GET")]
+    assert ranges and ranges[0] and not ranges[0].startswith("bytes=0-")
+
+
+# --- My models -------------------------------------------------------------------------------
+
+
+def test_my_models_loads_deletes_and_explains_files_it_does_not_own(
+    qtbot: QtBot, open_pane: Opener, ember_home: Path, tmp_path: Path
+) -> None:
+    owned = paths().models_dir / "alice" / "Tiny-GGUF" / "Tiny-Q4_K_M.gguf"
+    owned.parent.mkdir(parents=True)
+    owned.write_bytes(gguf_bytes(context_length=32768))
+    outside = tmp_path / "elsewhere" / "Other-Q8_0.gguf"
+    outside.parent.mkdir()
+    outside.write_bytes(gguf_bytes(quant="Q8_0"))
+    pane, services = open_pane()
+    services.settings.set("library.extra_dirs", [])
+    view = pane.my_models
+    pane.show_tab(MY_MODELS)
+    qtbot.waitUntil(lambda: len(view.rows) == 1, timeout=TIMEOUT)
+    view.add_folder(str(outside.parent))
+    qtbot.waitUntil(lambda: len(view.rows) == 2, timeout=TIMEOUT)
+    assert services.settings.get("library.extra_dirs") == [str(outside.parent.resolve())]
+    mine = next(r for r in view.rows.values() if r.model.path == owned)
+    chips = [label.text() for label in mine.findChildren(QLabel, "Chip")]
+    assert {"Downloaded", "Q4_K_M", "32K context"} <= set(chips)
+
+    with qtbot.waitSignal(pane.load_requested) as loaded:
+        mine.load_button.click()
+    assert loaded.args == [str(owned)]
+
+    theirs = next(r for r in view.rows.values() if r.model.path != owned)
+    theirs.delete_button.click()  # not Ember's: explained, nothing deleted
+    qtbot.waitUntil(view.banner.isVisible, timeout=TIMEOUT)
+    assert "not Ember's file" in view.banner.text.text() and outside.exists()
+    actions = [b.text() for b in view.banner.findChildren(QPushButton, "BannerAction")]
+    assert actions == ["Stop listing this folder"]
+
+    mine.delete_button.click()
+    qtbot.waitUntil(lambda: view.confirm is not None)
+    box = view.confirm
+    assert isinstance(box, QMessageBox) and "Tiny-Q4_K_M" in box.text()
+    assert owned.exists()  # nothing happens before the answer
+    delete = next(b for b in box.buttons() if b.text() == "Delete")
+    delete.click()
+    qtbot.waitUntil(lambda: not owned.exists() and len(view.rows) == 1, timeout=TIMEOUT)
+    assert next(iter(view.rows.values())).model.path == outside.resolve() or outside.exists()
+
+
+def test_empty_chat_offers_browse_models(window: MainWindow, qtbot: QtBot) -> None:
+    with qtbot.waitSignal(window.chat.browse_models_requested):
+        window.chat.empty.browse_button.click()
+    assert window.pages.currentWidget() is window.models_pane
