@@ -1,14 +1,24 @@
-"""The status bar: what the engine is doing, the memory Ember uses, the API server's state."""
+"""The status bar: what the engine is doing, the memory Ember uses, the API server's state.
+
+Signals: ``server_page_requested()`` when the API server's label is clicked.
+"""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import psutil
-from PySide6.QtCore import Qt, QTimer, Slot
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QStatusBar, QWidget
+from PySide6.QtCore import Qt, QTimer, Signal, Slot
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QStatusBar, QToolButton, QWidget
 
 from app.engine.gguf import human_bytes
 from app.engine.types import LoadedModel
 from app.ui.engine_session import GENERATING, LOADING, EngineSession, model_name
+from app.ui.server.switch import ToggleSwitch
+
+if TYPE_CHECKING:
+    from app.server.runner import ServerStatus
+    from app.ui.server.controller import ServerController
 
 MEMORY_INTERVAL_MS = 2000
 
@@ -25,8 +35,60 @@ class _Dot(QLabel):
         self.style().polish(self)
 
 
+class ServerToggle(QWidget):
+    """The API server in the status bar: a small switch and a clickable state label
+    ("API server · off", "API · http://127.0.0.1:8434", "starting…", "error")."""
+
+    def __init__(self, parent: QWidget) -> None:
+        super().__init__(parent)
+        self.setObjectName("ServerToggle")
+        self.dot = _Dot(self)
+        self.dot.setObjectName("ServerDot")
+        self.dot.set_state("stopped")
+        self.label = QToolButton(self)
+        self.label.setObjectName("ServerStatusButton")
+        self.label.setText("API server · off")
+        self.label.setCursor(Qt.CursorShape.PointingHandCursor)
+        self.label.setToolTip("The OpenAI-compatible API server: open its page")
+        self.switch = ToggleSwitch(self, 28, 16)
+        self.switch.setObjectName("ServerBarSwitch")
+        self.switch.setFocusPolicy(Qt.FocusPolicy.NoFocus)
+        self.switch.setToolTip("Turn the API server on or off")
+        self.switch.setAccessibleName("API server")
+        self.switch.setEnabled(False)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(4)
+        layout.addWidget(self.dot, 0, Qt.AlignmentFlag.AlignVCenter)
+        layout.addWidget(self.label, 0, Qt.AlignmentFlag.AlignVCenter)
+        layout.addWidget(self.switch, 0, Qt.AlignmentFlag.AlignVCenter)
+
+    def show_status(self, status: ServerStatus, wanted: bool) -> None:
+        state = status.state
+        url = status.base_url
+        if state == "running" and url:
+            text = f"API · {url.removesuffix('/v1')}"
+            tip = f"Serving the OpenAI-compatible API at {url}"
+        elif state == "starting":
+            text, tip = "API server · starting…", "The API server is starting"
+        elif state == "stopping":
+            text, tip = "API server · stopping…", "The API server is stopping"
+        elif state == "failed":
+            text, tip = "API server · error", status.error or "The API server failed"
+        else:
+            text, tip = "API server · off", "The OpenAI-compatible API server is off"
+        self.label.setText(text)
+        self.label.setToolTip(f"{tip}. Click to open the Server page.")
+        self.dot.set_state(state)
+        busy = state in ("starting", "stopping")
+        self.switch.set_checked_quietly(wanted if busy else state == "running")
+        self.switch.set_busy(busy)
+
+
 class StatusBar(QStatusBar):
     """Engine state (idle / loading / generating at N tok/s), memory, API server."""
+
+    server_page_requested = Signal()
 
     def __init__(self, engine: EngineSession, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -50,12 +112,13 @@ class StatusBar(QStatusBar):
         self.memory_label = QLabel(self)
         self.memory_label.setObjectName("StatusText")
         self.memory_label.setToolTip("Memory used by Ember, including the loaded model")
-        self.server_label = QLabel("API server · off", self)
-        self.server_label.setObjectName("StatusText")
-        self.server_label.setToolTip("The OpenAI-compatible API server")
+        self.server_toggle = ServerToggle(self)
+        self.server_toggle.label.clicked.connect(self.server_page_requested)
+        self.server_toggle.switch.clicked.connect(self._on_server_switch_clicked)
+        self.server: ServerController | None = None
         self.addPermanentWidget(self.memory_label)
         self.addPermanentWidget(_separator(self))
-        self.addPermanentWidget(self.server_label)
+        self.addPermanentWidget(self.server_toggle)
         self.addPermanentWidget(QLabel(" ", self))
 
         self._memory_timer = QTimer(self)
@@ -69,9 +132,24 @@ class StatusBar(QStatusBar):
         self.refresh_state()
         self.refresh_memory()
 
-    def set_server_state(self, text: str) -> None:
-        """For the API server pane: "API server · on, port 8434" and the like."""
-        self.server_label.setText(text)
+    def attach_server(self, controller: ServerController) -> None:
+        """Show the API server's state and let the switch turn it on and off. Idempotent."""
+        if self.server is controller:
+            return
+        self.server = controller
+        controller.status_changed.connect(self._on_server_status_changed)
+        self.server_toggle.switch.setEnabled(True)
+        self._on_server_status_changed(controller.status)
+
+    @Slot(bool)
+    def _on_server_switch_clicked(self, checked: bool) -> None:
+        if self.server is not None:
+            self.server.set_enabled(checked)
+
+    @Slot(object)
+    def _on_server_status_changed(self, status: ServerStatus) -> None:
+        wanted = self.server.wanted if self.server is not None else False
+        self.server_toggle.show_status(status, wanted)
 
     @Slot()
     def refresh_memory(self) -> None:

@@ -1,20 +1,277 @@
-"""The API server as the GUI sees it. (Being built.)"""
+"""The API server as the GUI sees it: one gateway around the GUI's own engine worker, one
+request log kept across runs, and a runner started and stopped off the GUI thread.
+
+``ServerController`` keeps a *wanted* state (on or off) and brings the runner to it one step
+at a time on a background thread: clicking the switch twice while the server starts simply
+ends with it stopped again, and nothing on the GUI thread ever waits for uvicorn.
+
+Signals (all on the GUI thread):
+
+- ``status_changed(ServerStatus)``: every runner state change (starting, running, stopping,
+  stopped, failed), re-emitted from the runner's thread;
+- ``state_changed(str)``: the same, just the state name;
+- ``start_failed(str)``: a start was refused or failed (taken port, network bind without a
+  key); the message says what to do;
+- ``request_logged(RequestRecord)``: a request finished (re-emitted from the server thread);
+- ``config_changed()``: a server setting was changed through ``update_settings``.
+"""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QObject, Signal
+import logging
+import threading
+from typing import Any
 
+from PySide6.QtCore import QObject, Signal, Slot
+from shiboken6 import isValid
+
+from app.server.catalog import LibraryCatalog
+from app.server.config import ServerConfig
+from app.server.forward import RemoteForwarder
+from app.server.gateway import Gateway
+from app.server.requestlog import RequestLog, RequestRecord
+from app.server.runner import PortInUseError, ServerRunner, ServerStartError, ServerStatus
+from app.server.security import InsecureBindError, check_bind, generate_api_key
+from app.ui.engine_session import load_params
 from app.ui.services import Services
+from app.ui.tasks import run_in_background
+
+log = logging.getLogger(__name__)
+
+LOOPBACK = "127.0.0.1"
+ALL_INTERFACES = "0.0.0.0"  # the "Local network" choice; needs an API key
+KEYS = ("server.host", "server.port", "server.api_key", "server.cors_origins")
 
 
 class ServerController(QObject):
     """Starts and stops the API server off the GUI thread; reports its state as signals."""
 
     state_changed = Signal(str)
+    status_changed = Signal(object)
+    start_failed = Signal(str)
+    request_logged = Signal(object)
+    config_changed = Signal()
+    _status_relayed = Signal(object)  # runner thread -> GUI thread (queued)
 
     def __init__(self, services: Services, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.services = services
+        self.settings = services.settings
+        self.gateway = Gateway(
+            services.engine.worker,
+            LibraryCatalog(services.library),
+            load_params(services.settings),
+        )
+        self.request_log = RequestLog()
+        self.runner = ServerRunner(
+            self.gateway,
+            ServerConfig.from_settings(services.settings),
+            self.request_log,
+            forwarder=RemoteForwarder(services.providers),
+        )
+        self.last_error: str | None = None
+        self._status = self.runner.status
+        self._wanted = False
+        self._busy = False
+        self._closed = False
+        self._lock = threading.Lock()
+        self._status_relayed.connect(self._on_status_relayed)
+        self.request_logged.connect(self._on_request_logged)
+        self._remove_listener = self.runner.add_status_listener(self._on_runner_status)
+        self._unsubscribe = self.request_log.subscribe(self._on_request_record)
+        services.on_close.append(self.shutdown)
+
+    # -- state ----------------------------------------------------------------------------
+
+    @property
+    def status(self) -> ServerStatus:
+        """The last status the GUI thread has seen."""
+        return self._status
+
+    @property
+    def state(self) -> str:
+        return self._status.state
+
+    @property
+    def wanted(self) -> bool:
+        """Whether the user wants the server on (the switch's position)."""
+        return self._wanted
+
+    @property
+    def base_url(self) -> str | None:
+        return self._status.base_url
+
+    @property
+    def running_config(self) -> ServerConfig | None:
+        """The config the running server was started with (None when not running)."""
+        return self.runner.config if self._status.state == "running" else None
+
+    def config(self) -> ServerConfig:
+        """The config the next start uses: the saved settings."""
+        return ServerConfig.from_settings(self.settings)
+
+    def needs_restart(self) -> bool:
+        """Running, but with settings that differ from the saved ones."""
+        running = self.running_config
+        if running is None:
+            return False
+        return _bind_part(running) != _bind_part(self.config())
+
+    # -- settings -------------------------------------------------------------------------
+
+    def update_settings(self, **values: Any) -> None:
+        """Save server settings (``host``, ``port``, ``api_key``, ``cors_origins``)."""
+        changed = False
+        for name, value in values.items():
+            key = f"server.{name}"
+            if key not in KEYS:
+                raise KeyError(key)
+            if self.settings.get(key) != value:
+                self.settings.set(key, value)
+                changed = True
+        if changed:
+            self.config_changed.emit()
+
+    def generate_key(self) -> str:
+        key = generate_api_key()
+        self.update_settings(api_key=key)
+        return key
+
+    # -- switching ------------------------------------------------------------------------
 
     def restore(self) -> None:
         """At start-up: start the server if it was on when the app was last closed."""
+        if self.settings.get("server.enabled"):
+            self._want(True)
+
+    def set_enabled(self, on: bool) -> None:
+        """The user's switch: remembered across restarts; returns at once."""
+        self.settings.set("server.enabled", bool(on))
+        self._want(bool(on))
+
+    def restart(self) -> None:
+        """Apply changed settings: stop and start again (off the GUI thread)."""
+        if self._closed:
+            return
+        self._wanted = True
+        self.settings.set("server.enabled", True)
+        if self._busy:
+            return
+        self._busy = True
+        self.last_error = None
+        run_in_background(self._restart_blocking, self._on_step_done, self)
+
+    def _want(self, on: bool) -> None:
+        if self._closed:
+            return
+        self._wanted = on
+        self._step()
+
+    def _step(self) -> None:
+        """Move the runner one step towards the wanted state (never on the GUI thread)."""
+        if self._busy or self._closed:
+            return
+        running = self.runner.status.state in ("starting", "running")
+        if self._wanted and not running:
+            config = self.config()
+            try:
+                check_bind(config)
+            except InsecureBindError as e:
+                self._refuse(gui_message(e, config))
+                return
+            self._busy = True
+            self.last_error = None
+            self.gateway.load_params = load_params(self.settings)
+            run_in_background(lambda: self.runner.start(config), self._on_step_done, self)
+        elif not self._wanted and running:
+            self._busy = True
+            run_in_background(self.runner.stop, self._on_step_done, self)
+
+    def _restart_blocking(self) -> ServerStatus:
+        self.runner.stop()
+        config = self.config()
+        self.gateway.load_params = load_params(self.settings)
+        return self.runner.start(config)
+
+    def _on_step_done(self, _result: object, error: BaseException | None) -> None:
+        self._busy = False
+        if error is not None:
+            self._refuse(gui_message(error, self.config()))
+            return
+        self._step()
+
+    def _refuse(self, message: str) -> None:
+        """A start that cannot happen: say why, and put the switch back off."""
+        log.info("The API server did not start: %s", message)
+        self.last_error = message
+        self._wanted = False
+        self.settings.set("server.enabled", False)
+        failed = ServerStatus("failed", self.config().host, None, message)
+        self._status = failed
+        self.status_changed.emit(failed)
+        self.state_changed.emit(failed.state)
+        self.start_failed.emit(message)
+
+    # -- events from other threads ---------------------------------------------------------
+
+    def _on_runner_status(self, status: ServerStatus) -> None:
+        """Runner thread (or a background task): hand over to the GUI thread. Emitted from
+        another thread, the signal is queued to this object's (the GUI) thread."""
+        with self._lock:
+            if not self._closed and isValid(self):
+                self._status_relayed.emit(status)
+
+    def _on_request_record(self, record: RequestRecord) -> None:
+        """Server thread: hand over to the GUI thread."""
+        with self._lock:
+            if not self._closed and isValid(self):
+                self.request_logged.emit(record)
+
+    @Slot(object)
+    def _on_status_relayed(self, status: ServerStatus) -> None:
+        if status.state == "failed" and status.error:
+            self.last_error = status.error
+        elif status.state == "failed" and self._status.state == "failed":
+            return
+        self._status = status
+        self.status_changed.emit(status)
+        self.state_changed.emit(status.state)
+
+    @Slot(object)
+    def _on_request_logged(self, _record: RequestRecord) -> None:
+        # The API may have loaded another model just in time: the GUI catches up.
+        self.services.engine.sync_with_worker()
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def shutdown(self) -> None:
+        """Stop serving before the engine worker shuts down (``Services.on_close``).
+        Blocks until the server thread ended (open streams are cancelled first)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._remove_listener()
+        self._unsubscribe()
+        self.runner.stop()
+
+
+def gui_message(error: BaseException, config: ServerConfig) -> str:
+    """The runner's messages name command-line flags; say it in the page's terms."""
+    if isinstance(error, PortInUseError):
+        return (
+            f"Port {config.port} is already in use by another program. Choose another port, "
+            "or quit the program that uses it."
+        )
+    if isinstance(error, InsecureBindError):
+        return (
+            "Serving the local network needs an API key, so that only people you give it to "
+            "can use your models. Generate one, or choose \u201cThis computer only\u201d."
+        )
+    if isinstance(error, ServerStartError):
+        return str(error).replace(" with --port", "")
+    return f"The API server could not start: {error}"
+
+
+def _bind_part(config: ServerConfig) -> tuple[object, ...]:
+    return (config.host, config.port, config.api_key, tuple(config.cors_origins))

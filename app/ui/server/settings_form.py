@@ -1,0 +1,334 @@
+"""The server's settings: who may connect (this computer or the local network), the port, the
+API key (hidden, show, copy, generate, clear) and CORS origins.
+
+Edits are saved through the controller a moment after typing stops (``flush()`` saves at once).
+Choosing the local network shows a warning and, without a key, offers to generate one.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, QTimer, Signal, Slot
+from PySide6.QtGui import QGuiApplication
+from PySide6.QtWidgets import (
+    QButtonGroup,
+    QFrame,
+    QGridLayout,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPlainTextEdit,
+    QPushButton,
+    QSpinBox,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.ui import icons
+from app.ui.server.controller import ALL_INTERFACES, LOOPBACK, ServerController
+
+SAVE_DELAY_MS = 350
+
+
+def _help(text: str, parent: QWidget) -> QLabel:
+    label = QLabel(text, parent)
+    label.setObjectName("FieldHelp")
+    label.setWordWrap(True)
+    return label
+
+
+def _tool(parent: QWidget, icon: str, tip: str) -> QToolButton:
+    button = QToolButton(parent)
+    button.setObjectName("FieldButton")
+    button.setToolTip(tip)
+    button.setCursor(Qt.CursorShape.PointingHandCursor)
+    icons.set_icon(button, icon, size=16)
+    return button
+
+
+class ServerSettingsForm(QWidget):
+    """Signals: ``key_copied()`` (for a confirmation toast)."""
+
+    key_copied = Signal()
+
+    def __init__(self, controller: ServerController, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("ServerSettingsForm")
+        self.controller = controller
+        self._lan_address: str | None = None
+        self._save_timer = QTimer(self)
+        self._save_timer.setSingleShot(True)
+        self._save_timer.setInterval(SAVE_DELAY_MS)
+        self._save_timer.timeout.connect(self.flush)
+
+        # who may connect
+        self.host_group = QButtonGroup(self)
+        self.host_group.setExclusive(True)
+        self.local_button = self._segment("This computer only", "first", LOOPBACK)
+        self.network_button = self._segment("Local network", "last", ALL_INTERFACES)
+        host_row = QHBoxLayout()
+        host_row.setSpacing(0)
+        host_row.addWidget(self.local_button, 1)
+        host_row.addWidget(self.network_button, 1)
+        self.host_help = _help("", self)
+        self.network_warning = QFrame(self)
+        self.network_warning.setObjectName("NetworkWarning")
+        self.network_warning.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
+        self.warning_icon = QLabel(self.network_warning)
+        self.warning_icon.setFixedSize(18, 18)
+        self.warning_text = QLabel(self.network_warning)
+        self.warning_text.setObjectName("NetworkWarningText")
+        self.warning_text.setWordWrap(True)
+        self.warning_generate = QPushButton("Generate a key", self.network_warning)
+        self.warning_generate.setObjectName("SmallButton")
+        self.warning_generate.setCursor(Qt.CursorShape.PointingHandCursor)
+        self.warning_generate.clicked.connect(self.generate_key)
+        warning_layout = QGridLayout(self.network_warning)
+        warning_layout.setContentsMargins(12, 10, 12, 10)
+        warning_layout.setHorizontalSpacing(10)
+        warning_layout.setVerticalSpacing(8)
+        warning_layout.addWidget(self.warning_icon, 0, 0, Qt.AlignmentFlag.AlignTop)
+        warning_layout.addWidget(self.warning_text, 0, 1)
+        warning_layout.addWidget(self.warning_generate, 1, 1, Qt.AlignmentFlag.AlignLeft)
+        warning_layout.setColumnStretch(1, 1)
+
+        # port
+        self.port = QSpinBox(self)
+        self.port.setObjectName("PortField")
+        self.port.setRange(1, 65535)
+        self.port.setGroupSeparatorShown(False)
+        self.port.setFixedWidth(110)
+        self.port.setAccelerated(True)
+        self.port.valueChanged.connect(self._schedule_save)
+
+        # API key
+        self.key = QLineEdit(self)
+        self.key.setObjectName("KeyField")
+        self.key.setEchoMode(QLineEdit.EchoMode.Password)
+        self.key.setPlaceholderText("None")
+        self.key.textEdited.connect(self._on_key_edited)
+        self.show_key = _tool(self, "eye", "Show the key")
+        self.show_key.setCheckable(True)
+        self.show_key.toggled.connect(self._on_show_key_toggled)
+        self.copy_key = _tool(self, "copy", "Copy the key")
+        self.copy_key.clicked.connect(self._on_copy_key_clicked)
+        self.clear_key = _tool(self, "close", "Remove the key")
+        self.clear_key.clicked.connect(self._on_clear_key_clicked)
+        self.generate_button = QPushButton("Generate", self)
+        self.generate_button.setObjectName("SmallButton")
+        self.generate_button.setCursor(Qt.CursorShape.PointingHandCursor)
+        self.generate_button.setToolTip("Make a new random key (clients need the new one)")
+        self.generate_button.clicked.connect(self.generate_key)
+        key_row = QHBoxLayout()
+        key_row.setSpacing(4)
+        key_row.addWidget(self.key, 1)
+        key_row.addWidget(self.show_key)
+        key_row.addWidget(self.copy_key)
+        key_row.addWidget(self.clear_key)
+        key_row.addSpacing(4)
+        key_row.addWidget(self.generate_button)
+
+        # CORS
+        self.cors = QPlainTextEdit(self)
+        self.cors.setObjectName("CorsField")
+        self.cors.setPlaceholderText("http://localhost:3000")
+        self.cors.setTabChangesFocus(True)
+        self.cors.setFixedHeight(64)
+        self.cors.textChanged.connect(self._schedule_save)
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(6)
+        layout.addWidget(self._label("Who can connect"))
+        layout.addLayout(host_row)
+        layout.addWidget(self.host_help)
+        layout.addWidget(self.network_warning)
+        layout.addSpacing(10)
+        port_row = QHBoxLayout()
+        port_row.setSpacing(10)
+        port_label = self._label("Port")
+        port_row.addWidget(port_label)
+        port_row.addStretch(1)
+        port_row.addWidget(self.port)
+        layout.addLayout(port_row)
+        layout.addSpacing(10)
+        layout.addWidget(self._label("API key"))
+        layout.addLayout(key_row)
+        self.key_help = _help("", self)
+        layout.addWidget(self.key_help)
+        layout.addSpacing(6)
+        self.cors_toggle = QToolButton(self)
+        self.cors_toggle.setObjectName("DisclosureButton")
+        self.cors_toggle.setCheckable(True)
+        self.cors_toggle.setCursor(Qt.CursorShape.PointingHandCursor)
+        self.cors_toggle.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self.cors_toggle.toggled.connect(self._on_cors_toggled)
+        layout.addWidget(self.cors_toggle, 0, Qt.AlignmentFlag.AlignLeft)
+        self.cors_box = QWidget(self)
+        cors_layout = QVBoxLayout(self.cors_box)
+        cors_layout.setContentsMargins(0, 0, 0, 0)
+        cors_layout.setSpacing(6)
+        cors_layout.addWidget(self.cors)
+        cors_layout.addWidget(
+            _help(
+                "Web pages allowed to call the API, one per line. Leave empty unless a browser "
+                "app needs it; * allows every page.",
+                self.cors_box,
+            )
+        )
+        layout.addWidget(self.cors_box)
+        self.load()
+        self.cors_toggle.setChecked(bool(self.cors_origins()))
+        self._on_cors_toggled(self.cors_toggle.isChecked())
+        controller.config_changed.connect(self._on_config_changed)
+
+    def _label(self, text: str) -> QLabel:
+        label = QLabel(text, self)
+        label.setObjectName("FieldLabel")
+        return label
+
+    def _segment(self, text: str, position: str, host: str) -> QPushButton:
+        button = QPushButton(text, self)
+        button.setObjectName("Segment")
+        button.setCheckable(True)
+        button.setCursor(Qt.CursorShape.PointingHandCursor)
+        button.setProperty("position", position)
+        button.setProperty("host", host)
+        button.clicked.connect(self._on_host_clicked)
+        self.host_group.addButton(button)
+        return button
+
+    # -- values ---------------------------------------------------------------------------
+
+    @property
+    def host(self) -> str:
+        return ALL_INTERFACES if self.network_button.isChecked() else LOOPBACK
+
+    def cors_origins(self) -> list[str]:
+        lines = (line.strip() for line in self.cors.toPlainText().replace(",", "\n").splitlines())
+        return [line.rstrip("/") for line in lines if line]
+
+    def load(self) -> None:
+        """Show the saved settings."""
+        config = self.controller.config()
+        network = config.host not in (LOOPBACK, "localhost", "::1", "")
+        widgets = (self.port, self.key, self.cors)
+        for widget in widgets:
+            widget.blockSignals(True)
+        (self.network_button if network else self.local_button).setChecked(True)
+        self.port.setValue(config.port)
+        if self.key.text() != config.api_key:
+            self.key.setText(config.api_key)
+        if self.cors_origins() != list(config.cors_origins):
+            self.cors.setPlainText("\n".join(config.cors_origins))
+        for widget in widgets:
+            widget.blockSignals(False)
+        self._refresh()
+
+    def set_lan_address(self, address: str | None) -> None:
+        self._lan_address = address
+        self._refresh()
+
+    @Slot()
+    def flush(self) -> None:
+        """Save what the fields show now."""
+        self._save_timer.stop()
+        self.controller.update_settings(
+            host=self.host,
+            port=self.port.value(),
+            api_key=self.key.text().strip(),
+            cors_origins=self.cors_origins(),
+        )
+
+    @Slot()
+    def generate_key(self) -> None:
+        self._save_timer.stop()
+        self.flush()
+        self.controller.generate_key()
+        self.load()
+
+    def _refresh(self) -> None:
+        network = self.network_button.isChecked()
+        has_key = bool(self.key.text().strip())
+        port = self.port.value()
+        if network:
+            where = f"http://{self._lan_address}:{port}/v1" if self._lan_address else None
+            self.host_help.setText(
+                f'Other devices on your network use <span style="white-space:nowrap">{where}</span>'
+                if where
+                else "Other devices on your network can reach it at this computer's address."
+            )
+        else:
+            self.host_help.setText("Only apps on this computer can reach the API.")
+        self.network_warning.setVisible(network)
+        if network:
+            from app.ui import theme
+
+            palette = theme.current()
+            role = "warning" if has_key else "danger"
+            self.network_warning.setProperty("severe", not has_key)
+            self.network_warning.style().unpolish(self.network_warning)
+            self.network_warning.style().polish(self.network_warning)
+            self.warning_icon.setPixmap(
+                icons.pixmap("alert", palette.role(role), 18, self.devicePixelRatioF())
+            )
+            self.warning_text.setText(
+                "Anyone on your network who has the key can use your models and read their "
+                "answers. Share the key only with people you trust."
+                if has_key
+                else "An API key is required to serve the local network; Ember will not "
+                "start without one."
+            )
+            self.warning_generate.setVisible(not has_key)
+        self.key_help.setText(
+            "Clients send it as the header Authorization: Bearer <key>."
+            if has_key
+            else "Optional on this computer; required on the local network."
+        )
+        for button in (self.show_key, self.copy_key, self.clear_key):
+            button.setEnabled(has_key)
+        count = len(self.cors_origins())
+        self.cors_toggle.setText(f"Allowed web origins (CORS){f' · {count}' if count else ''}")
+
+    # -- events ---------------------------------------------------------------------------
+
+    @Slot()
+    def _schedule_save(self) -> None:
+        self._save_timer.start()
+        self._refresh()
+
+    @Slot()
+    def _on_host_clicked(self) -> None:
+        self.flush()
+        self._refresh()
+
+    @Slot(str)
+    def _on_key_edited(self, _text: str) -> None:
+        self._schedule_save()
+
+    @Slot(bool)
+    def _on_show_key_toggled(self, shown: bool) -> None:
+        self.key.setEchoMode(QLineEdit.EchoMode.Normal if shown else QLineEdit.EchoMode.Password)
+        icons.set_icon(self.show_key, "eye-off" if shown else "eye", size=16)
+        self.show_key.setToolTip("Hide the key" if shown else "Show the key")
+
+    @Slot()
+    def _on_copy_key_clicked(self) -> None:
+        QGuiApplication.clipboard().setText(self.key.text().strip())
+        self.key_copied.emit()
+
+    @Slot()
+    def _on_clear_key_clicked(self) -> None:
+        self.key.clear()
+        self.flush()
+        self._refresh()
+
+    @Slot(bool)
+    def _on_cors_toggled(self, shown: bool) -> None:
+        self.cors_box.setVisible(shown)
+        icons.set_icon(self.cors_toggle, "chevron-down" if shown else "chevron-right", size=14)
+
+    @Slot()
+    def _on_config_changed(self) -> None:
+        if not self._save_timer.isActive():
+            self.load()

@@ -1,0 +1,157 @@
+"""Ready-to-paste snippets (curl, Python, Continue): a tab row, highlighted code, a Copy button.
+
+``set_context(base_url, model, key, key_visible)`` refills them; a hidden key is masked on
+screen and copied in full.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QEvent, Qt, QTimer, Signal, Slot
+from PySide6.QtGui import QGuiApplication
+from PySide6.QtWidgets import (
+    QButtonGroup,
+    QFrame,
+    QHBoxLayout,
+    QPushButton,
+    QTextBrowser,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.ui import icons, theme
+from app.ui.chat.markdown import code_html
+from app.ui.server import snippets
+from app.ui.server.snippets import Snippet
+
+NAMES = ("curl", "Python", "Continue")
+
+
+class SnippetView(QFrame):
+    """Signals: ``copied(str name)``."""
+
+    copied = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("SnippetView")
+        self.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
+        self._base_url = ""
+        self._model: str | None = None
+        self._key = ""
+        self._key_visible = False
+        self._current = NAMES[0]
+        self._shown: dict[str, Snippet] = {}
+        self._real: dict[str, Snippet] = {}
+
+        self.group = QButtonGroup(self)
+        self.group.setExclusive(True)
+        self.tabs: dict[str, QPushButton] = {}
+        tab_row = QHBoxLayout()
+        tab_row.setContentsMargins(8, 6, 6, 0)
+        tab_row.setSpacing(2)
+        for name in NAMES:
+            button = QPushButton(name, self)
+            button.setObjectName("SnippetTab")
+            button.setCheckable(True)
+            button.setCursor(Qt.CursorShape.PointingHandCursor)
+            button.clicked.connect(self._on_tab_clicked)
+            self.group.addButton(button)
+            self.tabs[name] = button
+            tab_row.addWidget(button)
+        self.tabs[self._current].setChecked(True)
+        tab_row.addStretch(1)
+        self.copy_button = QToolButton(self)
+        self.copy_button.setObjectName("BodyCopy")
+        self.copy_button.setText("Copy")
+        self.copy_button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self.copy_button.setCursor(Qt.CursorShape.PointingHandCursor)
+        icons.set_icon(self.copy_button, "copy", size=14)
+        self.copy_button.clicked.connect(self.copy_current)
+        tab_row.addWidget(self.copy_button)
+
+        self.code = QTextBrowser(self)
+        self.code.setObjectName("SnippetCode")
+        self.code.setOpenLinks(False)
+        self.code.setLineWrapMode(QTextBrowser.LineWrapMode.NoWrap)
+        self.code.setFrameShape(QFrame.Shape.NoFrame)
+        self.code.setFixedHeight(244)
+        self.code.document().setDocumentMargin(12)
+        self._copied_timer = QTimer(self)
+        self._copied_timer.setSingleShot(True)
+        self._copied_timer.setInterval(1500)
+        self._copied_timer.timeout.connect(self._on_copied_timeout)
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(0)
+        layout.addLayout(tab_row)
+        layout.addWidget(self.code)
+
+    @property
+    def current(self) -> str:
+        return self._current
+
+    def text(self, name: str | None = None) -> str:
+        """The snippet as copied (with the real key)."""
+        snippet = self._real.get(name or self._current)
+        return snippet.code if snippet else ""
+
+    def shown_text(self, name: str | None = None) -> str:
+        snippet = self._shown.get(name or self._current)
+        return snippet.code if snippet else ""
+
+    def set_context(self, base_url: str, model: str | None, key: str, key_visible: bool) -> None:
+        self._base_url, self._model, self._key, self._key_visible = (
+            base_url,
+            model,
+            key,
+            key_visible,
+        )
+        self._real = {s.name: s for s in snippets.snippets(base_url, model, key)}
+        shown_key = key if key_visible else snippets.mask(key)
+        self._shown = {s.name: s for s in snippets.snippets(base_url, model, shown_key)}
+        self._render()
+
+    def select(self, name: str) -> None:
+        self._current = name
+        self.tabs[name].setChecked(True)
+        self._render()
+
+    def _render(self) -> None:
+        snippet = self._shown.get(self._current)
+        if snippet is None:
+            self.code.clear()
+            return
+        scroll = self.code.horizontalScrollBar().value()
+        self.code.setHtml(code_html(snippet.code, snippet.language, theme.current()))
+        self.code.horizontalScrollBar().setValue(scroll)
+        hidden = bool(self._key) and not self._key_visible
+        self.copy_button.setToolTip(
+            "Copy (with the real API key)" if hidden else "Copy to the clipboard"
+        )
+
+    @Slot()
+    def copy_current(self) -> None:
+        QGuiApplication.clipboard().setText(self.text())
+        self.copy_button.setText("Copied")
+        icons.set_icon(self.copy_button, "check", size=14)
+        self._copied_timer.start()
+        self.copied.emit(self._current)
+
+    @Slot()
+    def _on_copied_timeout(self) -> None:
+        self.copy_button.setText("Copy")
+        icons.set_icon(self.copy_button, "copy", size=14)
+
+    @Slot()
+    def _on_tab_clicked(self) -> None:
+        button = self.sender()
+        for name, tab in self.tabs.items():
+            if tab is button:
+                self.select(name)
+
+    def changeEvent(self, event: QEvent) -> None:  # noqa: N802 (Qt override)
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.PaletteChange:
+            self._render()  # the theme changed: re-colour the code

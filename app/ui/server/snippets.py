@@ -1,0 +1,85 @@
+"""Ready-to-paste snippets for the API: curl, the Python ``openai`` SDK, Continue's config.
+
+Pure functions (no Qt). ``key`` is the real API key (empty: none is required); the pane shows
+a masked copy when the key is hidden and copies the real one.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+PLACEHOLDER_MODEL = "MODEL_ID"
+NO_KEY = "ember"  # the openai SDK insists on a key; Ember ignores it when none is set
+
+
+@dataclass(frozen=True, slots=True)
+class Snippet:
+    name: str  # tab title
+    language: str  # for highlighting
+    code: str
+
+
+def mask(key: str) -> str:
+    """``sk-ember-AbC…`` -> ``sk-ember-••••••••``: shows what kind of key it is, not the key."""
+    if not key:
+        return ""
+    prefix = "sk-ember-" if key.startswith("sk-ember-") else ""
+    return prefix + "•" * 8
+
+
+def curl(base_url: str, model: str, key: str) -> str:
+    body = json.dumps({"model": model, "messages": [{"role": "user", "content": "Hello!"}]})
+    lines = [
+        f"curl {base_url}/chat/completions \\",
+        '  -H "Content-Type: application/json" \\',
+    ]
+    if key:
+        lines.append(f'  -H "Authorization: Bearer {key}" \\')
+    lines.append(f"  -d '{body}'")
+    return "\n".join(lines)
+
+
+def python_openai(base_url: str, model: str, key: str) -> str:
+    return "\n".join(
+        [
+            "from openai import OpenAI",
+            "",
+            "client = OpenAI(",
+            f'    base_url="{base_url}",',
+            f'    api_key="{key or NO_KEY}",',
+            ")",
+            "reply = client.chat.completions.create(",
+            f'    model="{model}",',
+            '    messages=[{"role": "user", "content": "Hello!"}],',
+            ")",
+            "print(reply.choices[0].message.content)",
+        ]
+    )
+
+
+def continue_config(base_url: str, model: str, key: str) -> str:
+    lines = [
+        "# ~/.continue/config.yaml",
+        "name: Local assistant",
+        "version: 1.0.0",
+        "schema: v1",
+        "models:",
+        f"  - name: {model} (Ember)",
+        "    provider: openai",
+        f"    model: {model}",
+        f"    apiBase: {base_url}",
+    ]
+    if key:
+        lines.append(f"    apiKey: {key}")
+    lines += ["    roles:", "      - chat", "      - edit", "      - apply"]
+    return "\n".join(lines)
+
+
+def snippets(base_url: str, model: str | None, key: str) -> list[Snippet]:
+    model = model or PLACEHOLDER_MODEL
+    return [
+        Snippet("curl", "bash", curl(base_url, model, key)),
+        Snippet("Python", "python", python_openai(base_url, model, key)),
+        Snippet("Continue", "yaml", continue_config(base_url, model, key)),
+    ]
