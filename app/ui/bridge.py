@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtCore import QObject, Qt, QTimer, Signal, Slot
@@ -24,11 +25,14 @@ from app.engine.types import (
     Request,
     Started,
 )
-from app.engine.worker import EngineWorker, Job
+from app.engine.worker import EngineWorker, Job, Sink
 
 log = logging.getLogger(__name__)
 
 DEFAULT_UPDATES_PER_SECOND = 30
+
+Submitter = Callable[[Request, Sink], Job]
+"""Starts a job somewhere else than the engine worker (a remote provider, say)."""
 
 
 class JobHandle(QObject):
@@ -59,6 +63,7 @@ class JobHandle(QObject):
         self.updates = 0  # delta signals emitted (for tests and benchmarks)
         self._min_interval = min_interval
         self._lock = threading.Lock()
+        self._cancel_requested = False
         self._pending: list[str] = []
         self._pending_tokens = 0
         self._wake_posted = False
@@ -77,8 +82,19 @@ class JobHandle(QObject):
         return self.final is not None
 
     def cancel(self) -> None:
-        if self.job is not None:
-            self.job.cancel()
+        with self._lock:
+            self._cancel_requested = True
+            job = self.job
+        if job is not None:
+            job.cancel()
+
+    def attach(self, job: Job) -> None:
+        """Give the handle its job (any thread); a cancel that came first applies now."""
+        with self._lock:
+            self.job = job
+            cancelled = self._cancel_requested
+        if cancelled:
+            job.cancel()
 
     # -- worker thread --------------------------------------------------------------------
 
@@ -160,10 +176,21 @@ class EngineBridge(QObject):
         self._min_interval = 1.0 / max_updates_per_second
         self._live: set[JobHandle] = set()
 
-    def submit(self, request: Request) -> JobHandle:
+    def submit(self, request: Request, via: Submitter | None = None) -> JobHandle:
+        """Start ``request`` on the engine worker, or with ``via`` (e.g. a remote router).
+
+        ``via`` runs on a short-lived thread of its own: it may read a key from the OS keyring
+        or a provider file, which the GUI thread must not wait for. The handle works the same
+        either way; a cancel before the job exists cancels it as soon as it does."""
         handle = JobHandle(self._min_interval, self)
         self._live.add(handle)
         handle.done.connect(self._on_handle_done)
+        if via is not None:
+            thread = threading.Thread(
+                target=_submit_via, args=(via, request, handle), name="ember-submit", daemon=True
+            )
+            thread.start()
+            return handle
         try:
             handle.job = self.worker.submit(request, handle.sink)
         except EngineError as error:
@@ -184,3 +211,13 @@ class EngineBridge(QObject):
         if isinstance(handle, JobHandle):
             self._live.discard(handle)
             handle.deleteLater()
+
+
+def _submit_via(via: Submitter, request: Request, handle: JobHandle) -> None:
+    try:
+        handle.attach(via(request, handle.sink))
+    except EngineError as error:
+        handle.post_failure(error)
+    except Exception as error:  # a broken provider file or keyring: say so, don't hang
+        log.exception("Submitting a job failed")
+        handle.post_failure(EngineError(f"The request could not be started: {error}"))

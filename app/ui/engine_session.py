@@ -3,6 +3,10 @@
 ``EngineSession`` wraps the engine worker and the bridge. Everything here runs on the GUI
 thread and never waits: loading, unloading, chatting and tokenizing are jobs whose results come
 back as signals.
+
+Remote models: a chat request whose model is a remote id (``provider::model``) goes to the
+``RemoteRouter`` instead of the worker, through the same ``JobHandle`` signals. Selecting a
+remote model (``select_remote``) leaves the local model loaded: switching back costs nothing.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Signal, Slot
 
 from app.config import Settings
+from app.engine.providers import RemoteRouter, is_remote_id
 from app.engine.types import (
     ChatRequest,
     EngineCrashedError,
@@ -23,11 +28,13 @@ from app.engine.types import (
     LoadedModel,
     LoadParams,
     LoadRequest,
+    Request,
     TokenizeRequest,
     UnloadRequest,
 )
-from app.engine.worker import EngineWorker
+from app.engine.worker import EngineWorker, Job, Sink
 from app.ui.bridge import EngineBridge, JobHandle
+from app.ui.header.remote_models import RemoteCatalog
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +76,8 @@ class EngineSession(QObject):
     Signals (GUI thread): ``state_changed(str)`` idle/loading/generating;
     ``load_started(str path)``; ``model_loaded(LoadedModel)``; ``load_failed(str path,
     EngineError)``; ``model_unloaded()``; ``rate_changed(float tok/s)`` while generating;
-    ``engine_failed(EngineError)`` when the engine itself broke.
+    ``engine_failed(EngineError)`` when the engine itself broke; ``remote_selected(str |
+    None)`` when the chosen remote model changes (None: back to the local model).
     """
 
     state_changed = Signal(str)
@@ -79,12 +87,15 @@ class EngineSession(QObject):
     model_unloaded = Signal()
     rate_changed = Signal(float)
     engine_failed = Signal(object)
+    remote_selected = Signal(object)
 
     def __init__(
         self,
         settings: Settings,
         worker: EngineWorker | None = None,
         parent: QObject | None = None,
+        *,
+        router: RemoteRouter | None = None,
     ) -> None:
         super().__init__(parent)
         self.settings = settings
@@ -98,6 +109,9 @@ class EngineSession(QObject):
         self._rate_started: float | None = None
         self._state = IDLE
         self._closed = False
+        self.router = router
+        self.remote_catalog = RemoteCatalog(router, self) if router is not None else None
+        self.remote_model: str | None = None
         described = self.worker.loaded_models()
         if described:
             self.loaded = described[-1]
@@ -128,7 +142,8 @@ class EngineSession(QObject):
         self.loading_path = path
         self.load_started.emit(path)
         self._update_state()
-        request = LoadRequest(path, params or load_params(self.settings))
+        # The id API clients see in /v1/models and send back: the file name, not its path.
+        request = LoadRequest(path, params or load_params(self.settings), model_name(path))
         handle = self.bridge.submit(request)
         handle.finished.connect(self._on_load_finished)
         handle.failed.connect(self._on_load_failed)
@@ -170,14 +185,30 @@ class EngineSession(QObject):
 
     # -- generation -----------------------------------------------------------------------
 
+    def select_remote(self, model_id: str | None) -> None:
+        """Chat with a remote model (``provider::model``), or None for the local one again."""
+        if model_id is not None and not is_remote_id(model_id):
+            raise ValueError(f"{model_id!r} is not a remote model id (provider::model).")
+        if model_id != self.remote_model:
+            self.remote_model = model_id
+            self.remote_selected.emit(model_id)
+
     def chat(self, request: ChatRequest) -> JobHandle:
-        handle = self.bridge.submit(request)
+        """A chat job on the loaded model, or on a remote one when ``request.model`` is a
+        remote id."""
+        remote = is_remote_id(request.model)
+        handle = self.bridge.submit(request, self._submit_remote if remote else None)
         self._generations.add(handle)
         handle.started.connect(self._on_generation_started)
         handle.delta.connect(self._on_generation_delta)
         handle.done.connect(self._on_generation_done)
         self._update_state()
         return handle
+
+    def _submit_remote(self, request: Request, sink: Sink) -> Job:  # a bridge thread
+        if self.router is None:
+            raise EngineError("Remote models are not available here.")
+        return self.router.submit(request, sink)
 
     def tokenize(self, text: str) -> JobHandle:
         return self.bridge.submit(TokenizeRequest(text, add_special=False))
@@ -218,3 +249,22 @@ class EngineSession(QObject):
         self.bridge.cancel_all()
         if self._owns_worker:
             self.worker.shutdown()
+
+    def sync_with_worker(self) -> None:
+        """Catch up with loads and unloads made outside this session (the API server loads
+        models just in time): re-read the worker's models, emit ``model_loaded`` /
+        ``model_unloaded`` if the most recent one changed. GUI thread; cheap."""
+        if self._closed or self.loading_path is not None:
+            return
+        models = self.worker.loaded_models()
+        latest: LoadedModel | None = models[-1] if models else None
+        if latest is None:
+            if self.loaded is not None:
+                self.loaded = None
+                self.model_unloaded.emit()
+        elif self.loaded is None or (latest.model_id, latest.path) != (
+            self.loaded.model_id,
+            self.loaded.path,
+        ):
+            self.loaded = latest
+            self.model_loaded.emit(latest)

@@ -72,12 +72,12 @@ def create_services(worker: EngineWorker | None = None) -> Services:
     recovered = store.recover_interrupted()
     if recovered:
         log.info("Recovered %d answers interrupted by a crash", len(recovered))
-    engine = EngineSession(settings, worker)
+    providers = ProviderRegistry()
+    router = RemoteRouter(providers)
+    engine = EngineSession(settings, worker, router=router)
     catalog = ModelCatalog(settings)
     library = default_library()
     downloads = DownloadManager(p.models_dir, p.downloads_dir)
-    providers = ProviderRegistry()
-    router = RemoteRouter(providers)
     return Services(
         settings,
         store,

@@ -2,7 +2,8 @@
 
 It wires the ``ConversationController`` to the widgets; the logic lives in the controller.
 Signals: ``model_menu_requested()``, ``open_model_requested()``, ``load_requested(str path)``
-(the empty state's and the banner's actions, handled by the header's model picker).
+(the empty state's and the banner's actions, handled by the header's model picker);
+``browse_models_requested()`` (the empty state's "Browse models": show the Models page).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ class ChatPane(QWidget):
 
     model_menu_requested = Signal()
     open_model_requested = Signal()
+    browse_models_requested = Signal()
 
     def __init__(
         self,
@@ -98,11 +100,13 @@ class ChatPane(QWidget):
         self.view.edit_submitted.connect(c.edit_and_resend)
         self.empty.model_chosen.connect(self._on_model_chosen)
         self.empty.open_file_requested.connect(self.open_model_requested)
+        self.empty.browse_models_requested.connect(self.browse_models_requested)
         self.empty.suggestion_chosen.connect(self._on_suggestion_chosen)
         engine.load_started.connect(self._on_load_started)
         engine.model_loaded.connect(self._on_model_loaded)
         engine.load_failed.connect(self._on_load_failed)
         engine.model_unloaded.connect(self._refresh_empty_state)
+        engine.remote_selected.connect(self._refresh_empty_state)
         engine.engine_failed.connect(self._on_engine_failed)
         catalog.models_changed.connect(self.empty.set_models)
         self.empty.set_models(catalog.models)
@@ -133,7 +137,7 @@ class ChatPane(QWidget):
 
     @Slot(list, object)
     def _on_branch_changed(self, messages: list[Message], streaming_id: str | None) -> None:
-        loaded = self.engine.loaded
+        loaded = None if self.controller.remote_target() else self.engine.loaded
         self.view.set_context_length(loaded.n_ctx if loaded else None)
         self.view.set_messages(messages, streaming_id)
         self._show_view(bool(messages))
@@ -198,6 +202,7 @@ class ChatPane(QWidget):
 
     @Slot(str)
     def _on_model_chosen(self, path: str) -> None:
+        self.engine.select_remote(None)
         self.engine.load(path)
 
     # -- engine ---------------------------------------------------------------------------
@@ -241,7 +246,9 @@ class ChatPane(QWidget):
 
     @Slot()
     def _refresh_empty_state(self) -> None:
-        if self.engine.loading_path:
+        if self.engine.remote_model:
+            self.empty.show_ready_remote(self.engine.remote_model)
+        elif self.engine.loading_path:
             self.empty.show_loading(self.engine.loading_path)
         elif self.engine.loaded is not None:
             self.empty.show_ready(self.engine.loaded)

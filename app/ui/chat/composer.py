@@ -51,8 +51,18 @@ class ContextMeter(QWidget):
         return "full" if ratio >= FULL_AT else "warn" if ratio >= WARN_AT else "ok"
 
     def set_usage(self, used: int, total: int) -> None:
+        """``total`` 0: no model; negative: a remote model whose context size is unknown
+        (the bar hides, the tokens used stay)."""
         self.used, self.total = max(0, used), max(0, total)
-        if not total:
+        self._bar.setVisible(total >= 0)
+        if total < 0:
+            self.label.setText(f"{self.used:,} tokens" if self.used else "")
+            self.setToolTip(
+                f"This chat uses about {self.used:,} tokens. The provider does not say how "
+                "long this model's context is; it answers with an error when the chat outgrows "
+                "it."
+            )
+        elif not total:
             self.label.setText("No model loaded")
             self.setToolTip("Load a model to see how much of its context this chat uses.")
         else:

@@ -7,6 +7,13 @@ Persistence: the user's message is saved when sent; an answer is created in the 
 "streaming" message before the first token, its text is appended every ``SAVE_INTERVAL_MS``
 and at the end, then it is finished as complete / stopped / error with its stats. So closing or
 killing the app loses at most the last half second of an answer.
+
+Remote models: a conversation whose model is a remote id (``provider::model``) is answered by
+that provider. The conversation's model and the engine's selected remote model follow each
+other: opening the chat selects its remote model (or goes back to the local one), and picking
+a remote model in the picker makes it the open chat's model. Remote answers send the whole
+history (the provider's context length is not known); the context meter then shows the tokens
+used without a total.
 """
 
 from __future__ import annotations
@@ -23,7 +30,9 @@ from PySide6.QtCore import QObject, QTimer, Signal, Slot
 from app.chats.models import ChatStoreError, Conversation, Message, Status
 from app.chats.store import ChatStore
 from app.config import Settings
+from app.engine.providers import is_remote_id
 from app.engine.types import (
+    ChatMessage,
     ChatRequest,
     ContextOverflowError,
     EngineCrashedError,
@@ -52,6 +61,7 @@ SAVE_INTERVAL_MS = 500
 DEFAULT_TITLE = "New chat"
 BUSY_TEXT = "Ember is still answering. Stop the answer (Esc) first."
 NO_MODEL_TEXT = "No model is loaded. Pick one from the model menu at the top, or open a GGUF file."
+UNKNOWN_CONTEXT = -1  # context_changed's total for a remote model: its size is not known
 
 
 def title_from(text: str) -> str:
@@ -87,7 +97,8 @@ class ConversationController(QObject):
     should refresh); ``branch_changed(list[Message], str | None streaming_id)``;
     ``message_added(Message, bool streaming)``; ``message_changed(Message)``;
     ``stream_text(str message_id, str text)``; ``context_notice(str message_id, int dropped,
-    int n_ctx)``; ``busy_changed(bool)``; ``context_changed(int used, int n_ctx)``;
+    int n_ctx)``; ``busy_changed(bool)``; ``context_changed(int used, int n_ctx)`` (n_ctx 0:
+    no model, ``UNKNOWN_CONTEXT``: a remote model of unknown context);
     ``problem(str kind, str text)`` with kind need_model, busy, error or engine;
     ``answer_finished(Message)``; ``settings_flush_requested()`` before the conversation
     changes or a message is sent (editors of the chat's settings save pending edits).
@@ -123,12 +134,14 @@ class ConversationController(QObject):
         self.counter = TokenCounter(engine, self)
         self._draft: dict[str, Any] = self._new_draft()
         self._draft_text = ""
+        self._following_engine = False
         self._save_timer = QTimer(self)
         self._save_timer.setInterval(SAVE_INTERVAL_MS)
         self._save_timer.timeout.connect(self.save_streamed_text)
         engine.model_loaded.connect(self._on_model_loaded)
         engine.load_failed.connect(self._on_model_load_failed)
         engine.model_unloaded.connect(self.refresh_context)
+        engine.remote_selected.connect(self._on_remote_selected)
 
     # -- queries --------------------------------------------------------------------------
 
@@ -156,7 +169,7 @@ class ConversationController(QObject):
     def _new_draft(self) -> dict[str, Any]:
         values = presets.global_defaults(self.settings)
         return {
-            "model": None,
+            "model": self.engine.remote_model,  # a new chat keeps the chosen remote model
             "system_prompt": self.settings.get("chat.system_prompt"),
             "settings": {"preset": presets.preset_matching(values), "sampling": values},
         }
@@ -191,7 +204,36 @@ class ConversationController(QObject):
                 system_prompt=system_prompt,
                 settings=settings_blob,
             )
+        self._select_engine_model()
         self.refresh_context()
+
+    def remote_target(self) -> str | None:
+        """The remote model (``provider::model``) of the open or draft chat, if it has one."""
+        model, _, _ = self.conversation_settings()
+        return model if is_remote_id(model) else None
+
+    def _select_engine_model(self) -> None:
+        """Make the engine's remote selection match the chat (None: the local model)."""
+        if not self._following_engine:
+            self.engine.select_remote(self.remote_target())
+
+    @Slot(object)
+    def _on_remote_selected(self, model_id: str | None) -> None:
+        """The picker chose a remote model (or the local one): the chat follows."""
+        if self._following_engine:
+            return
+        self._following_engine = True
+        try:
+            self.settings_flush_requested.emit()  # pending edits first, with the old model
+            model, system_prompt, blob = self.conversation_settings()
+            if model_id is not None and model != model_id:
+                self.update_settings(model_id, system_prompt, blob)
+            elif model_id is None and is_remote_id(model):
+                self.update_settings(None, system_prompt, blob)
+            else:
+                self.refresh_context()
+        finally:
+            self._following_engine = False
 
     # -- opening --------------------------------------------------------------------------
 
@@ -212,6 +254,7 @@ class ConversationController(QObject):
             self.branch = []
         else:
             self.branch = self.store.active_branch(conversation.id)
+        self._select_engine_model()
         self.settings.set("ui.last_conversation", conversation.id if conversation else "")
         streaming_id = self._streaming_id_on_screen()
         if streaming_id and self.answer is not None:
@@ -247,6 +290,8 @@ class ConversationController(QObject):
     def target_model(self) -> str | None:
         """The model the next answer uses: the chat's own choice, else the loaded one."""
         preferred, _, _ = self.conversation_settings()
+        if is_remote_id(preferred):
+            return preferred
         if preferred and Path(preferred).is_file():
             return preferred
         if self.engine.loaded is not None:
@@ -367,7 +412,8 @@ class ConversationController(QObject):
         assert self.conversation is not None
         path = self.target_model()
         assert path is not None
-        name = model_name(path)
+        remote = is_remote_id(path)
+        name = path if remote else model_name(path)
         index = self.branch.index(question)
         history = [
             m
@@ -382,6 +428,9 @@ class ConversationController(QObject):
         self.message_added.emit(streaming, True)
         self.busy_changed.emit(True)
         self._save_timer.start()
+        if remote:
+            self._submit_remote_answer()
+            return
         loaded = self.engine.loaded
         if loaded is not None and loaded.path == path:
             self._count_and_submit()
@@ -440,8 +489,28 @@ class ConversationController(QObject):
         answer.dropped = plan.dropped
         if plan.dropped:
             self.context_notice.emit(answer.message_id, plan.dropped, loaded.n_ctx)
-        handle = self.engine.chat(ChatRequest(plan.messages, sampling, model=loaded.model_id))
-        answer.handle = handle
+        self._run_answer(ChatRequest(plan.messages, sampling, model=loaded.model_id))
+
+    def _submit_remote_answer(self) -> None:
+        """The whole history to the provider: only it knows its context length, and it says
+        so clearly when the chat outgrows it."""
+        answer = self.answer
+        if answer is None or answer.handle is not None:
+            return
+        _, system_prompt, _ = self.conversation_settings()
+        messages: list[ChatMessage] = []
+        if system_prompt:
+            messages.append({"role": "system", "content": system_prompt})
+        messages += [{"role": m.role, "content": m.content} for m in answer.history]
+        answer.prompt_tokens = PROMPT_OVERHEAD + sum(
+            estimate_tokens(m.get("content") or "") + PER_MESSAGE_OVERHEAD for m in messages
+        )
+        self._run_answer(ChatRequest(messages, self.sampling_params(), model=answer.model_path))
+
+    def _run_answer(self, request: ChatRequest) -> None:
+        assert self.answer is not None
+        handle = self.engine.chat(request)
+        self.answer.handle = handle
         handle.delta.connect(self._on_answer_delta)
         handle.finished.connect(self._on_answer_finished)
         handle.failed.connect(self._on_answer_failed)
@@ -530,6 +599,9 @@ class ConversationController(QObject):
 
     @Slot()
     def refresh_context(self) -> None:
+        if self.remote_target() is not None:
+            self.context_changed.emit(self.context_used(), UNKNOWN_CONTEXT)
+            return
         loaded = self.engine.loaded
         if loaded is None:
             self.context_changed.emit(0, 0)

@@ -1,6 +1,7 @@
 """What an empty chat shows: first-run guidance without a model, suggestions with one.
 
-Signals: ``model_chosen(str path)``, ``open_file_requested()``, ``suggestion_chosen(str)``.
+Signals: ``model_chosen(str path)``, ``open_file_requested()``, ``suggestion_chosen(str)``,
+``browse_models_requested()`` (the first-run screen's "Browse models": open the Models page).
 """
 
 from __future__ import annotations
@@ -86,6 +87,7 @@ class EmptyState(QWidget):
     model_chosen = Signal(str)
     open_file_requested = Signal()
     suggestion_chosen = Signal(str)
+    browse_models_requested = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -157,12 +159,17 @@ class EmptyState(QWidget):
         step2_title = QLabel("Or download one from Hugging Face", card)
         step2_title.setObjectName("StepTitle")
         step2_hint = QLabel(
-            "The Models pane for browsing and downloading is coming soon. Meanwhile, "
-            "<code>ember pull</code> downloads from a terminal.",
+            "Search thousands of GGUF models, see which ones fit this computer, and download "
+            "one in a click.",
             card,
         )
         step2_hint.setObjectName("StepHint")
         step2_hint.setWordWrap(True)
+        self.browse_button = QPushButton("Browse models", card)
+        self.browse_button.setObjectName("PrimaryButton")
+        self.browse_button.setCursor(Qt.CursorShape.PointingHandCursor)
+        icons.set_icon(self.browse_button, "search", "accent_text", size=16)
+        self.browse_button.clicked.connect(self.browse_models_requested)
         grid = QGridLayout(card)
         grid.setContentsMargins(22, 20, 22, 20)
         grid.setHorizontalSpacing(14)
@@ -179,6 +186,10 @@ class EmptyState(QWidget):
         grid.addWidget(step2, 5, 0, Qt.AlignmentFlag.AlignTop)
         grid.addWidget(step2_title, 5, 1)
         grid.addWidget(step2_hint, 6, 1)
+        browse_row = QHBoxLayout()
+        browse_row.addWidget(self.browse_button)
+        browse_row.addStretch(1)
+        grid.addLayout(browse_row, 7, 1)
         layout = QVBoxLayout(page)
         layout.setSpacing(10)
         layout.addWidget(logo)
@@ -263,6 +274,11 @@ class EmptyState(QWidget):
         self.ready_subtitle.setText(
             f"Chatting with {model_name(loaded.path)} · {loaded.n_ctx:,}-token context"
         )
+        self._show_page(self.ready)
+
+    def show_ready_remote(self, model_id: str) -> None:
+        provider, _, model = model_id.partition("::")
+        self.ready_subtitle.setText(f"Chatting with {model} on {provider}")
         self._show_page(self.ready)
 
     def show_loading(self, path: str) -> None:

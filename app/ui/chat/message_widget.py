@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.chats.models import Message
+from app.engine.providers import parse_remote_id
 from app.ui import icons, theme
 from app.ui.chat.height_cache import HeightCache
 from app.ui.chat.markdown import MarkdownRenderer
@@ -348,7 +349,9 @@ class MessageWidget(QFrame):
     def _refresh_assistant_state(self) -> None:
         meta = self.message.metadata
         model = str(meta.get("model") or "Assistant")
-        self.name_label.setText(model)
+        remote = parse_remote_id(model)  # provider::model reads better the other way round
+        self.name_label.setText(f"{remote.model} · {remote.provider}" if remote else model)
+        self.name_label.setToolTip(model if remote else "")
         dropped = meta.get("dropped_turns")
         n_ctx = meta.get("n_ctx")
         self.set_context_notice(

@@ -1,7 +1,13 @@
-"""The model picker: shows the loaded model and its context, loads another, unloads.
+"""The model picker: shows the chat's model and its context, loads another, unloads.
 
-A pill-shaped button in the header opens a menu of every model in the library plus "Open GGUF
-file…" and "Unload". While a model loads the pill shows the elapsed time and a busy bar.
+A pill-shaped button in the header opens a menu of every model in the library, then the models
+of each remote provider under the provider's name (asked off-thread and cached; a provider that
+is down says so), plus "Open GGUF file…" and "Unload". While a model loads the pill shows the
+elapsed time and a busy bar. Picking a remote model selects it (``provider::model``) without
+unloading the local one.
+
+Signal: ``manage_providers_requested()`` ("Add a remote provider…" / "Manage providers…"; the
+window opens Settings on the Providers page).
 """
 
 from __future__ import annotations
@@ -9,7 +15,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from PySide6.QtCore import QSize, Qt, QTimer, Slot
+from PySide6.QtCore import QSize, Qt, QTimer, Signal, Slot
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import (
     QFileDialog,
@@ -20,16 +26,23 @@ from PySide6.QtWidgets import (
     QPushButton,
     QVBoxLayout,
     QWidget,
+    QWidgetAction,
 )
 
+from app.engine.providers import parse_remote_id
 from app.engine.types import EngineError, LoadedModel
 from app.ui import icons, theme
 from app.ui.engine_session import EngineSession, model_name
 from app.ui.header.model_list import ModelCatalog
+from app.ui.header.remote_models import ProviderModels
+
+MAX_INLINE_MODELS = 8  # a provider with more lists them in a submenu
 
 
 class ModelPicker(QWidget):
     """See the module docstring. Uses the EngineSession's signals for its state."""
+
+    manage_providers_requested = Signal()
 
     def __init__(
         self, engine: EngineSession, catalog: ModelCatalog, parent: QWidget | None = None
@@ -72,6 +85,7 @@ class ModelPicker(QWidget):
 
         self.menu = QMenu(self)
         self.menu.setObjectName("ModelMenu")
+        self.menu.setToolTipsVisible(True)
         self.menu.aboutToShow.connect(self._on_menu_about_to_show)
         self.button.clicked.connect(self.open_menu)
         self._load_started_at = 0.0
@@ -84,6 +98,10 @@ class ModelPicker(QWidget):
         engine.model_loaded.connect(self._on_model_loaded)
         engine.load_failed.connect(self._on_load_failed)
         engine.model_unloaded.connect(self._refresh)
+        engine.remote_selected.connect(self._on_remote_selected)
+        self.remote = engine.remote_catalog
+        if self.remote is not None:
+            self.remote.changed.connect(self._on_remote_changed)
         self._refresh()
 
     # -- actions --------------------------------------------------------------------------
@@ -91,6 +109,9 @@ class ModelPicker(QWidget):
     @Slot()
     def open_menu(self) -> None:
         self.catalog.refresh()
+        if self.remote is not None:
+            self.remote.refresh()
+        self.menu.setMinimumWidth(self.button.width())
         self.menu.popup(self.button.mapToGlobal(self.button.rect().bottomLeft()))
 
     @Slot()
@@ -103,8 +124,21 @@ class ModelPicker(QWidget):
             self.load(chosen)
 
     def load(self, path: str) -> None:
+        """Chat with a local model: load it (unless it is loaded already)."""
+        self.engine.select_remote(None)
         self.catalog.add_file(path)
-        self.engine.load(path)
+        loaded = self.engine.loaded
+        if loaded is None or loaded.path != path or self.engine.loading_path:
+            self.engine.load(path)
+
+    def select_remote(self, model_id: str) -> None:
+        """Chat with a remote model; the local one stays loaded."""
+        self.engine.select_remote(model_id)
+
+    @Slot()
+    def refresh_remote(self) -> None:
+        if self.remote is not None:
+            self.remote.refresh(max_age=0)
 
     @Slot()
     def unload(self) -> None:
@@ -116,27 +150,129 @@ class ModelPicker(QWidget):
     def _on_menu_about_to_show(self) -> None:
         self.menu.clear()
         loaded = self.engine.loaded
+        local = self.engine.remote_model is None
         models = self.catalog.models
-        header = self.menu.addAction("Models on this computer" if models else "No models found")
-        header.setEnabled(False)
+        providers = self.remote.providers if self.remote is not None else []
+        if providers:  # sections: this computer, then each provider
+            self._add_section("chip", "Models on this computer", "")
+            if not models:
+                self._add_note("No models found yet", "", "")
+        else:
+            header = self.menu.addAction("Models on this computer" if models else "No models found")
+            header.setEnabled(False)
         for entry in models:
             action = QAction(f"{entry.name}\t{entry.detail}", self.menu)
             action.setCheckable(True)
-            action.setChecked(loaded is not None and loaded.path == entry.path)
+            action.setChecked(local and loaded is not None and loaded.path == entry.path)
             action.setData(entry.path)
             action.setToolTip(entry.path)
             action.triggered.connect(self._on_model_action)
             self.menu.addAction(action)
+        for provider in providers:
+            self.menu.addSeparator()
+            self._add_provider(provider)
         self.menu.addSeparator()
         self.menu.addAction(theme.icon("folder"), "Open GGUF file…", self.open_file)
+        if providers:
+            self.menu.addAction(
+                theme.icon("regenerate"), "Refresh remote models", self.refresh_remote
+            )
+        text = "Manage providers…" if providers else "Add a remote provider…"
+        self.menu.addAction(theme.icon("cloud"), text, self.manage_providers_requested)
         unload = self.menu.addAction(theme.icon("eject"), "Unload model", self.unload)
         unload.setEnabled(loaded is not None and not self.engine.loading_path)
+
+    def _add_provider(self, provider: ProviderModels) -> None:
+        """The provider's name, then its models (or why there are none)."""
+        header = self._add_section("cloud", provider.name, provider.host)
+        header.setToolTip(provider.provider.base_url)
+        if provider.status != "ok" or not provider.models:
+            if provider.status == "checking":
+                text, kind = "Checking…", "busy"
+            elif provider.status == "error":
+                text, kind = provider.problem, "error"
+            else:
+                text, kind = "Serves no models", ""
+            self._add_note(text, kind, provider.error or provider.provider.base_url)
+            return
+        target = self.menu
+        if len(provider.models) > MAX_INLINE_MODELS:
+            target = self.menu.addMenu(f"All {len(provider.models)} models")
+            target.setToolTipsVisible(True)
+        for model in provider.models:
+            remote_id = provider.remote_id(model)
+            action = QAction(model, target)
+            action.setCheckable(True)
+            action.setChecked(self.engine.remote_model == remote_id)
+            action.setData(remote_id)
+            action.setToolTip(remote_id)
+            action.triggered.connect(self._on_remote_action)
+            target.addAction(action)
+
+    def _add_section(self, icon: str, name: str, detail: str) -> QWidgetAction:
+        """A heading in the menu: an icon, a name and a muted detail (not clickable)."""
+        p = theme.current()
+        box = QWidget(self.menu)
+        box.setObjectName("MenuSection")
+        glyph = QLabel(box)
+        glyph.setPixmap(icons.pixmap(icon, p.muted, 15, self.devicePixelRatioF()))
+        glyph.setFixedWidth(16)
+        title = QLabel(name, box)
+        title.setObjectName("MenuSectionName")
+        layout = QHBoxLayout(box)
+        layout.setContentsMargins(10, 8, 14, 3)  # the name lines up with the items' text
+        layout.setSpacing(5)
+        layout.addWidget(glyph)
+        layout.addWidget(title, 1)
+        if detail:
+            extra = QLabel(detail, box)
+            extra.setObjectName("MenuSectionDetail")
+            layout.addWidget(extra)
+        action = QWidgetAction(self.menu)
+        action.setDefaultWidget(box)
+        action.setText(f"{name}\t{detail}" if detail else name)
+        action.setEnabled(False)
+        self.menu.addAction(action)
+        return action
+
+    def _add_note(self, text: str, kind: str, tip: str) -> QWidgetAction:
+        """A line under a heading: why a provider has no models to offer."""
+        label = QLabel(f"●  {text}" if kind else text, self.menu)
+        label.setObjectName("MenuNote")
+        label.setProperty("kind", kind)
+        label.setToolTip(tip)
+        label.setContentsMargins(31, 3, 14, 6)
+        action = QWidgetAction(self.menu)
+        action.setDefaultWidget(label)
+        action.setText(text)
+        action.setToolTip(tip)
+        action.setEnabled(False)
+        self.menu.addAction(action)
+        return action
 
     @Slot()
     def _on_model_action(self) -> None:
         action = self.sender()
         if isinstance(action, QAction):
             self.load(str(action.data()))
+
+    @Slot()
+    def _on_remote_action(self) -> None:
+        action = self.sender()
+        if isinstance(action, QAction):
+            self.select_remote(str(action.data()))
+
+    @Slot()
+    def _on_remote_changed(self) -> None:
+        if self.menu.isVisible():  # answers arrive while it is open: show them
+            self._on_menu_about_to_show()
+        self._refresh()
+
+    @Slot(object)
+    def _on_remote_selected(self, model_id: str | None) -> None:
+        if model_id is not None and self.remote is not None:
+            self.remote.refresh()  # is its provider up? (cached; asked off-thread if stale)
+        self._refresh()
 
     # -- state ----------------------------------------------------------------------------
 
@@ -166,7 +302,20 @@ class ModelPicker(QWidget):
         loaded = self.engine.loaded
         self.chevron.setPixmap(icons.pixmap("chevron-down", p.muted, 16, ratio))
         self.progress.setVisible(bool(loading))
-        if loading:
+        remote = parse_remote_id(self.engine.remote_model or "")
+        if remote is not None:
+            entry = self.remote.entry(remote.provider) if self.remote is not None else None
+            down = entry is not None and entry.status == "error"
+            self.chip_icon.setPixmap(
+                icons.pixmap("cloud", p.muted if down else p.accent, 18, ratio)
+            )
+            self.name_label.setText(remote.model)
+            self.detail_label.setText(remote.provider)
+            where = f" at {entry.provider.base_url}" if entry is not None else ""
+            status = f"\n{entry.error}" if down and entry is not None else ""
+            self.button.setToolTip(f"{remote.model}, served by {remote.provider}{where}{status}")
+            self.button.setProperty("state", "remote")
+        elif loading:
             elapsed = time.perf_counter() - self._load_started_at
             self.chip_icon.setPixmap(icons.pixmap("chip", p.accent, 18, ratio))
             self.name_label.setText(f"Loading {model_name(loading)}…")

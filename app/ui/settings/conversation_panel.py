@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.chats.models import Conversation
+from app.engine.providers import parse_remote_id
 from app.ui import icons
 from app.ui.chat.conversation import ConversationController
 from app.ui.header.model_list import ModelCatalog, ModelEntry
@@ -75,7 +76,11 @@ class ConversationPanel(QFrame):
         self.model_combo = QComboBox(body)
         self.model_combo.setObjectName("ModelCombo")
         self.model_combo.currentIndexChanged.connect(self._on_changed)
-        model_help = QLabel("A chat with its own model loads it when you send a message.", body)
+        model_help = QLabel(
+            "A chat with its own model loads it when you send a message. Remote models are "
+            "listed under their provider.",
+            body,
+        )
         model_help.setObjectName("FieldHelp")
         model_help.setWordWrap(True)
         self.system_prompt = QPlainTextEdit(body)
@@ -124,6 +129,10 @@ class ConversationPanel(QFrame):
         controller.conversation_opened.connect(self._on_conversation_opened)
         controller.settings_flush_requested.connect(self.flush)
         catalog.models_changed.connect(self._on_models_changed)
+        self.remote = controller.engine.remote_catalog
+        if self.remote is not None:
+            self.remote.changed.connect(self._on_remote_models_changed)
+        controller.engine.remote_selected.connect(self._on_remote_selected)
         self.load_from_controller()
 
     # -- load / save ----------------------------------------------------------------------
@@ -151,8 +160,15 @@ class ConversationPanel(QFrame):
         self.model_combo.addItem("The loaded model", LOADED_MODEL)
         for entry in models:
             self.model_combo.addItem(f"{entry.name}  ({entry.detail})", entry.path)
+        for provider in self.remote.providers if self.remote is not None else []:
+            if provider.models:
+                self.model_combo.insertSeparator(self.model_combo.count())
+            for name in provider.models:
+                self.model_combo.addItem(f"{name}  ({provider.name})", provider.remote_id(name))
         if selected and self.model_combo.findData(selected) < 0:
-            self.model_combo.addItem(selected, selected)
+            remote = parse_remote_id(selected)
+            label = f"{remote.model}  ({remote.provider})" if remote else selected
+            self.model_combo.addItem(label, selected)
         index = self.model_combo.findData(selected or LOADED_MODEL)
         self.model_combo.setCurrentIndex(max(0, index))
         self.model_combo.blockSignals(False)
@@ -184,3 +200,13 @@ class ConversationPanel(QFrame):
     def _on_models_changed(self, models: list[ModelEntry]) -> None:
         data = self.model_combo.currentData()
         self._fill_models(models, str(data) if data else None)
+
+    @Slot()
+    def _on_remote_models_changed(self) -> None:
+        self._on_models_changed(self.catalog.models)
+
+    @Slot(object)
+    def _on_remote_selected(self, _model_id: str | None) -> None:
+        # The controller has made the choice the chat's model already (and saved our edits).
+        model, _, _ = self.controller.conversation_settings()
+        self._fill_models(self.catalog.models, model)

@@ -1,9 +1,9 @@
-"""The Settings dialog: appearance, model loading, default sampling, data location.
+"""The Settings dialog: appearance, model loading, default sampling, remote providers, data.
 
-Every change is saved at once (atomically, by ``Settings``). Load parameters apply to the next
-model load; the dialog offers to reload the current model.
+Every change is saved at once (atomically, by ``Settings``; providers by their registry). Load
+parameters apply to the next model load; the dialog offers to reload the current model.
 
-Signals: ``theme_chosen(str)``, ``reload_model_requested()``.
+Signals: ``theme_chosen(str)``, ``reload_model_requested()``, ``providers_changed()``.
 """
 
 from __future__ import annotations
@@ -36,15 +36,19 @@ from PySide6.QtWidgets import (
 )
 
 from app.config import Settings, paths
+from app.engine.providers import ProviderRegistry
 from app.engine.types import LoadedModel
 from app.ui import theme
+from app.ui.header.remote_models import RemoteCatalog
 from app.ui.settings import presets
+from app.ui.settings.providers_page import ProvidersPage
 from app.ui.settings.sampling_form import SamplingForm
 
 PAGES = (
     ("Appearance", "sliders"),
     ("Model loading", "chip"),
     ("Chat defaults", "chat"),
+    ("Providers", "cloud"),
     ("Data", "folder"),
 )
 KV_TYPES = ("f16", "q8_0", "q4_0")
@@ -124,9 +128,16 @@ class SettingsDialog(QDialog):
 
     theme_chosen = Signal(str)
     reload_model_requested = Signal()
+    providers_changed = Signal()
 
     def __init__(
-        self, settings: Settings, loaded: LoadedModel | None, parent: QWidget | None = None
+        self,
+        settings: Settings,
+        loaded: LoadedModel | None,
+        parent: QWidget | None = None,
+        *,
+        providers: ProviderRegistry | None = None,
+        remote_catalog: RemoteCatalog | None = None,
     ) -> None:
         super().__init__(parent)
         self.setObjectName("SettingsDialog")
@@ -135,6 +146,11 @@ class SettingsDialog(QDialog):
         self.resize(820, 600)
         self.settings = settings
         self._loaded = loaded
+        # The registry re-reads its file on every call: a fresh one sees the app's providers.
+        self.providers_page = ProvidersPage(providers or ProviderRegistry(), remote_catalog)
+        self.providers_page.providers_changed.connect(self.providers_changed)
+        if remote_catalog is not None:
+            self.providers_changed.connect(remote_catalog.refresh)
 
         self.nav = QListWidget(self)
         self.nav.setObjectName("SettingsNav")
@@ -146,6 +162,7 @@ class SettingsDialog(QDialog):
             self._appearance_page(),
             self._loading_page(),
             self._defaults_page(),
+            self.providers_page,
             self._data_page(),
         ):
             scroll = QScrollArea(self.pages)
@@ -172,6 +189,12 @@ class SettingsDialog(QDialog):
         layout.setSpacing(0)
         layout.addWidget(self.nav)
         layout.addLayout(right, 1)
+
+    def show_page(self, name: str) -> None:
+        """Open the page called ``name`` (one of PAGES), e.g. "Providers"."""
+        names = [page for page, _icon in PAGES]
+        if name in names:
+            self.nav.setCurrentRow(names.index(name))
 
     # -- pages ----------------------------------------------------------------------------
 
