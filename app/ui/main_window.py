@@ -69,6 +69,7 @@ class MainWindow(QMainWindow):
         self.panel = ConversationPanel(self.controller, s.catalog, self)
         self.server = ServerController(s, self)
         self.status = StatusBar(s.engine, self)
+        self.status.attach_server(self.server)
         self.setStatusBar(self.status)
         self.rail = NavRail(self)
         self.models_pane = ModelsPane(s, self)
@@ -134,7 +135,10 @@ class MainWindow(QMainWindow):
         h.conversation_action_requested.connect(self._on_conversation_action)
         self.panel.close_requested.connect(self._on_panel_close_requested)
         self.chat.model_menu_requested.connect(h.picker.open_menu)
+        h.picker.manage_providers_requested.connect(self.open_providers)
+        self.status.server_page_requested.connect(lambda: self.show_page(SERVER))
         self.chat.open_model_requested.connect(h.picker.open_file)
+        self.chat.browse_models_requested.connect(lambda: self.show_page(MODELS))
         if self.themes is not None:
             self.themes.theme_changed.connect(self._on_theme_changed)
 
@@ -206,13 +210,26 @@ class MainWindow(QMainWindow):
         if self.settings_dialog is not None and self.settings_dialog.isVisible():
             self.settings_dialog.raise_()
             return
-        dialog = SettingsDialog(self.services.settings, self.services.engine.loaded, self)
+        dialog = SettingsDialog(
+            self.services.settings,
+            self.services.engine.loaded,
+            self,
+            providers=self.services.providers,
+            remote_catalog=self.services.engine.remote_catalog,
+        )
         dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         if self.themes is not None:
             dialog.theme_chosen.connect(self.themes.set_choice)
         dialog.reload_model_requested.connect(self._on_reload_model_requested)
         self.settings_dialog = dialog
         dialog.open()
+
+    @Slot()
+    def open_providers(self) -> None:
+        """Settings, on the Providers page (from the model picker's "Add a remote provider…")."""
+        self.open_settings()
+        if self.settings_dialog is not None:
+            self.settings_dialog.show_page("Providers")
 
     @Slot(list)
     def on_instance_message(self, arguments: list[str]) -> None:
