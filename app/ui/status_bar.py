@@ -12,6 +12,7 @@ from PySide6.QtCore import Qt, QTimer, Signal, Slot
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QStatusBar, QToolButton, QWidget
 
 from app.engine.gguf import human_bytes
+from app.engine.providers import parse_remote_id
 from app.engine.types import LoadedModel
 from app.ui.engine_session import GENERATING, LOADING, EngineSession, model_name
 from app.ui.server.switch import ToggleSwitch
@@ -129,6 +130,7 @@ class StatusBar(QStatusBar):
         engine.rate_changed.connect(self._on_rate_changed)
         engine.model_loaded.connect(self._on_model_loaded)
         engine.model_unloaded.connect(self.refresh_state)
+        engine.remote_selected.connect(self.refresh_state)
         self.refresh_state()
         self.refresh_memory()
 
@@ -163,17 +165,21 @@ class StatusBar(QStatusBar):
     def refresh_state(self) -> None:
         state = self.engine.state
         loaded = self.engine.loaded
+        remote = parse_remote_id(self.engine.remote_model or "")
         if state == LOADING:
             text = f"Loading {model_name(self.engine.loading_path or '')}…"
         elif state == GENERATING:
             rate = f" at {self._rate:.1f} tok/s" if self._rate > 0 else "…"
             text = f"Generating{rate}"
+        elif remote is not None:
+            text = f"Idle · {remote.model} on {remote.provider}"
         elif loaded is not None:
             text = f"Idle · {model_name(loaded.path)} · {loaded.n_ctx:,}-token context"
         else:
             text = "Idle · no model loaded"
         self.state_label.setText(text)
-        self.dot.set_state(state if loaded is not None or state != "idle" else "none")
+        ready = loaded is not None or remote is not None
+        self.dot.set_state(state if ready or state != "idle" else "none")
 
     @Slot(str)
     def _on_state_changed(self, state: str) -> None:

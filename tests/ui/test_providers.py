@@ -150,6 +150,7 @@ def test_add_a_provider_in_settings_test_it_and_pick_its_model(
     assert window.services.engine.remote_model == REMOTE_ID
     assert picker.name_label.text() == MODEL_ALIAS and picker.detail_label.text() == "local"
     assert window.chat.empty.mode == "ready"
+    assert window.status.state_label.text() == f"Idle · {MODEL_ALIAS} on local"
     # Choosing a remote model leaves the local one loaded.
     assert window.services.engine.loaded is loaded_before is not None
     assert window.services.engine.worker.loaded_models()

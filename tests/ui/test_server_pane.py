@@ -240,6 +240,28 @@ def test_a_taken_port_is_an_error_and_the_switch_goes_back_off(
         assert not banner.isVisible()
 
 
+def test_a_port_taken_at_start_up_keeps_the_wish_for_next_time(
+    qtbot: QtBot, make_window: Callable[[], MainWindow], port: int
+) -> None:
+    """The server was on when Ember quit; at the next start its port is taken for now. The
+    switch shows off with the error, but the next launch tries again."""
+    window = make_window()
+    window.services.settings.set("server.port", port)
+    window.services.settings.set("server.enabled", True)
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as squatter:
+        squatter.bind(("127.0.0.1", port))
+        squatter.listen(1)
+        with qtbot.waitSignal(window.server.start_failed, timeout=START_TIMEOUT):
+            window.start_background_services()
+    assert not pane(window).switch.isChecked()
+    assert window.services.settings.get("server.enabled") is True
+    click_switch(qtbot, window)  # the user's own choice is remembered as before
+    wait_state(qtbot, window.server, "running")
+    click_switch(qtbot, window)
+    wait_state(qtbot, window.server, "stopped")
+    assert window.services.settings.get("server.enabled") is False
+
+
 class _Ticker:
     """Counts GUI event loop turns: a blocked GUI thread counts none."""
 

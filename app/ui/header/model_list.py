@@ -106,11 +106,16 @@ class ModelCatalog(QObject):
         self.settings = settings
         self.models: list[ModelEntry] = []
         self._scanning = False
+        self._again = False
 
     def refresh(self) -> None:
+        """Rescan off the GUI thread. Asked while a scan runs, scan once more after it: the
+        running scan may have missed the file that prompted the call."""
         if self._scanning:
+            self._again = True
             return
         self._scanning = True
+        self._again = False
         run_in_background(lambda: scan_models(self.settings), self._on_scanned, self)
 
     def add_file(self, path: str) -> None:
@@ -124,6 +129,8 @@ class ModelCatalog(QObject):
 
     def _on_scanned(self, result: object, error: BaseException | None) -> None:
         self._scanning = False
+        if self._again:
+            self.refresh()
         if error is not None:
             log.warning("Listing models failed: %s", error)
             return

@@ -73,6 +73,7 @@ class ServerController(QObject):
         self._status = self.runner.status
         self._wanted = False
         self._busy = False
+        self._keep_wish = False  # a failed start keeps server.enabled (see restore)
         self._closed = False
         self._lock = threading.Lock()
         self._status_relayed.connect(self._on_status_relayed)
@@ -142,10 +143,13 @@ class ServerController(QObject):
     def restore(self) -> None:
         """At start-up: start the server if it was on when the app was last closed."""
         if self.settings.get("server.enabled"):
+            # A start-up failure (the port taken for now) keeps the wish: next launch tries again.
+            self._keep_wish = True
             self._want(True)
 
     def set_enabled(self, on: bool) -> None:
         """The user's switch: remembered across restarts; returns at once."""
+        self._keep_wish = False
         self.settings.set("server.enabled", bool(on))
         self._want(bool(on))
 
@@ -154,6 +158,7 @@ class ServerController(QObject):
         if self._closed:
             return
         self._wanted = True
+        self._keep_wish = False
         self.settings.set("server.enabled", True)
         if self._busy:
             return
@@ -201,11 +206,13 @@ class ServerController(QObject):
         self._step()
 
     def _refuse(self, message: str) -> None:
-        """A start that cannot happen: say why, and put the switch back off."""
+        """A start that cannot happen: say why, and put the switch back off (remembered as
+        off when the user had just turned it on; kept on when it failed at start-up)."""
         log.info("The API server did not start: %s", message)
         self.last_error = message
         self._wanted = False
-        self.settings.set("server.enabled", False)
+        if not self._keep_wish:
+            self.settings.set("server.enabled", False)
         failed = ServerStatus("failed", self.config().host, None, message)
         self._status = failed
         self.status_changed.emit(failed)
