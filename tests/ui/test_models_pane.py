@@ -375,3 +375,25 @@ def test_empty_chat_offers_browse_models(window: MainWindow, qtbot: QtBot) -> No
     with qtbot.waitSignal(window.chat.browse_models_requested):
         window.chat.empty.browse_button.click()
     assert window.pages.currentWidget() is window.models_pane
+
+
+def test_state_messages_wrap_without_being_cut_off(qtbot: QtBot, ember_app: object) -> None:
+    """A long error in a narrow column wraps onto as many lines as it needs (an aligned label
+    used to keep its one-line width and lose the lines below)."""
+    from app.ui.models.widgets import StatePanel
+
+    panel = StatePanel()
+    qtbot.addWidget(panel)
+    panel.show_state(
+        "error",
+        "Can't search the Hub",
+        "Can't reach the Hugging Face Hub at https://huggingface.co: [Errno -2] Name or "
+        "service not known. Check your internet connection (or HF_ENDPOINT) and try again.",
+        "Try again",
+    )
+    panel.resize(380, 500)
+    panel.show()
+    qtbot.waitExposed(panel)
+    for label in (panel.title, panel.text):
+        assert label.width() >= 300
+        assert label.height() >= label.heightForWidth(label.width())

@@ -198,10 +198,16 @@ class StatePanel(QWidget):
         column.addStretch(2)
         column.addWidget(self.icon, 0, Qt.AlignmentFlag.AlignHCenter)
         column.addSpacing(4)
-        self.title.setMaximumWidth(520)
-        self.text.setMaximumWidth(520)
-        column.addWidget(self.title, 0, Qt.AlignmentFlag.AlignHCenter)
-        column.addWidget(self.text, 0, Qt.AlignmentFlag.AlignHCenter)
+        for label in (self.title, self.text):
+            # Centred by stretches, not by an alignment flag: an aligned label is given its
+            # one-line width, and its wrapped lines then get cut off.
+            label.setMaximumWidth(520)
+            label.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
+            row = QHBoxLayout()
+            row.addStretch(1)
+            row.addWidget(label, 100)
+            row.addStretch(1)
+            column.addLayout(row)
         column.addSpacing(6)
         column.addWidget(self.busy, 0, Qt.AlignmentFlag.AlignHCenter)
         column.addWidget(self.button, 0, Qt.AlignmentFlag.AlignHCenter)
