@@ -117,3 +117,36 @@ def test_first_launch_with_a_file_loads_it(gemma_path: Path, ember_home: Path) -
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(60) == 0
+
+
+WINDOW_IMPORTS = """
+import sys
+from app.ui.app import create_application
+from app.ui.main_window import MainWindow
+from app.ui.services import create_services
+app = create_application()
+services = create_services()
+window = MainWindow(services)
+window.show()
+app.processEvents()
+print(" ".join(sorted(m for m in ("fastapi", "uvicorn") if m in sys.modules)) or "-")
+window.close()
+services.close()
+"""
+
+
+def test_the_window_does_not_import_the_api_server_until_it_is_switched_on(
+    ember_home: Path,
+) -> None:
+    """FastAPI and uvicorn cost about a second to import: an app whose server is off skips it."""
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "EMBER_HOME": str(ember_home)}
+    r = subprocess.run(
+        [sys.executable, "-c", WINDOW_IMPORTS],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split()[-1] == "-"

@@ -30,8 +30,9 @@ from app.server.catalog import (
 )
 from app.server.config import ServerConfig
 from app.server.gateway import Gateway
-from app.server.runner import ServerRunner, ServerStartError
+from app.server.runner import ServerRunner
 from app.server.security import check_bind
+from app.server.status import ServerStartError
 
 
 def add_parser(sub: Any) -> None:

@@ -20,8 +20,7 @@ import logging
 import socket
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, replace
-from typing import Literal
+from dataclasses import replace
 
 import uvicorn
 
@@ -31,38 +30,9 @@ from app.server.forward import RemoteForwarder
 from app.server.gateway import Gateway
 from app.server.requestlog import RequestLog
 from app.server.security import check_bind
+from app.server.status import PortInUseError, ServerStartError, ServerStatus
 
 log = logging.getLogger(__name__)
-
-State = Literal["stopped", "starting", "running", "stopping", "failed"]
-
-
-@dataclass(frozen=True, slots=True)
-class ServerStatus:
-    state: State
-    host: str
-    port: int | None  # the bound port while running
-    error: str | None = None  # why the server failed or could not start
-
-    @property
-    def base_url(self) -> str | None:
-        """``http://127.0.0.1:8434/v1``: what OpenAI clients take as their base URL."""
-        if self.port is None:
-            return None
-        host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
-        host = f"[{host}]" if ":" in host else host
-        if self.host == "::":
-            host = "[::1]"
-        return f"http://{host}:{self.port}/v1"
-
-
-class ServerStartError(Exception):
-    """The server could not start; the message is one line a user can act on."""
-
-
-class PortInUseError(ServerStartError):
-    pass
-
 
 StatusListener = Callable[[ServerStatus], None]
 

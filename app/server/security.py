@@ -20,7 +20,6 @@ import secrets
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.server.config import ServerConfig
-from app.server.errors import error_bytes
 
 OPEN_PATHS = frozenset({"/health"})  # answered without an API key (nothing secret in them)
 
@@ -162,6 +161,8 @@ async def _reject(
     code: str | None,
     extra: list[tuple[bytes, bytes]] | None = None,
 ) -> None:
+    from app.server.errors import error_bytes  # FastAPI: imported once a server runs
+
     body = error_bytes(status, message, code)
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     if status == 401:

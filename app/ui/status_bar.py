@@ -18,7 +18,7 @@ from app.ui.engine_session import GENERATING, LOADING, EngineSession, model_name
 from app.ui.server.switch import ToggleSwitch
 
 if TYPE_CHECKING:
-    from app.server.runner import ServerStatus
+    from app.server.status import ServerStatus
     from app.ui.server.controller import ServerController
 
 MEMORY_INTERVAL_MS = 2000

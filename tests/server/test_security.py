@@ -11,8 +11,9 @@ import pytest
 from app.engine.worker import EngineWorker
 from app.server.config import ServerConfig
 from app.server.gateway import Gateway
-from app.server.runner import PortInUseError, ServerRunner, bind_socket
+from app.server.runner import ServerRunner, bind_socket
 from app.server.security import InsecureBindError, check_bind, host_name, is_loopback
+from app.server.status import PortInUseError
 
 KEY = "sk-test-0123456789"
 ORIGIN = "http://localhost:3000"

@@ -319,7 +319,8 @@ def test_starting_and_stopping_with_a_stream_open_never_block_the_gui(
     assert url is not None
     thread, first, outcome = _stream_in_thread(url, loaded_stem(engine_worker))
     qtbot.waitUntil(first.is_set, timeout=ANSWER_TIMEOUT)
-    assert window.server.gateway.active_jobs == 1
+    gateway = window.server.gateway
+    assert gateway is not None and gateway.active_jobs == 1
 
     began = time.perf_counter()
     ticks = ticker.ticks
@@ -332,7 +333,7 @@ def test_starting_and_stopping_with_a_stream_open_never_block_the_gui(
     assert not thread.is_alive()
     assert outcome  # the client saw its stream end (cancelled) or the connection close
     assert nothing_listens(port)
-    assert window.server.gateway.active_jobs == 0
+    assert gateway.active_jobs == 0
 
 
 def test_closing_the_window_with_a_stream_open_does_not_hang(

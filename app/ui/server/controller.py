@@ -20,21 +20,23 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, Signal, Slot
 from shiboken6 import isValid
 
-from app.server.catalog import LibraryCatalog
+from app.engine.types import LoadParams
 from app.server.config import ServerConfig
-from app.server.forward import RemoteForwarder
-from app.server.gateway import Gateway
 from app.server.requestlog import RequestLog, RequestRecord
-from app.server.runner import PortInUseError, ServerRunner, ServerStartError, ServerStatus
 from app.server.security import InsecureBindError, check_bind, generate_api_key
+from app.server.status import PortInUseError, ServerStartError, ServerStatus
 from app.ui.engine_session import load_params
 from app.ui.services import Services
 from app.ui.tasks import run_in_background
+
+if TYPE_CHECKING:
+    from app.server.gateway import Gateway
+    from app.server.runner import ServerRunner
 
 log = logging.getLogger(__name__)
 
@@ -57,20 +59,13 @@ class ServerController(QObject):
         super().__init__(parent)
         self.services = services
         self.settings = services.settings
-        self.gateway = Gateway(
-            services.engine.worker,
-            LibraryCatalog(services.library),
-            load_params(services.settings),
-        )
+        # The server (FastAPI, uvicorn) is built on the first start, off the GUI thread: an app
+        # whose server stays off never imports it.
+        self.gateway: Gateway | None = None
+        self.runner: ServerRunner | None = None
         self.request_log = RequestLog()
-        self.runner = ServerRunner(
-            self.gateway,
-            ServerConfig.from_settings(services.settings),
-            self.request_log,
-            forwarder=RemoteForwarder(services.providers),
-        )
         self.last_error: str | None = None
-        self._status = self.runner.status
+        self._status = ServerStatus("stopped", self.config().host, None)
         self._wanted = False
         self._busy = False
         self._keep_wish = False  # a failed start keeps server.enabled (see restore)
@@ -78,7 +73,7 @@ class ServerController(QObject):
         self._lock = threading.Lock()
         self._status_relayed.connect(self._on_status_relayed)
         self.request_logged.connect(self._on_request_logged)
-        self._remove_listener = self.runner.add_status_listener(self._on_runner_status)
+        self._remove_listener: Any = None
         self._unsubscribe = self.request_log.subscribe(self._on_request_record)
         services.on_close.append(self.shutdown)
 
@@ -105,7 +100,8 @@ class ServerController(QObject):
     @property
     def running_config(self) -> ServerConfig | None:
         """The config the running server was started with (None when not running)."""
-        return self.runner.config if self._status.state == "running" else None
+        runner = self.runner
+        return runner.config if runner is not None and self._status.state == "running" else None
 
     def config(self) -> ServerConfig:
         """The config the next start uses: the saved settings."""
@@ -176,7 +172,7 @@ class ServerController(QObject):
         """Move the runner one step towards the wanted state (never on the GUI thread)."""
         if self._busy or self._closed:
             return
-        running = self.runner.status.state in ("starting", "running")
+        running = self.runner is not None and self.runner.status.state in ("starting", "running")
         if self._wanted and not running:
             config = self.config()
             try:
@@ -186,17 +182,48 @@ class ServerController(QObject):
                 return
             self._busy = True
             self.last_error = None
-            self.gateway.load_params = load_params(self.settings)
-            run_in_background(lambda: self.runner.start(config), self._on_step_done, self)
-        elif not self._wanted and running:
+            params = load_params(self.settings)
+            run_in_background(
+                lambda: self._start_blocking(config, params), self._on_step_done, self
+            )
+        elif not self._wanted and running and self.runner is not None:
             self._busy = True
             run_in_background(self.runner.stop, self._on_step_done, self)
 
+    def _server(self) -> ServerRunner:
+        """The runner, built on first use (a background thread: this imports the server)."""
+        with self._lock:
+            if self.runner is None:
+                from app.server.catalog import LibraryCatalog
+                from app.server.forward import RemoteForwarder
+                from app.server.gateway import Gateway
+                from app.server.runner import ServerRunner
+
+                services = self.services
+                self.gateway = Gateway(
+                    services.engine.worker,
+                    LibraryCatalog(services.library),
+                    load_params(services.settings),
+                )
+                self.runner = ServerRunner(
+                    self.gateway,
+                    self.config(),
+                    self.request_log,
+                    forwarder=RemoteForwarder(services.providers),
+                )
+                self._remove_listener = self.runner.add_status_listener(self._on_runner_status)
+            return self.runner
+
+    def _start_blocking(self, config: ServerConfig, params: LoadParams) -> ServerStatus:
+        runner = self._server()
+        assert self.gateway is not None
+        self.gateway.load_params = params
+        return runner.start(config)
+
     def _restart_blocking(self) -> ServerStatus:
-        self.runner.stop()
-        config = self.config()
-        self.gateway.load_params = load_params(self.settings)
-        return self.runner.start(config)
+        runner = self._server()
+        runner.stop()
+        return self._start_blocking(self.config(), load_params(self.settings))
 
     def _on_step_done(self, _result: object, error: BaseException | None) -> None:
         self._busy = False
@@ -258,9 +285,11 @@ class ServerController(QObject):
             if self._closed:
                 return
             self._closed = True
-        self._remove_listener()
+        if self._remove_listener is not None:
+            self._remove_listener()
         self._unsubscribe()
-        self.runner.stop()
+        if self.runner is not None:
+            self.runner.stop()
 
 
 def gui_message(error: BaseException, config: ServerConfig) -> str:

@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (
 
 from app.engine.types import LoadedModel
 from app.server.requestlog import RequestRecord
-from app.server.runner import ServerStatus
+from app.server.status import ServerStatus
 from app.ui import icons
 from app.ui.banner import Banner
 from app.ui.engine_session import model_name
