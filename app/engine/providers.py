@@ -320,10 +320,21 @@ class ProviderRegistry:
 
     def __init__(self, path: Path | None = None, secrets: SecretStore | None = None) -> None:
         self.path = path or paths().home / "providers.json"
-        self.secrets: SecretStore = secrets or (
-            KeyringSecrets() if keyring_usable() else FileSecrets(self.path.parent / "secrets.json")
-        )
+        self._secrets = secrets
         self._lock = threading.RLock()
+
+    @property
+    def secrets(self) -> SecretStore:
+        """Where API keys are kept: the OS keyring when one works, else a 0600 file. Decided on
+        first use (asking the keyring takes a moment: the app does not wait for it at start)."""
+        with self._lock:
+            if self._secrets is None:
+                self._secrets = (
+                    KeyringSecrets()
+                    if keyring_usable()
+                    else FileSecrets(self.path.parent / "secrets.json")
+                )
+            return self._secrets
 
     # -- reading ----------------------------------------------------------------------------
 

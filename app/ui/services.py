@@ -11,6 +11,7 @@ Idempotent.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -73,6 +74,8 @@ def create_services(worker: EngineWorker | None = None) -> Services:
     if recovered:
         log.info("Recovered %d answers interrupted by a crash", len(recovered))
     providers = ProviderRegistry()
+    # Asking the OS keyring whether it works takes a moment: ask now, off the GUI thread.
+    threading.Thread(target=lambda: providers.secrets, name="keyring-probe", daemon=True).start()
     router = RemoteRouter(providers)
     engine = EngineSession(settings, worker, router=router)
     catalog = ModelCatalog(settings)
