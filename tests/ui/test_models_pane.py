@@ -211,15 +211,17 @@ def test_slow_hub_does_not_freeze_the_gui(qtbot: QtBot, open_pane: Opener, hub: 
     timer.start()
     started = time.monotonic()
     pane.activate()
-    assert time.monotonic() - started < 0.5
+    assert time.monotonic() - started < 1.0  # a search made on the GUI thread takes 1.5 s
     assert pane.discover.state.property("kind") == "loading"
     qtbot.waitUntil(lambda: result_ids(pane) == ["alice/Alpha-GGUF"], timeout=TIMEOUT)
     pane.discover.open_result("alice/Alpha-GGUF")
     qtbot.waitUntil(lambda: bool(pane.detail.rows), timeout=TIMEOUT)
     timer.stop()
     assert time.monotonic() - started >= 3.0  # two slow answers really happened
+    # A GUI thread waiting for the Hub would miss every tick of each 1.5 s answer; margins are
+    # wide because test machines are busy.
     gaps = [b - a for a, b in itertools.pairwise(ticks)]
-    assert len(ticks) > 100 and max(gaps) < 0.25
+    assert len(ticks) > 100 and max(gaps) < 1.0
 
 
 # --- downloads -------------------------------------------------------------------------------
