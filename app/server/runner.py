@@ -59,7 +59,7 @@ class ServerRunner:
         forwarder: RemoteForwarder | None = None,
     ) -> None:
         self.gateway = gateway
-        self.forwarder = forwarder
+        self.forwarder = forwarder if forwarder is not None else RemoteForwarder()
         self.config = config or ServerConfig()
         self.request_log = (
             request_log if request_log is not None else RequestLog(file=self.config.log_file)
@@ -161,7 +161,7 @@ class ServerRunner:
     def _serve(self, server: _Uvicorn, sock: socket.socket, port: int) -> None:
         error: str | None = None
         try:
-            asyncio.run(server.serve(sockets=[sock]))
+            asyncio.run(self._serve_until_exit(server, sock))
         except BaseException as e:  # SystemExit from uvicorn included: report, never raise
             log.exception("The API server failed")
             error = f"The API server failed: {e}"
@@ -172,6 +172,12 @@ class ServerRunner:
             self._set_status(ServerStatus("failed", self.config.host, None, error))
         elif self._status.state not in ("stopping", "stopped"):
             self._set_status(ServerStatus("stopped", self.config.host, None))
+
+    async def _serve_until_exit(self, server: _Uvicorn, sock: socket.socket) -> None:
+        try:
+            await server.serve(sockets=[sock])
+        finally:
+            await self.forwarder.aclose()
 
     def stop(self, timeout: float | None = None) -> None:
         """Stop serving; returns once the server thread ended. Idempotent, any thread."""

@@ -109,3 +109,81 @@ def test_upstream_errors_keep_the_openai_shape(ember_url: str) -> None:
         assert unknown.json()["error"]["code"] == "model_not_found"
         # and the server is still up
         assert http.get(ember_url.removesuffix("/v1") + "/health").status_code == 200
+
+
+class _CountingUpstream:
+    """A minimal OpenAI-shaped upstream that counts the TCP connections it accepts."""
+
+    def __init__(self) -> None:
+        import json
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        counter = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive
+
+            def setup(self) -> None:
+                super().setup()
+                counter.connections += 1
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                body = json.dumps(
+                    {
+                        "id": "x",
+                        "object": "chat.completion",
+                        "created": 0,
+                        "model": "m",
+                        "choices": [
+                            {
+                                "index": 0,
+                                "message": {"role": "assistant", "content": "hi"},
+                                "finish_reason": "stop",
+                            }
+                        ],
+                        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+                    }
+                ).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *_args: object) -> None:
+                pass
+
+        self.connections = 0
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_forwarded_requests_reuse_the_connection_to_the_provider(tmp_path: Path) -> None:
+    upstream = _CountingUpstream()
+    registry = ProviderRegistry(path=tmp_path / "providers.json")
+    registry.add(make_provider("counted", upstream.url))
+    worker = EngineWorker()
+    runner = ServerRunner(
+        Gateway(worker), ServerConfig(port=0), forwarder=RemoteForwarder(registry)
+    )
+    runner.start()
+    try:
+        assert runner.base_url is not None
+        with openai.OpenAI(base_url=runner.base_url, api_key="unused", max_retries=0) as c:
+            for _ in range(3):
+                r = c.chat.completions.create(model="counted::m", messages=HELLO)
+                assert r.model == "counted::m" and r.choices[0].message.content == "hi"
+        assert upstream.connections == 1  # one kept-alive connection, not one per request
+    finally:
+        runner.stop()
+        worker.shutdown()
+        upstream.close()
