@@ -328,13 +328,17 @@ class Gateway:
             self.worker.submit(UnloadRequest(old), _ignore)
 
     async def models(self) -> list[ModelView]:
-        """The catalog's models and the loaded ones (loaded first)."""
+        """The catalog's models and the loaded ones (loaded first), each file once: a library
+        model loaded under another id (a file opened in the app, a link to it) is listed by
+        the id it is loaded as (requests naming its library id still reach it)."""
         entries = await asyncio.to_thread(self.catalog.list_models)
         loaded = self.loaded()
         views: dict[str, ModelView] = {}
         for m in reversed(loaded):
             meta = await asyncio.to_thread(model_meta, m.path)
-            entry = next((e for e in entries if e.id == m.model_id), None)
+            entry = next((e for e in entries if e.id == m.model_id), None) or next(
+                (e for e in entries if _loaded_file(e.path, [m]) is not None), None
+            )
             views[m.model_id] = ModelView(
                 id=m.model_id,
                 created=entry.created if entry else _mtime(m.path),
@@ -351,6 +355,8 @@ class Gateway:
             if entry_meta is None:
                 entry_meta = await asyncio.to_thread(model_meta, e.path)
             same_file = _loaded_file(e.path, loaded)
+            if same_file is not None and same_file.model_id in views:
+                continue  # listed above, by the id it is loaded as
             trained = e.context_length or entry_meta.context_length
             views[e.id] = ModelView(
                 id=e.id,

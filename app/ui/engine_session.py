@@ -11,13 +11,14 @@ remote model (``select_remote``) leaves the local model loaded: switching back c
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal, Slot
 
-from app.config import Settings
+from app.config import Settings, paths
 from app.engine.providers import RemoteRouter, is_remote_id
 from app.engine.types import (
     ChatRequest,
@@ -60,6 +61,18 @@ def load_params(settings: Settings) -> LoadParams:
         cache_type_k=cache,
         cache_type_v=cache,
     )
+
+
+def api_model_id(path: str) -> str:
+    """The id API clients see in /v1/models and send back for a model the app loads: a model
+    Ember downloaded or imported keeps its library id (``owner/repo/file.gguf``, as ``ember
+    ls`` shows it), so the id does not depend on who loaded it; any other file goes by its
+    name, never its full path."""
+    models_dir = paths().models_dir
+    for candidate, base in ((Path(path), models_dir), (Path(path).resolve(), models_dir.resolve())):
+        with contextlib.suppress(ValueError):
+            return candidate.relative_to(base).as_posix()
+    return model_name(path)
 
 
 def model_name(path: str) -> str:
@@ -142,8 +155,7 @@ class EngineSession(QObject):
         self.loading_path = path
         self.load_started.emit(path)
         self._update_state()
-        # The id API clients see in /v1/models and send back: the file name, not its path.
-        request = LoadRequest(path, params or load_params(self.settings), model_name(path))
+        request = LoadRequest(path, params or load_params(self.settings), api_model_id(path))
         handle = self.bridge.submit(request)
         handle.finished.connect(self._on_load_finished)
         handle.failed.connect(self._on_load_failed)

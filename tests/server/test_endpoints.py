@@ -159,7 +159,9 @@ def test_a_loaded_file_is_reused_under_another_id(client: openai.OpenAI, served:
     assert r.model == MODEL_ID
     assert len(served.gateway.loaded()) == before
     listed = {m.id: (m.model_extra or {}) for m in client.models.list()}
-    assert listed[link_id]["state"] == "loaded" and listed[link_id]["context_length"] == N_CTX
+    # one file, one entry: listed by the id it is loaded as
+    assert link_id not in listed
+    assert listed[MODEL_ID]["state"] == "loaded" and listed[MODEL_ID]["context_length"] == N_CTX
 
 
 def test_request_log_records_requests(served: Served, http: httpx.Client) -> None:
