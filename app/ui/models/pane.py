@@ -95,6 +95,7 @@ class ModelsPane(QWidget):
             self,
         )
         subtitle.setObjectName("ModelsSubtitle")
+        subtitle.setWordWrap(True)
         group = QButtonGroup(self)
         group.setExclusive(True)
         tab_row = QHBoxLayout()

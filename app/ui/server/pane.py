@@ -36,7 +36,7 @@ from app.ui.server.switch import ToggleSwitch
 from app.ui.tasks import run_in_background
 from app.ui.toast import Toast
 
-LEFT_WIDTH = 424
+LEFT_WIDTH = 392
 
 _STATE_TITLES = {
     "stopped": "Off",
