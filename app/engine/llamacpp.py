@@ -16,7 +16,7 @@ import random
 import sys
 import threading
 import time
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -70,6 +70,53 @@ _KV_TYPES = {
 
 _native_log = logging.getLogger("llama.cpp")
 _log_callbacks: list[Any] = []  # keeps the ctypes callback alive: C holds only a pointer
+
+
+_progress_local = threading.local()
+_progress_hook: dict[str, Any] = {}  # "original": llama_model_default_params, once wrapped
+_progress_hook_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def _load_progress(progress: Callable[[float], bool] | None) -> Iterator[None]:
+    """Report llama.cpp's loading progress to ``progress`` (which may stop the load by returning
+    False) for the models this thread opens meanwhile.
+
+    llama-cpp-python builds the model parameters inside ``Llama()`` from
+    ``llama_model_default_params()`` and offers no way to pass a progress callback, so that
+    function is wrapped once to add the calling thread's callback, if it set one (other threads
+    and other loads are untouched).
+    """
+    if progress is None:
+        yield
+        return
+    import llama_cpp.llama_cpp as native
+
+    with _progress_hook_lock:
+        if "original" not in _progress_hook:
+            original = _progress_hook["original"] = native.llama_model_default_params
+
+            def with_progress() -> Any:
+                params = original()
+                callback = getattr(_progress_local, "callback", None)
+                if callback is not None:
+                    params.progress_callback = callback
+                return params
+
+            native.llama_model_default_params = with_progress
+
+    def on_progress(fraction: float, _user_data: Any) -> bool:
+        try:
+            return bool(progress(float(fraction)))
+        except Exception:
+            log.exception("A load progress callback raised; loading goes on")
+            return True
+
+    _progress_local.callback = native.llama_progress_callback(on_progress)  # kept alive here
+    try:
+        yield
+    finally:
+        _progress_local.callback = None
 
 
 def _llama_cpp() -> Any:
@@ -229,7 +276,13 @@ TextSink = Callable[[str, int], None]
 class LlamaCppModel:
     """One loaded llama.cpp model and its context. Worker thread only."""
 
-    def __init__(self, path: str, params: LoadParams, model_id: str | None = None) -> None:
+    def __init__(
+        self,
+        path: str,
+        params: LoadParams,
+        model_id: str | None = None,
+        progress: Callable[[float], bool] | None = None,
+    ) -> None:
         started = time.perf_counter()
         self.path = str(Path(path).resolve()) if Path(path).exists() else path
         self.info = inspect_model_file(path)
@@ -242,22 +295,8 @@ class LlamaCppModel:
         self._embedder: Any = None
         llama_cpp = _llama_cpp()
         try:
-            self.llm = llama_cpp.Llama(
-                model_path=self.path,
-                n_ctx=self.n_ctx,
-                n_gpu_layers=params.n_gpu_layers,
-                n_threads=self.n_threads,
-                n_threads_batch=params.n_threads_batch or self.n_threads,
-                n_batch=min(params.n_batch, self.n_ctx),
-                n_ubatch=min(params.n_ubatch, params.n_batch, self.n_ctx),
-                flash_attn=params.flash_attn,
-                swa_full=SWA_FULL,
-                use_mmap=params.use_mmap,
-                use_mlock=params.use_mlock,
-                type_k=_KV_TYPES[params.cache_type_k],
-                type_v=_KV_TYPES[params.cache_type_v],
-                verbose=False,
-            )
+            with _load_progress(progress):
+                self.llm = self._open(llama_cpp, params)
         except (ValueError, RuntimeError, OSError) as e:
             raise EngineError(
                 f"llama.cpp could not load {Path(path).name}: {e}. The file may be damaged or "
@@ -273,6 +312,24 @@ class LlamaCppModel:
             eos_token=self._piece_text(self.llm.token_eos()),
         )
         self.load_seconds = time.perf_counter() - started
+
+    def _open(self, llama_cpp: Any, params: LoadParams) -> Any:
+        return llama_cpp.Llama(
+            model_path=self.path,
+            n_ctx=self.n_ctx,
+            n_gpu_layers=params.n_gpu_layers,
+            n_threads=self.n_threads,
+            n_threads_batch=params.n_threads_batch or self.n_threads,
+            n_batch=min(params.n_batch, self.n_ctx),
+            n_ubatch=min(params.n_ubatch, params.n_batch, self.n_ctx),
+            flash_attn=params.flash_attn,
+            swa_full=SWA_FULL,
+            use_mmap=params.use_mmap,
+            use_mlock=params.use_mlock,
+            type_k=_KV_TYPES[params.cache_type_k],
+            type_v=_KV_TYPES[params.cache_type_v],
+            verbose=False,
+        )
 
     # -- description ----------------------------------------------------------------------
 

@@ -199,6 +199,14 @@ class ToolCallDelta:
 
 
 @dataclass(frozen=True, slots=True)
+class LoadProgress:
+    """How far a load job has read the model's weights, 0.0 to 1.0 (llama.cpp's own count)."""
+
+    job_id: str
+    fraction: float
+
+
+@dataclass(frozen=True, slots=True)
 class Finished:
     """The job's final event when it did not fail. ``result`` holds non-streaming output
     (a LoadedModel, token ids, embeddings, a rendered prompt, or the full generated text)."""
@@ -224,7 +232,7 @@ class Failed:
         return "error"
 
 
-Event = Started | Delta | ToolCallDelta | Finished | Failed
+Event = Started | Delta | ToolCallDelta | LoadProgress | Finished | Failed
 FinalEvent = Finished | Failed
 
 

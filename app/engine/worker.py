@@ -34,6 +34,7 @@ from app.engine.types import (
     FinalEvent,
     Finished,
     LoadParams,
+    LoadProgress,
     LoadRequest,
     ModelNotLoadedError,
     QueueFullError,
@@ -140,13 +141,17 @@ class _State:
     last_loaded: str | None = None
 
 
-ModelFactory = Callable[[LoadRequest], Any]
+# Called while the weights load, with the fraction done; returning False stops the load.
+LoadProgressFn = Callable[[float], bool]
+ModelFactory = Callable[[LoadRequest, LoadProgressFn], Any]
+
+PROGRESS_STEP = 0.01  # report a load's progress in steps of at least 1%
 
 
-def _default_factory(request: LoadRequest) -> Any:
+def _default_factory(request: LoadRequest, progress: LoadProgressFn) -> Any:
     from app.engine.llamacpp import LlamaCppModel
 
-    return LlamaCppModel(request.path, request.params, request.model_id)
+    return LlamaCppModel(request.path, request.params, request.model_id, progress)
 
 
 class EngineWorker:
@@ -310,7 +315,23 @@ class EngineWorker:
         model_id = r.model_id or r.path
         if model_id in self._state.models:  # reload with (possibly) new parameters
             self._do_unload(model_id)
-        model = self._factory(r)
+        reported = -1.0
+
+        def progress(fraction: float) -> bool:
+            nonlocal reported
+            if job.cancelled.is_set():
+                return False  # llama.cpp stops reading and the load fails: reported as cancelled
+            if fraction - reported >= PROGRESS_STEP or (fraction >= 1.0 > reported):
+                reported = fraction
+                job.emit(LoadProgress(job.id, min(1.0, max(0.0, fraction))))
+            return True
+
+        try:
+            model = self._factory(r, progress)
+        except EngineError:
+            if job.cancelled.is_set():
+                return Finished(job.id, "cancelled")
+            raise
         self._state.models[model.model_id] = model
         self._state.last_loaded = model.model_id
         return Finished(job.id, "stop", result=model.describe())

@@ -22,6 +22,7 @@ from app.engine.types import (
     Event,
     Failed,
     Finished,
+    LoadProgress,
     Request,
     Started,
 )
@@ -39,13 +40,15 @@ class JobHandle(QObject):
     """One engine job seen from the GUI thread.
 
     Signals, all delivered on the GUI thread in this order: ``started()``; ``delta(text,
-    n_tokens)`` any number of times (coalesced); then exactly one of ``finished(Finished)`` or
+    n_tokens)`` any number of times (coalesced), or for a load ``progress(fraction)``; then
+    exactly one of ``finished(Finished)`` or
     ``failed(Failed)``; then ``done(FinalEvent)``. Threads: ``sink`` runs on the engine worker
     thread; everything else on the GUI thread.
     """
 
     started = Signal()
     delta = Signal(str, int)
+    progress = Signal(float)  # a load job's fraction done
     finished = Signal(object)
     failed = Signal(object)
     done = Signal(object)
@@ -109,6 +112,8 @@ class JobHandle(QObject):
             self._delta_posted.emit()
         elif isinstance(event, Started):
             self._started_posted.emit()
+        elif isinstance(event, LoadProgress):
+            self.progress.emit(event.fraction)  # queued: the handle lives on the GUI thread
         elif isinstance(event, Finished | Failed):
             self._final_posted.emit(event)
 

@@ -87,7 +87,8 @@ class EngineSession(QObject):
     """The loaded model and the engine's state, for the GUI.
 
     Signals (GUI thread): ``state_changed(str)`` idle/loading/generating;
-    ``load_started(str path)``; ``model_loaded(LoadedModel)``; ``load_failed(str path,
+    ``load_started(str path)``; ``load_progress(float)`` (0 to 1, as the weights are read);
+    ``model_loaded(LoadedModel)``; ``load_failed(str path,
     EngineError)``; ``model_unloaded()``; ``rate_changed(float tok/s)`` while generating;
     ``engine_failed(EngineError)`` when the engine itself broke; ``remote_selected(str |
     None)`` when the chosen remote model changes (None: back to the local model).
@@ -95,6 +96,7 @@ class EngineSession(QObject):
 
     state_changed = Signal(str)
     load_started = Signal(str)
+    load_progress = Signal(float)
     model_loaded = Signal(object)
     load_failed = Signal(str, object)
     model_unloaded = Signal()
@@ -117,6 +119,8 @@ class EngineSession(QObject):
         self.bridge = EngineBridge(self.worker, parent=self)
         self.loaded: LoadedModel | None = None
         self.loading_path: str | None = None
+        self.load_fraction: float | None = None  # how far the load is, once llama.cpp says
+        self._load_handle: JobHandle | None = None
         self._generations: set[JobHandle] = set()
         self._rate_tokens = 0
         self._rate_started: float | None = None
@@ -156,7 +160,10 @@ class EngineSession(QObject):
         self.load_started.emit(path)
         self._update_state()
         request = LoadRequest(path, params or load_params(self.settings), api_model_id(path))
+        self.load_fraction = None
         handle = self.bridge.submit(request)
+        self._load_handle = handle
+        handle.progress.connect(self._on_load_progress)
         handle.finished.connect(self._on_load_finished)
         handle.failed.connect(self._on_load_failed)
         return handle
@@ -168,6 +175,12 @@ class EngineSession(QObject):
         if self.loaded is not None:
             self.loaded = None
             self.model_unloaded.emit()
+
+    @Slot(float)
+    def _on_load_progress(self, fraction: float) -> None:
+        if self.loading_path is not None and self.sender() is self._load_handle:
+            self.load_fraction = fraction
+            self.load_progress.emit(fraction)
 
     @Slot(object)
     def _on_load_finished(self, event: Finished) -> None:

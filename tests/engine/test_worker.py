@@ -25,7 +25,7 @@ from app.engine.types import (
     TokenizeRequest,
     UnloadRequest,
 )
-from app.engine.worker import EngineWorker
+from app.engine.worker import EngineWorker, Job
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=12)
 
@@ -327,3 +327,44 @@ def test_a_grammar_that_does_not_parse_is_a_clear_error(
     final = worker.submit(CompletionRequest("x", SamplingParams(grammar=grammar))).wait(30)
     assert isinstance(final, Failed) and "grammar does not parse" in str(final.error)
     assert isinstance(worker.submit(CompletionRequest("Hi", GREEDY)).wait(60), Finished)
+
+
+def test_loading_reports_progress_and_can_be_cancelled(gemma_path: Path) -> None:
+    """A load tells how far it is (llama.cpp's own count, in rising steps up to 1.0), and a
+    cancelled load stops reading the file: the job ends cancelled and the worker goes on."""
+    from app.engine.types import LoadParams, LoadProgress, LoadRequest
+
+    w = EngineWorker()
+    try:
+        params = LoadParams(n_ctx=512, use_mmap=False)  # read, not mapped: many steps
+        events = collect(w, LoadRequest(str(gemma_path), params))
+        fractions = [e.fraction for e in events if isinstance(e, LoadProgress)]
+        assert len(fractions) >= 3 and fractions == sorted(fractions)
+        assert fractions[-1] == 1.0
+        assert isinstance(events[-1], Finished) and events[-1].reason == "stop"
+        w.run(UnloadRequest())
+
+        stopped: list[Event] = []
+        done = threading.Event()
+        submitted = threading.Event()
+        jobs: list[Job] = []
+
+        def on_event(event: Event) -> None:  # the worker thread
+            stopped.append(event)
+            if isinstance(event, LoadProgress) and submitted.wait(5):
+                jobs[0].cancel()  # the user pressed Stop while the model loads
+            if isinstance(event, Finished | Failed):
+                done.set()
+
+        jobs.append(w.submit(LoadRequest(str(gemma_path), params), on_event))
+        submitted.set()
+        assert done.wait(120)
+        final = stopped[-1]
+        assert isinstance(final, Finished) and final.reason == "cancelled"
+        assert w.loaded_models() == []
+        assert 1.0 not in [e.fraction for e in stopped if isinstance(e, LoadProgress)]
+        # the worker serves the next job normally
+        info: LoadedModel = w.load(str(gemma_path), params).result(120)
+        assert info.n_ctx == 512
+    finally:
+        w.shutdown()

@@ -182,7 +182,7 @@ class _BrokenModel:
     """Loads fine, then fails inside generation the way a native error would: the only way to
     provoke an engine crash on purpose (the real model does not crash)."""
 
-    def __init__(self, request: LoadRequest) -> None:
+    def __init__(self, request: LoadRequest, _progress: object = None) -> None:
         self.model_id = request.model_id or request.path
         self.abort = threading.Event()
 

@@ -108,8 +108,11 @@ class FakeModel:
         return Generation("".join(pieces), reason, Usage(len(prompt_tokens), count), timings)  # type: ignore[arg-type]
 
 
-def fake_factory(tokens_per_second: float | None = None) -> Callable[[LoadRequest], FakeModel]:
-    def make(request: LoadRequest) -> FakeModel:
+def fake_factory(
+    tokens_per_second: float | None = None,
+) -> Callable[[LoadRequest, Callable[[float], bool]], FakeModel]:
+    def make(request: LoadRequest, progress: Callable[[float], bool]) -> FakeModel:
+        progress(1.0)
         return FakeModel(request, tokens_per_second)
 
     return make

@@ -2,9 +2,9 @@
 
 A pill-shaped button in the header opens a menu of every model in the library, then the models
 of each remote provider under the provider's name (asked off-thread and cached; a provider that
-is down says so), plus "Open GGUF file…" and "Unload". While a model loads the pill shows the
-elapsed time and a busy bar. Picking a remote model selects it (``provider::model``) without
-unloading the local one.
+is down says so), plus "Open GGUF file…" and "Unload". While a model loads the pill shows how
+much of its weights are read (the elapsed time until llama.cpp reports it) and a bar. Picking a
+remote model selects it (``provider::model``) without unloading the local one.
 
 Signal: ``manage_providers_requested()`` ("Add a remote provider…" / "Manage providers…"; the
 window opens Settings on the Providers page).
@@ -95,6 +95,7 @@ class ModelPicker(QWidget):
         self.last_error: str | None = None
 
         engine.load_started.connect(self._on_load_started)
+        engine.load_progress.connect(self._refresh)
         engine.model_loaded.connect(self._on_model_loaded)
         engine.load_failed.connect(self._on_load_failed)
         engine.model_unloaded.connect(self._refresh)
@@ -317,9 +318,16 @@ class ModelPicker(QWidget):
             self.button.setProperty("state", "remote")
         elif loading:
             elapsed = time.perf_counter() - self._load_started_at
+            fraction = self.engine.load_fraction
             self.chip_icon.setPixmap(icons.pixmap("chip", p.accent, 18, ratio))
             self.name_label.setText(f"Loading {model_name(loading)}…")
-            self.detail_label.setText(f"{elapsed:.0f} s")
+            if fraction is None:  # llama.cpp has not started reading the weights yet
+                self.progress.setRange(0, 0)
+                self.detail_label.setText(f"{elapsed:.0f} s")
+            else:
+                self.progress.setRange(0, 1000)
+                self.progress.setValue(round(fraction * 1000))
+                self.detail_label.setText(f"{fraction:.0%}")
             self.button.setToolTip(loading)
             self.button.setProperty("state", "loading")
         elif loaded is not None:
