@@ -18,17 +18,18 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import logging
 import os
 import re
 import shutil
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, TypeVar, cast
 
 from huggingface_hub import constants as hf_constants
 
@@ -310,8 +311,27 @@ def _group_folder(
     return singles
 
 
+_M = TypeVar("_M", bound=Callable[..., Any])
+
+
+def _locked(method: _M) -> _M:
+    """Run a Library method under the library's lock."""
+
+    @functools.wraps(method)
+    def wrapper(self: Library, *args: Any, **kwargs: Any) -> Any:
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    return cast(_M, wrapper)
+
+
 class Library:
-    """The models on this machine. ``scan()`` first; ``find``/``delete`` use the last scan."""
+    """The models on this machine. ``scan()`` first; ``find``/``delete`` use the last scan.
+
+    Thread-safe: the app scans on background threads while the API server resolves names, so
+    every public method holds one lock (a scan that started before ``add_folder`` cannot put
+    back a list without the new folder).
+    """
 
     def __init__(
         self,
@@ -333,9 +353,11 @@ class Library:
             cache_path if cache_path is not None else paths().cache_dir / "library.json"
         )
         self._models: list[LocalModel] | None = None
+        self._lock = threading.RLock()
 
     # scanning ----------------------------------------------------------------------------------
 
+    @_locked
     def scan(self) -> list[LocalModel]:
         """Find every model; reads headers only for new or changed files."""
         cache = _MetadataCache(self.cache_path)
@@ -360,7 +382,8 @@ class Library:
     @property
     def models(self) -> list[LocalModel]:
         """The last scan's result (scanning now if there was none)."""
-        return list(self._models) if self._models is not None else self.scan()
+        with self._lock:
+            return list(self._models) if self._models is not None else self.scan()
 
     def _find_all(self) -> Iterator[_Found]:
         yield from self._find_ember()
@@ -474,9 +497,11 @@ class Library:
 
     # lookup ------------------------------------------------------------------------------------
 
+    @_locked
     def get(self, model_id: str) -> LocalModel | None:
         return next((m for m in self.models if m.id == model_id), None)
 
+    @_locked
     def find(self, name_or_path: str) -> LocalModel:
         """The model a user means (``ember run NAME``): an id, a file path, ``owner/repo``,
         ``owner/repo:QUANT`` (or ``:FILENAME``), or a unique part of a name.
@@ -563,6 +588,7 @@ class Library:
 
     # import / delete ---------------------------------------------------------------------------
 
+    @_locked
     def import_file(
         self,
         path: Path | str,
@@ -635,6 +661,7 @@ class Library:
             parts.append(part)
         return parts
 
+    @_locked
     def delete(self, model_id: str) -> None:
         """Delete an Ember-owned model's files (all parts; its projectors when no other model
         in the folder uses them). Models found elsewhere raise :class:`NotOwnedError`: Ember
@@ -689,6 +716,7 @@ class Library:
 
     # folders -----------------------------------------------------------------------------------
 
+    @_locked
     def add_folder(self, folder: Path | str) -> tuple[Path, ...]:
         """Also list models in ``folder``; returns the new list (the caller persists it)."""
         path = Path(folder).expanduser().resolve()
@@ -699,6 +727,7 @@ class Library:
             self._models = None
         return tuple(self.extra_dirs)
 
+    @_locked
     def remove_folder(self, folder: Path | str) -> tuple[Path, ...]:
         """Stop listing ``folder`` (nothing is deleted); returns the new list."""
         path = Path(folder).expanduser()

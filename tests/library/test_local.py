@@ -256,3 +256,37 @@ def test_add_and_remove_folders(tree: Tree, tmp_path: Path) -> None:
     assert lib.models == []
     with pytest.raises(LibraryError, match="not a folder"):
         lib.add_folder(tmp_path / "missing")
+
+
+def test_a_folder_added_during_a_scan_is_not_lost(
+    tree: Tree, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The app scans on a background thread while the user adds a folder: the scan that
+    started first must not put back a list without the new folder's models."""
+    import threading
+
+    lib = Library(
+        tree.models, hf_cache_dir=tree.hf, lmstudio_dirs=(), cache_path=tmp_path / "c.json"
+    )
+    tree.ember("alice/Old-GGUF", "old-Q4_K_M.gguf")
+    write_gguf(tree.extra / "new.gguf")
+    scanning, release = threading.Event(), threading.Event()
+    describe = Library._describe
+
+    def slow_describe(self: Library, *args: Any) -> Any:
+        scanning.set()
+        release.wait(10)  # the scan is half-way when the user acts
+        return describe(self, *args)
+
+    monkeypatch.setattr(Library, "_describe", slow_describe)
+    scan = threading.Thread(target=lib.scan)
+    scan.start()
+    assert scanning.wait(10)
+    add = threading.Thread(target=lib.add_folder, args=(tree.extra,))
+    add.start()
+    add.join(0.3)
+    assert add.is_alive()  # waits for the scan instead of racing it
+    release.set()
+    scan.join(10)
+    add.join(10)
+    assert sorted(m.name for m in lib.models) == ["new", "old-Q4_K_M"]
