@@ -258,6 +258,13 @@ def test_download_from_the_gui_lands_in_my_models_and_the_picker(
         toast.action_button.click()
     assert loaded.args == [str(target)]
 
+    # Loaded another way (the Downloads row's Load): the "is ready · Load" toast goes away too.
+    pane.bridge.completed.emit(download)
+    assert toast.isVisible()
+    with qtbot.waitSignal(pane.load_requested):
+        row_of(pane, "gemma-3-270m-Q4_K_M.gguf").primary.click()
+    assert not toast.isVisible()
+
 
 def test_pause_and_resume(qtbot: QtBot, open_pane: Opener, hub: FakeHub) -> None:
     hub.add(repo("alice/Big-GGUF", payload=4 * MB))

@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
     QWidget,
 )
+from shiboken6 import isValid
 
 from app.library.downloads import Download
 from app.library.hub import ModelFile, RemoteFile
@@ -65,6 +66,8 @@ class ModelsPane(QWidget):
         self.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
         self.services = services
         s = services
+        self._ready_toast: tuple[Toast, str] | None = None
+        self.load_requested.connect(self._dismiss_ready_toast)
         self.hub_runner = Runner(3, "hub", self)
         self.library_runner = Runner(1, "library", self)
         self.bridge = DownloadBridge(s.downloads, self)
@@ -218,13 +221,21 @@ class ModelsPane(QWidget):
         if not download.paths:
             return
         path = str(download.paths[0])
-        Toast.show_in(
-            self,
-            f"{model_stem(download.filename)} is ready",
-            "Load",
-            lambda: self.load_requested.emit(path),
-            timeout_ms=10_000,
+        text = f"{model_stem(download.filename)} is ready"
+        toast = Toast.show_in(
+            self, text, "Load", lambda: self.load_requested.emit(path), timeout_ms=10_000
         )
+        self._ready_toast = (toast, text)
+
+    @Slot(str)
+    def _dismiss_ready_toast(self, _path: str) -> None:
+        """A model was loaded from the page (a row's Load): its "is ready · Load" toast has
+        done its job."""
+        if self._ready_toast is not None:
+            toast, text = self._ready_toast
+            self._ready_toast = None
+            if isValid(toast) and toast.isVisible() and toast.label.text() == text:
+                toast.dismiss()
 
     @Slot(int)
     def _on_active_changed(self, count: int) -> None:
