@@ -46,7 +46,8 @@ from app.engine.types import (
     ToolCallDelta,
 )
 from app.engine.worker import EngineWorker, Job
-from tests.helpers.llama_server import MODEL_ALIAS, LlamaServer, free_port, running_llama_server
+from tests.helpers.llama_server import MODEL_ALIAS, LlamaServer, running_llama_server
+from tests.helpers.net import free_port
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=8)
 LONG = SamplingParams(temperature=0.0, max_tokens=600)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -20,6 +19,8 @@ from pathlib import Path
 from typing import IO
 
 import httpx
+
+from tests.helpers.net import free_port
 
 MODEL_ALIAS = "gemma-3-270m"
 
@@ -70,13 +71,6 @@ class LlamaServer:
                 self.process.wait(5)
             except subprocess.TimeoutExpired:
                 self.kill()
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 @contextlib.contextmanager

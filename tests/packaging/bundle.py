@@ -45,6 +45,20 @@ class Bundle:
         env.update(extra)
         return env
 
+    def run_cli(
+        self, home: Path, *args: str, timeout: float = 120
+    ) -> subprocess.CompletedProcess[str]:
+        """``ember ARGS`` from the bundle, in ``home`` (its EMBER_HOME and working folder)."""
+        return subprocess.run(
+            [str(self.cli), *args],
+            capture_output=True,
+            text=True,
+            env=self.env(home),
+            cwd=home,
+            timeout=timeout,
+            check=False,
+        )
+
 
 def open_bundle(location: Path, scratch: Path) -> Bundle:
     """``location`` is a bundle folder, ``dist/`` holding one, or an archive (extracted into
@@ -81,14 +95,6 @@ def _extract(archive: Path, scratch: Path) -> Path:
         with zipfile.ZipFile(archive) as z:
             z.extractall(scratch)
     return scratch
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def mapped_files(pid: int) -> set[Path]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -15,30 +14,14 @@ from tests.packaging.bundle import Bundle
 
 
 def test_version_is_the_source_version(bundle: Bundle, tmp_path: Path) -> None:
-    result = subprocess.run(
-        [str(bundle.cli), "--version"],
-        capture_output=True,
-        text=True,
-        env=bundle.env(tmp_path),
-        cwd=tmp_path,
-        timeout=120,
-        check=False,
-    )
+    result = bundle.run_cli(tmp_path, "--version")
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == f"Ember {__version__}"
 
 
 def test_every_command_has_help(bundle: Bundle, tmp_path: Path) -> None:
     """The commands are imported by name (app.cli): all must be in the bundle."""
-    result = subprocess.run(
-        [str(bundle.cli), "--help"],
-        capture_output=True,
-        text=True,
-        env=bundle.env(tmp_path),
-        cwd=tmp_path,
-        timeout=120,
-        check=False,
-    )
+    result = bundle.run_cli(tmp_path, "--help")
     assert result.returncode == 0, result.stderr
     for command in ("run", "info", "serve", "pull", "ls", "rm", "providers"):
         assert command in result.stdout
@@ -49,15 +32,8 @@ def test_run_generates_tokens_with_the_bundled_llama_cpp(
     bundle: Bundle, gemma_path: Path, tmp_path: Path
 ) -> None:
     """Tokens from the test model prove the native llama.cpp libraries load in the bundle."""
-    result = subprocess.run(
-        [str(bundle.cli), "run", str(gemma_path), "The sky is", "-n", "4", "--raw", "--json"],
-        capture_output=True,
-        text=True,
-        env=bundle.env(tmp_path),
-        cwd=tmp_path,
-        timeout=240,
-        check=False,
-    )
+    args = ("run", str(gemma_path), "The sky is", "-n", "4", "--raw", "--json")
+    result = bundle.run_cli(tmp_path, *args, timeout=240)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.strip().splitlines()
     summary = json.loads(lines[-1])

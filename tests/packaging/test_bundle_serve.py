@@ -5,30 +5,15 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.packaging.bundle import Bundle, assert_self_contained, free_port
+from tests.helpers.net import free_port, wait_for_health
+from tests.packaging.bundle import Bundle, assert_self_contained
 
 pytestmark = pytest.mark.slow
-
-
-def wait_for_health(url: str, process: subprocess.Popen[str], timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            out, err = process.communicate()
-            raise AssertionError(f"serve exited with {process.returncode}:\n{out}\n{err}")
-        try:
-            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.2)
-    raise AssertionError("the bundled server did not answer /health")
 
 
 def stop(process: subprocess.Popen[str]) -> tuple[str, str]:
@@ -55,7 +40,7 @@ def test_serve_answers_models_and_a_chat_completion(
         creationflags=getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0),
     )
     try:
-        wait_for_health(root, process)
+        wait_for_health(root, process, timeout=120)
         models = httpx.get(f"{root}/v1/models", timeout=30).json()
         ids = [m["id"] for m in models["data"]]
         assert ids, models

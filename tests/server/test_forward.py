@@ -17,7 +17,8 @@ from app.server.config import ServerConfig
 from app.server.forward import RemoteForwarder
 from app.server.gateway import Gateway
 from app.server.runner import ServerRunner
-from tests.helpers.llama_server import MODEL_ALIAS, LlamaServer, free_port, running_llama_server
+from tests.helpers.llama_server import MODEL_ALIAS, LlamaServer, running_llama_server
+from tests.helpers.net import free_port
 
 KEY = "sk-upstream-secret"
 

@@ -5,34 +5,13 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 
-import httpx
 import openai
 
 from app.server.runner import bind_socket
 from tests.helpers.cli import EMBER
-
-
-def free_port() -> int:
-    sock = bind_socket("127.0.0.1", 0)
-    port = int(sock.getsockname()[1])
-    sock.close()
-    return port
-
-
-def wait_for_health(url: str, process: subprocess.Popen[str], timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert process.poll() is None, process.communicate()
-        try:
-            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)
-    raise AssertionError("the server did not answer /health")
+from tests.helpers.net import free_port, wait_for_health
 
 
 def test_serve_answers_then_stops_cleanly_on_sigterm(gemma_path: Path, ember_home: Path) -> None:

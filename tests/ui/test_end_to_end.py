@@ -19,7 +19,7 @@ from app.ui.main_window import MainWindow
 from app.ui.nav_rail import CHATS, MODELS, SERVER
 from app.ui.toast import Toast
 from tests.helpers.hub_server import FakeHub, FakeRepo, fake_hub_env
-from tests.helpers.llama_server import free_port
+from tests.helpers.net import free_port
 from tests.ui.helpers import send
 
 REPO = "google/gemma-3-270m-GGUF"

@@ -30,16 +30,11 @@ from app.ui.server.controller import ServerController
 from app.ui.server.pane import ServerPane
 from app.ui.server.request_log_view import pretty_body
 from app.ui.server.request_table import COLUMNS
+from tests.helpers.net import free_port
 from tests.ui.helpers import LONG_PROMPT
 
 START_TIMEOUT = 20_000
 ANSWER_TIMEOUT = 90_000
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def nothing_listens(port: int) -> bool:

@@ -1,0 +1,33 @@
+"""Ports and readiness for tests that start servers on 127.0.0.1."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import time
+
+import httpx
+
+
+def free_port() -> int:
+    """A port nothing listens on right now (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def wait_for_health(url: str, process: subprocess.Popen[str], timeout: float = 60) -> None:
+    """Wait until ``url``/health answers 200; fail with the process's output if it exits."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            out, err = process.communicate()
+            raise AssertionError(f"the server exited with {process.returncode}:\n{out}\n{err}")
+        try:
+            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    raise AssertionError(f"{url}/health did not answer within {timeout} s")
