@@ -78,8 +78,8 @@ def create_services(worker: EngineWorker | None = None) -> Services:
     threading.Thread(target=lambda: providers.secrets, name="keyring-probe", daemon=True).start()
     router = RemoteRouter(providers)
     engine = EngineSession(settings, worker, router=router)
-    catalog = ModelCatalog(settings)
     library = default_library()
+    catalog = ModelCatalog(settings, library)
     downloads = DownloadManager(p.models_dir, p.downloads_dir)
     return Services(
         settings,

@@ -85,13 +85,14 @@ def test_a_refresh_asked_during_a_scan_scans_again(
     import threading
 
     from app.config import Settings
+    from app.library.local import Library
     from app.ui.header import model_list
 
     release = threading.Event()
     calls: list[int] = []
     new = model_list.ModelEntry(str(tmp_path / "new.gguf"), "new", 1, "")
 
-    def scan(_settings: object) -> list[model_list.ModelEntry]:
+    def scan(_settings: object, _library: object) -> list[model_list.ModelEntry]:
         calls.append(1)
         if len(calls) == 1:
             release.wait(10)  # the first scan started before the file arrived
@@ -99,10 +100,30 @@ def test_a_refresh_asked_during_a_scan_scans_again(
         return [new]
 
     monkeypatch.setattr(model_list, "scan_models", scan)
-    catalog = model_list.ModelCatalog(Settings())
+    catalog = model_list.ModelCatalog(Settings(), Library())
     catalog.refresh()
     qtbot.waitUntil(lambda: len(calls) == 1)
     catalog.refresh()  # the download finished: asks while the first scan runs
     release.set()
     qtbot.waitUntil(lambda: catalog.models == [new])
     assert len(calls) == 2
+
+
+def test_the_picker_offers_models_from_the_users_own_folders(
+    qtbot: QtBot, ember_app: QApplication, tmp_path: Path
+) -> None:
+    """The picker lists the same library as the Models page, folders the user added included."""
+    from app.config import Settings
+    from app.library.local import Library
+    from app.ui.header.model_list import ModelCatalog
+    from tests.helpers.gguf_writer import write_gguf
+
+    mine = tmp_path / "mine"
+    model = write_gguf(mine / "my-model-Q4_K_M.gguf")
+    library = Library(
+        tmp_path / "models", extra_dirs=[mine], hf_cache_dir=tmp_path / "hf", lmstudio_dirs=()
+    )
+    catalog = ModelCatalog(Settings(), library)
+    catalog.refresh()
+    qtbot.waitUntil(lambda: [m.path for m in catalog.models] == [str(model)])
+    assert catalog.models[0].detail.startswith("Q4_K_M · ")

@@ -1,20 +1,20 @@
-"""The models the picker offers: the local library if it exists, else ``*.gguf`` files under
-the models folder, plus every file the user opened before. Blocking (disk); call it from a
-background task.
+"""The models the picker offers: the library's (``services.library``: Ember's models, the HF
+cache, LM Studio's folder and the user's folders), then every file the user opened before.
+Blocking (disk); ``ModelCatalog`` calls it from a background task.
 """
 
 from __future__ import annotations
 
 import logging
-import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
-from app.config import Settings, paths
+from app.config import Settings
 from app.engine.gguf import human_bytes
+from app.library.local import Library
+from app.library.quant import is_projector, parse_quant
 from app.ui.engine_session import model_name
 from app.ui.tasks import run_in_background
 
@@ -32,61 +32,40 @@ class ModelEntry:
     detail: str  # e.g. "Q4_K_M · 241 MB"
 
 
+def _detail(quant: str | None, size: int) -> str:
+    return " · ".join(x for x in (quant, human_bytes(size)) if x)
+
+
 def _entry(path: Path) -> ModelEntry | None:
     try:
         size = path.stat().st_size
     except OSError:
         return None
-    name = model_name(str(path))
-    quant = _quant_of(name)
-    detail = " · ".join(x for x in (quant, human_bytes(size)) if x)
-    return ModelEntry(str(path), name, size, detail)
+    return ModelEntry(str(path), model_name(str(path)), size, _detail(parse_quant(path.name), size))
 
 
-_QUANT = re.compile(r"(?:^|[-.])(I?Q\d(?:_[A-Z0-9]+)*|BF16|F16|F32)(?:$|[-.])", re.IGNORECASE)
-
-
-def _quant_of(name: str) -> str:
-    found = _QUANT.findall(name)
-    return found[-1].upper() if found else ""
-
-
-def _library_paths() -> list[Path] | None:
-    """Paths from app.library.local when that module exists (another pane owns it)."""
-    try:
-        from app.library import local  # type: ignore[attr-defined,unused-ignore]
-    except ImportError:
-        return None
-    try:
-        library: Any = local.Library()  # type: ignore[attr-defined,unused-ignore]
-        found: list[Path] = []
-        for model in library.scan():
-            path = getattr(model, "path", None) or getattr(model, "file", None)
-            if path:
-                found.append(Path(path))
-        return found
-    except Exception:
-        log.warning("The model library could not be scanned; listing files instead", exc_info=True)
-        return None
-
-
-def scan_models(settings: Settings) -> list[ModelEntry]:
+def scan_models(settings: Settings, library: Library) -> list[ModelEntry]:
     """Every model to offer, library first, then recently opened files; no duplicates."""
-    candidates = _library_paths()
-    if candidates is None:
-        models_dir = paths().models_dir
-        candidates = sorted(models_dir.rglob("*.gguf")) if models_dir.is_dir() else []
-    recent = [Path(p) for p in settings.get(RECENT_KEY) if isinstance(p, str)]
     seen: set[str] = set()
     entries: list[ModelEntry] = []
-    for path in [*candidates, *recent]:
-        key = str(path.resolve()) if path.exists() else str(path)
-        if key in seen or "mmproj" in path.name.lower() or not path.is_file():
+    for model in library.scan():
+        if model.error is None:
+            seen.add(str(model.path.resolve()))
+            entries.append(
+                ModelEntry(
+                    str(model.path), model.name, model.size, _detail(model.quant, model.size)
+                )
+            )
+    for name in settings.get(RECENT_KEY):
+        path = Path(name) if isinstance(name, str) else None
+        if path is None or is_projector(path.name) or not path.is_file():
             continue
-        seen.add(key)
-        entry = _entry(path)
-        if entry is not None:
-            entries.append(entry)
+        key = str(path.resolve())
+        if key not in seen:
+            seen.add(key)
+            entry = _entry(path)
+            if entry is not None:
+                entries.append(entry)
     return entries
 
 
@@ -101,9 +80,10 @@ class ModelCatalog(QObject):
 
     models_changed = Signal(list)
 
-    def __init__(self, settings: Settings, parent: QObject | None = None) -> None:
+    def __init__(self, settings: Settings, library: Library, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.settings = settings
+        self.library = library
         self.models: list[ModelEntry] = []
         self._scanning = False
         self._again = False
@@ -116,7 +96,7 @@ class ModelCatalog(QObject):
             return
         self._scanning = True
         self._again = False
-        run_in_background(lambda: scan_models(self.settings), self._on_scanned, self)
+        run_in_background(lambda: scan_models(self.settings, self.library), self._on_scanned, self)
 
     def add_file(self, path: str) -> None:
         """Remember a file the user opened and list it at once."""
