@@ -255,8 +255,10 @@ class _MetadataCache:
         self.dirty = True
         return info, error
 
-    def save(self) -> None:
-        stale = set(self.entries) - self.used
+    def save(self, prune: bool = False) -> None:
+        """Write what changed; ``prune`` (after a full scan only) also forgets the files this
+        run did not see. A single lookup must not prune: it sees one file."""
+        stale = set(self.entries) - self.used if prune else set()
         for key in stale:
             del self.entries[key]
         if not (self.dirty or stale):
@@ -372,7 +374,7 @@ class Library:
                 continue
             seen.add(real)
             models.append(self._describe(found, cache))
-        cache.save()
+        cache.save(prune=True)
         models.sort(
             key=lambda m: (_SOURCE_RANK[m.source], m.name.lower(), quant_sort_key(m.quant), m.id)
         )

@@ -290,3 +290,19 @@ def test_a_folder_added_during_a_scan_is_not_lost(
     scan.join(10)
     add.join(10)
     assert sorted(m.name for m in lib.models) == ["new", "old-Q4_K_M"]
+
+
+def test_looking_up_one_file_keeps_the_metadata_cache(tree: Tree, tmp_path: Path) -> None:
+    """``find(path)`` (the API naming a file) reads one header; the cache of the others stays."""
+    import json
+
+    lib = tree.library()
+    tree.ember("alice/A-GGUF", "a-Q4_K_M.gguf")
+    write_gguf(tree.extra / "b.gguf")
+    outside = write_gguf(tmp_path / "elsewhere" / "c.gguf")
+    lib.scan()
+    cache = tree.root / "cache" / "library.json"
+    before = set(json.loads(cache.read_text())["entries"])
+    assert len(before) == 2
+    lib.find(str(outside))
+    assert before <= set(json.loads(cache.read_text())["entries"])
