@@ -136,7 +136,8 @@ SETTINGS: dict[str, Setting] = _settings(
 
 
 class Settings:
-    """Typed access to settings.json. Thread-safe; every ``set`` is written atomically."""
+    """Typed access to settings.json. Thread-safe; every ``set`` that changes a value is written
+    atomically (setting a value it already has writes nothing: the GUI sets freely)."""
 
     def __init__(self, path: Path | None = None) -> None:
         self.path = path or paths().settings_file
@@ -170,7 +171,12 @@ class Settings:
             value = float(value)
         if not isinstance(value, spec.type):
             raise TypeError(f"Setting {key} must be {spec.type.__name__}, not {value!r}")
+        self._store(key, value)
+
+    def _store(self, key: str, value: Any) -> None:
         with self._lock:
+            if key in self._values and self._values[key] == value:
+                return
             self._values[key] = value
             atomic_write_text(self.path, json.dumps(self._values, indent=2, sort_keys=True))
 
@@ -180,6 +186,4 @@ class Settings:
             return self._values.get(key, default)
 
     def set_extra(self, key: str, value: Any) -> None:
-        with self._lock:
-            self._values[key] = value
-            atomic_write_text(self.path, json.dumps(self._values, indent=2, sort_keys=True))
+        self._store(key, value)
