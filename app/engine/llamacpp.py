@@ -312,6 +312,18 @@ class LlamaCppModel:
             eos_token=self._piece_text(self.llm.token_eos()),
         )
         self.load_seconds = time.perf_counter() - started
+        self.has_fim = self._fim_tokens_exist()
+        self._described = LoadedModel(
+            model_id=self.model_id,
+            path=self.path,
+            n_ctx=self.n_ctx,
+            n_ctx_train=self.info.context_length or self.n_ctx,
+            n_threads=self.n_threads,
+            params=self.params,
+            chat_template=self.template.source,
+            has_fim=self.has_fim,
+            load_seconds=self.load_seconds,
+        )
 
     def _open(self, llama_cpp: Any, params: LoadParams) -> Any:
         return llama_cpp.Llama(
@@ -333,8 +345,7 @@ class LlamaCppModel:
 
     # -- description ----------------------------------------------------------------------
 
-    @property
-    def has_fim(self) -> bool:
+    def _fim_tokens_exist(self) -> bool:
         llama_cpp = _llama_cpp()
         return all(
             f(self._vocab) >= 0
@@ -346,17 +357,9 @@ class LlamaCppModel:
         )
 
     def describe(self) -> LoadedModel:
-        return LoadedModel(
-            model_id=self.model_id,
-            path=self.path,
-            n_ctx=self.n_ctx,
-            n_ctx_train=self.info.context_length or self.n_ctx,
-            n_threads=self.n_threads,
-            params=self.params,
-            chat_template=self.template.source,
-            has_fim=self.has_fim,
-            load_seconds=self.load_seconds,
-        )
+        """What was loaded. Built once at load, on the worker thread: other threads (the API,
+        the GUI) ask for it any time, and must never call into a model that may be closing."""
+        return self._described
 
     def close(self) -> None:
         for llm in (self._embedder, getattr(self, "llm", None)):

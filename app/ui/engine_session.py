@@ -34,6 +34,7 @@ from app.engine.types import (
     UnloadRequest,
 )
 from app.engine.worker import EngineWorker, Job, Sink
+from app.library.quant import model_stem
 from app.ui.bridge import EngineBridge, JobHandle
 from app.ui.header.remote_models import RemoteCatalog
 
@@ -77,10 +78,7 @@ def api_model_id(path: str) -> str:
 
 def model_name(path: str) -> str:
     """A short display name for a model file: its stem without split-file suffixes."""
-    stem = Path(path).name
-    for suffix in (".gguf", ".GGUF"):
-        stem = stem.removesuffix(suffix)
-    return stem
+    return model_stem(Path(path).name)
 
 
 class EngineSession(QObject):

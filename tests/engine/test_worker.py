@@ -368,3 +368,18 @@ def test_loading_reports_progress_and_can_be_cancelled(gemma_path: Path) -> None
         assert info.n_ctx == 512
     finally:
         w.shutdown()
+
+
+def test_describing_loaded_models_never_calls_into_llama_cpp(
+    worker: EngineWorker, loaded: LoadedModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The API and the GUI ask for the loaded models from their own threads; a model being
+    unloaded meanwhile must not be touched, so the description is fixed at load."""
+    import llama_cpp
+
+    def native(*_args: object) -> int:
+        raise AssertionError("called llama.cpp from outside the worker")
+
+    monkeypatch.setattr(llama_cpp, "llama_vocab_fim_pre", native)
+    assert [m.model_id for m in worker.loaded_models()] == [loaded.model_id]
+    assert worker.loaded_models()[0].has_fim == loaded.has_fim
