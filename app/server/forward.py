@@ -20,7 +20,12 @@ import httpx
 from starlette.background import BackgroundTask
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from app.engine.providers import ProviderRegistry, format_remote_id, parse_remote_id
+from app.engine.providers import (
+    Provider,
+    ProviderRegistry,
+    format_remote_id,
+    parse_remote_id,
+)
 from app.engine.remote import normalize_base_url
 from app.server.errors import APIError
 
@@ -59,11 +64,16 @@ class RemoteForwarder:
 
     # -- forwarding -------------------------------------------------------------------------
 
+    def _provider_and_key(self, name: str) -> tuple[Provider, str | None] | None:
+        provider = self.registry.find(name)
+        return None if provider is None else (provider, self.registry.api_key(provider))
+
     async def forward(self, path: str, body: dict[str, Any]) -> Response:
         remote = parse_remote_id(str(body.get("model", "")))
         assert remote is not None
-        provider = await asyncio.to_thread(self.registry.find, remote.provider)
-        if provider is None:
+        # Reading the key may ask the OS keyring (D-Bus): not on the event loop.
+        found = await asyncio.to_thread(self._provider_and_key, remote.provider)
+        if found is None:
             raise APIError(
                 404,
                 f"The model `{body.get('model')}` names the provider `{remote.provider}`, "
@@ -71,9 +81,9 @@ class RemoteForwarder:
                 code="model_not_found",
                 param="model",
             )
+        provider, key = found
         url = normalize_base_url(provider.base_url) + path
         headers = {"Content-Type": "application/json", **provider.headers}
-        key = self.registry.api_key(provider)
         if key:
             headers["Authorization"] = f"Bearer {key}"
         upstream = {**body, "model": remote.model}

@@ -187,3 +187,19 @@ def test_request_log_records_requests(served: Served, http: httpx.Client) -> Non
     assert json.loads(ok.response_body)["object"] == "text_completion"
     assert (missing.status, missing.error) == (404, "Invalid URL (GET /v1/nowhere)")
     assert served.runner.request_log.records()[-1] == missing
+
+
+def test_a_local_request_body_is_parsed_once(
+    client: openai.OpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only a body naming ``provider::model`` is looked into before validation."""
+    from types import SimpleNamespace
+
+    from app.server.routes import openai as routes
+
+    def loads(_raw: object) -> object:
+        raise AssertionError("a local request was JSON-decoded before validation")
+
+    monkeypatch.setattr(routes, "json", SimpleNamespace(loads=loads))
+    r = client.completions.create(model=MODEL_ID, prompt="Hi", max_tokens=2)
+    assert r.choices[0].text is not None

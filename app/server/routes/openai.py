@@ -23,7 +23,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.responses import Response
 
 from app.engine import types as engine
-from app.engine.providers import is_remote_id
+from app.engine.providers import REMOTE_ID_SEPARATOR, is_remote_id
 from app.engine.types import Delta, EngineError, Event, Failed, FinalEvent, Finished, Started
 from app.server import convert, schemas, shapes
 from app.server.catalog import ModelMeta
@@ -262,8 +262,11 @@ async def embeddings(request: Request, gateway: GatewayDep) -> Response:
 
 async def _forward_remote(request: Request, path: str) -> Response | None:
     """A request naming ``provider::model`` goes to that provider (see app/server/forward.py)."""
+    raw = await request.body()
+    if REMOTE_ID_SEPARATOR.encode() not in raw:
+        return None  # a local request: parsed once, by _parse
     try:
-        data = json.loads(await request.body())
+        data = json.loads(raw)
     except ValueError:
         return None  # _parse answers with the proper 400
     if not isinstance(data, dict) or not is_remote_id(str(data.get("model") or "")):
