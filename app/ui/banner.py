@@ -53,9 +53,7 @@ class Banner(QFrame):
         from app.ui import theme
 
         self.kind = kind if kind in _ICONS else "info"
-        self.setProperty("kind", self.kind)
-        self.style().unpolish(self)
-        self.style().polish(self)
+        theme.set_style_property(self, "kind", self.kind)
         palette = theme.current()
         color = palette.role(_ROLES[self.kind])
         self.icon.setPixmap(icons.pixmap(_ICONS[self.kind], color, 20, self.devicePixelRatioF()))

@@ -14,6 +14,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QStatusBar, QToolButton, QWid
 from app.engine.gguf import human_bytes
 from app.engine.providers import parse_remote_id
 from app.engine.types import LoadedModel
+from app.ui import theme
 from app.ui.engine_session import GENERATING, LOADING, EngineSession, model_name
 from app.ui.server.switch import ToggleSwitch
 
@@ -31,9 +32,7 @@ class _Dot(QLabel):
         self.setFixedSize(8, 8)
 
     def set_state(self, state: str) -> None:
-        self.setProperty("state", state)
-        self.style().unpolish(self)
-        self.style().polish(self)
+        theme.set_style_property(self, "state", state)
 
 
 class ServerToggle(QWidget):

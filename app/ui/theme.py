@@ -14,7 +14,7 @@ from string import Template
 
 from PySide6.QtCore import QObject, Qt, Signal, Slot
 from PySide6.QtGui import QColor, QFont, QGuiApplication, QIcon, QPalette
-from PySide6.QtWidgets import QApplication
+from PySide6.QtWidgets import QApplication, QWidget
 
 from app.config import paths
 from app.ui import icons
@@ -296,3 +296,14 @@ class ThemeManager(QObject):
     def _on_system_scheme_changed(self, _scheme: Qt.ColorScheme) -> None:
         if self._choice == "system":
             self.apply()
+
+
+def set_style_property(widget: QWidget, name: str, value: object) -> None:
+    """Set a property the stylesheet selects on (``#Row[state="failed"]``) and re-apply the
+    style, only when the value changed: re-polishing costs a style pass, and the callers run on
+    every progress tick or keystroke."""
+    if widget.property(name) == value:
+        return
+    widget.setProperty(name, value)
+    widget.style().unpolish(widget)
+    widget.style().polish(widget)

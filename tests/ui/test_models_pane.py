@@ -16,6 +16,7 @@ from pytestqt.qtbot import QtBot
 
 from app.config import paths
 from app.library.downloads import Download, DownloadState
+from app.ui import theme
 from app.ui.main_window import MainWindow
 from app.ui.models.downloads_view import DownloadRow
 from app.ui.models.file_row import FileRow
@@ -306,6 +307,9 @@ def test_failed_download_shows_the_error_and_retry_works(
     assert row.error.isVisibleTo(pane.downloads) and row.error.text() == failed.error
     assert "not on the Hub" in row.error.text() and row.primary.text() == "Retry"
     assert file_row(pane, "Flaky-Q4_K_M.gguf").button.text() == "Retry download"
+    # the row that failed while shown really takes the failed style (its red border)
+    edge = row.grab().toImage().pixelColor(0, row.height() // 2)
+    assert edge.name().lower() == theme.current().danger_soft.lower()
     row.primary.click()
     wait_state(qtbot, pane, "Flaky-Q4_K_M.gguf", S.COMPLETED)
     assert not row.error.isVisibleTo(pane.downloads)

@@ -78,9 +78,7 @@ class ContextMeter(QWidget):
                     "sees (the system prompt is always kept) and the chat says so."
                 )
             self.setToolTip(tip)
-        self.label.setProperty("level", self.level)
-        self.label.style().unpolish(self.label)
-        self.label.style().polish(self.label)
+        theme.set_style_property(self.label, "level", self.level)
         self._bar.update()
 
 

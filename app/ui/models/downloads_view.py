@@ -28,7 +28,7 @@ from PySide6.QtWidgets import (
 from app.engine.gguf import human_bytes
 from app.library.downloads import Download, DownloadManager, DownloadState
 from app.library.quant import model_stem
-from app.ui import icons
+from app.ui import icons, theme
 from app.ui.models.download_bridge import DownloadBridge
 from app.ui.models.widgets import IconLabel, StatePanel, duration, scroll_list
 
@@ -120,9 +120,7 @@ class DownloadRow(QFrame):
         self.repo.setText(d.repo_id)
         self.bar.setValue(int(d.fraction * 1000))
         self.bar.setVisible(d.state not in (S.COMPLETED, S.CANCELLED))
-        self.bar.setProperty("state", d.state.value)
-        self.bar.style().unpolish(self.bar)
-        self.bar.style().polish(self.bar)
+        theme.set_style_property(self.bar, "state", d.state.value)
         if d.state == S.DOWNLOADING and not d.total_bytes:
             self.bar.setRange(0, 0)  # reading the repository: indeterminate
         else:
@@ -131,7 +129,7 @@ class DownloadRow(QFrame):
         failed = d.state == S.FAILED
         self.error.setText(d.error or "")
         self.error.setVisible(failed and bool(d.error))
-        self.setProperty("state", d.state.value)
+        theme.set_style_property(self, "state", d.state.value)  # the failed row's red border
         icon, role = {
             S.COMPLETED: ("check", "success"),
             S.FAILED: ("alert", "danger"),
@@ -149,9 +147,7 @@ class DownloadRow(QFrame):
         }.get(d.state)
         self.primary.setText(action or "")
         self.primary.setVisible(action is not None)
-        self.primary.setProperty("accent", action in ("Load", "Retry"))
-        self.primary.style().unpolish(self.primary)
-        self.primary.style().polish(self.primary)
+        theme.set_style_property(self.primary, "accent", action in ("Load", "Retry"))
         primary_icon = {"Pause": "pause", "Resume": "play", "Retry": "regenerate", "Load": "chat"}
         if action:
             role = "accent_text" if action in ("Load", "Retry") else "icon"

@@ -8,7 +8,7 @@ from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QWidget
 from app.engine.gguf import human_bytes
 from app.library.downloads import Download, DownloadState
 from app.library.hub import ModelFile
-from app.ui import icons
+from app.ui import icons, theme
 from app.ui.models import fit
 from app.ui.models.widgets import Chip
 
@@ -82,9 +82,7 @@ class FileRow(QFrame):
             text, self.state, icon, enabled = "Download", "download", "download", True
         self.button.setText(text)
         self.button.setEnabled(enabled)
-        self.button.setProperty("state", self.state)
-        self.button.style().unpolish(self.button)
-        self.button.style().polish(self.button)
+        theme.set_style_property(self.button, "state", self.state)
         role = "accent_text" if self.state in ("download", "retry") else "muted"
         icons.set_icon(self.button, icon, role, 16)
         if download is not None and state == DownloadState.FAILED and download.error:

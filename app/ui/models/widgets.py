@@ -73,11 +73,7 @@ class Chip(QLabel):
         self.set_kind(kind)
 
     def set_kind(self, kind: str) -> None:
-        if self.property("kind") == kind:
-            return
-        self.setProperty("kind", kind)
-        self.style().unpolish(self)
-        self.style().polish(self)
+        theme.set_style_property(self, "kind", kind)
 
 
 class IconLabel(QLabel):

@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
 from app.engine.types import LoadedModel
 from app.server.requestlog import RequestRecord
 from app.server.status import ServerStatus
-from app.ui import icons
+from app.ui import icons, theme
 from app.ui.banner import Banner
 from app.ui.engine_session import model_name
 from app.ui.server.controller import ALL_INTERFACES, ServerController
@@ -257,11 +257,8 @@ class ServerPane(QWidget):
         wanted_on = self.controller.wanted or state in ("starting", "running")
         self.switch.set_checked_quietly(wanted_on if busy else state == "running")
         self.switch.set_busy(busy)
-        self.hero.setProperty("state", state)
-        self.state_title.setProperty("state", state)
         for widget in (self.hero, self.state_title):
-            widget.style().unpolish(widget)
-            widget.style().polish(widget)
+            theme.set_style_property(widget, "state", state)
         self.state_title.setText(_STATE_TITLES.get(state, state))
         config = self.controller.running_config or self.controller.config()
         url = status.base_url or _url_for(config.host, config.port)

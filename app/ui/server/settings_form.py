@@ -266,9 +266,7 @@ class ServerSettingsForm(QWidget):
 
             palette = theme.current()
             role = "warning" if has_key else "danger"
-            self.network_warning.setProperty("severe", not has_key)
-            self.network_warning.style().unpolish(self.network_warning)
-            self.network_warning.style().polish(self.network_warning)
+            theme.set_style_property(self.network_warning, "severe", not has_key)
             self.warning_icon.setPixmap(
                 icons.pixmap("alert", palette.role(role), 18, self.devicePixelRatioF())
             )

@@ -100,11 +100,6 @@ def _label(text: str, name: str, parent: QWidget, wrap: bool = False) -> QLabel:
     return label
 
 
-def _repolish(widget: QWidget) -> None:
-    widget.style().unpolish(widget)
-    widget.style().polish(widget)
-
-
 # ---- the editor ---------------------------------------------------------------------------------
 
 
@@ -222,7 +217,8 @@ class ProviderEditor(QWidget):
         self.preset.blockSignals(False)
         self.name.setText(provider.name if provider else "")
         self.name.setReadOnly(provider is not None)
-        _repolish(self.name)
+        self.name.style().unpolish(self.name)  # :read-only is not re-evaluated by itself
+        self.name.style().polish(self.name)
         self.name.setToolTip(
             "A provider keeps its name; remove it and add it again to rename." if provider else ""
         )
@@ -281,8 +277,7 @@ class ProviderEditor(QWidget):
         """``kind``: ok, error, busy, or "" to hide."""
         self.result.setVisible(bool(text))
         self.result.setText(f"✓  {text}" if kind == "ok" else text)
-        self.result.setProperty("kind", kind)
-        _repolish(self.result)
+        theme.set_style_property(self.result, "kind", kind)
 
     # -- testing ----------------------------------------------------------------------------
 
@@ -438,9 +433,8 @@ class ProviderRow(QFrame):
             kind, text = "ok", f"{count} model{'s' if count != 1 else ''}"
         self.status_label.setText(f"● {text}")
         self.status_label.setToolTip(entry.error)
-        self.status_label.setProperty("kind", kind)
+        theme.set_style_property(self.status_label, "kind", kind)
         self.status_label.show()
-        _repolish(self.status_label)
 
     @Slot()
     def _on_edit_clicked(self) -> None:
