@@ -124,3 +124,49 @@ def test_code_block_copy_button_puts_the_code_on_the_clipboard(
         block.copy_button.click()
     assert QGuiApplication.clipboard().text() == "echo 'hi there'\nls -la"
     assert block.copy_button.text() == "Copied"
+
+
+def test_a_long_streaming_code_block_redoes_only_its_last_lines(
+    qtbot: QtBot, ember_app: QApplication, monkeypatch: object
+) -> None:
+    """Each update of a growing code block highlights and lays out a bounded tail, not the
+    whole block (which made long code answers freeze the window); the text stays whole."""
+    import pytest
+
+    from app.ui.chat import code_block
+
+    assert isinstance(monkeypatch, pytest.MonkeyPatch)
+    highlighted: list[int] = []
+    real = code_block.code_html
+
+    def counting(code: str, language: str, palette: theme.Palette) -> str:
+        highlighted.append(code.count("\n") + 1)
+        return real(code, language, palette)
+
+    monkeypatch.setattr(code_block, "code_html", counting)
+    lines = [f"value_{i} = compute({i})  # line {i}" for i in range(130)]
+    block = CodeBlock(CodeSegment("", "python", False))
+    qtbot.addWidget(block)
+    for n in range(1, len(lines) + 1):
+        block.set_segment(CodeSegment("\n".join(lines[:n]), "python", False))
+    assert max(highlighted) <= code_block.FROZEN_LINES + 1
+    block.show()
+    qtbot.waitExposed(block)
+    labels = sorted(block.findChildren(code_block.CachedLabel), key=lambda label: label.y())
+    shown = [label.text() for label in labels]
+    assert len(shown) == 4  # three frozen groups of 40 lines and the live tail
+    plain = "\n".join(QTextDocumentPlain(html) for html in shown)
+    assert plain == "\n".join(lines)
+
+    block.set_segment(CodeSegment("\n".join(lines), "python", True))  # the fence closed
+    block.refresh_theme()  # a new theme: one label, highlighted in one piece again
+    qtbot.waitUntil(lambda: len(block.findChildren(code_block.CachedLabel)) == 1)
+    assert highlighted[-1] == len(lines)
+
+
+def QTextDocumentPlain(html: str) -> str:  # noqa: N802 (reads like the Qt class it wraps)
+    from PySide6.QtGui import QTextDocument
+
+    document = QTextDocument()
+    document.setHtml(html)
+    return document.toPlainText()
