@@ -198,9 +198,6 @@ _SCALAR_FORMATS: Final = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f"
                           10: "Q", 11: "q", 12: "d"}  # fmt: skip
 _STRING: Final = 8
 _ARRAY: Final = 9
-_VALUE_TYPE_NAMES: Final = {0: "uint8", 1: "int8", 2: "uint16", 3: "int16", 4: "uint32",
-                            5: "int32", 6: "float32", 7: "bool", 8: "string", 9: "array",
-                            10: "uint64", 11: "int64", 12: "float64"}  # fmt: skip
 
 
 def ggml_type(name_or_id: str | int) -> GGMLType:
@@ -227,10 +224,6 @@ class ArrayInfo:
 
     def __len__(self) -> int:
         return self.length
-
-    @property
-    def type_name(self) -> str:
-        return _VALUE_TYPE_NAMES.get(self.type, str(self.type))
 
 
 @dataclass(frozen=True, slots=True)

@@ -196,11 +196,6 @@ class EngineWorker:
         return self.submit(LoadRequest(path, params or LoadParams(), model_id))
 
     @property
-    def queue_length(self) -> int:
-        with self._cond:
-            return len(self._queue)
-
-    @property
     def busy(self) -> bool:
         return self._current is not None
 

@@ -11,7 +11,7 @@ Metadata comes from each file's GGUF header, cached in ``cache_path`` by (path, 
 so a rescan of 200 models reads no headers. Ember owns only what is under its models folder; a
 ``.ember.json`` manifest in each repository folder records where a file came from.
 
-No Qt; not thread-safe (the GUI uses one instance from one worker thread at a time).
+No Qt; thread-safe (one lock: the GUI and the API server share one instance).
 """
 
 from __future__ import annotations

@@ -145,7 +145,7 @@ class LibraryCatalog:
             library = Library()
         self.library = library
         self.rescan_after = rescan_after
-        self._lock = threading.Lock()  # Library is not thread-safe
+        self._lock = threading.Lock()  # guards _scanned_at (the Library has its own lock)
         self._scanned_at = float("-inf")
 
     def _scan(self, max_age: float) -> list[LocalModel]:

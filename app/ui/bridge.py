@@ -62,8 +62,6 @@ class JobHandle(QObject):
         super().__init__(parent)
         self.job: Job | None = None
         self.final: Finished | Failed | None = None
-        self.text = ""  # every piece of text delivered so far
-        self.updates = 0  # delta signals emitted (for tests and benchmarks)
         self._min_interval = min_interval
         self._lock = threading.Lock()
         self._cancel_requested = False
@@ -79,10 +77,6 @@ class JobHandle(QObject):
         self._started_posted.connect(self._on_started_posted, queued)
         self._delta_posted.connect(self._on_delta_posted, queued)
         self._final_posted.connect(self._on_final_posted, queued)
-
-    @property
-    def is_done(self) -> bool:
-        return self.final is not None
 
     def cancel(self) -> None:
         with self._lock:
@@ -146,8 +140,6 @@ class JobHandle(QObject):
         if not text and not tokens:
             return
         self._last_flush = time.perf_counter()
-        self.text += text
-        self.updates += 1
         self.delta.emit(text, tokens)
 
     @Slot(object)

@@ -30,7 +30,6 @@ from app.engine.types import (
     LoadParams,
     LoadRequest,
     Request,
-    TokenizeRequest,
     UnloadRequest,
 )
 from app.engine.worker import EngineWorker, Job, Sink
@@ -137,10 +136,6 @@ class EngineSession(QObject):
     def state(self) -> str:
         return self._state
 
-    @property
-    def is_generating(self) -> bool:
-        return bool(self._generations)
-
     def _update_state(self) -> None:
         state = LOADING if self.loading_path else GENERATING if self._generations else IDLE
         if state != self._state:
@@ -232,9 +227,6 @@ class EngineSession(QObject):
         if self.router is None:
             raise EngineError("Remote models are not available here.")
         return self.router.submit(request, sink)
-
-    def tokenize(self, text: str) -> JobHandle:
-        return self.bridge.submit(TokenizeRequest(text, add_special=False))
 
     @Slot()
     def _on_generation_started(self) -> None:

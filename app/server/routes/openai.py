@@ -27,7 +27,12 @@ from app.engine.providers import REMOTE_ID_SEPARATOR, is_remote_id
 from app.engine.types import Delta, EngineError, Event, Failed, FinalEvent, Finished, Started
 from app.server import convert, schemas, shapes
 from app.server.catalog import ModelMeta
-from app.server.errors import APIError, from_engine_error, from_validation_errors
+from app.server.errors import (
+    APIError,
+    from_engine_error,
+    from_validation_errors,
+    model_not_found,
+)
 from app.server.forward import RemoteForwarder
 from app.server.gateway import Gateway, JobStream, model_meta
 from app.server.output import ChatOutput, Collected
@@ -79,12 +84,7 @@ async def get_model(model_id: str, gateway: GatewayDep, forwarder: ForwarderDep)
         for obj in await forwarder.models():
             if obj["id"] == model_id:
                 return JSONResponse(obj)
-    raise APIError(
-        404,
-        f"The model `{model_id}` does not exist or is not in Ember's library.",
-        code="model_not_found",
-        param="model",
-    )
+    raise model_not_found(model_id)
 
 
 # ---- chat -----------------------------------------------------------------------------------

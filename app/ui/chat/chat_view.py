@@ -169,10 +169,6 @@ class ChatView(QScrollArea):
         bar = self.verticalScrollBar()
         bar.setValue(bar.maximum())
 
-    def is_at_bottom(self) -> bool:
-        bar = self.verticalScrollBar()
-        return bar.maximum() - bar.value() <= STICK_MARGIN
-
     # -- lazy rendering -------------------------------------------------------------------
 
     def render_older(self, count: int = BATCH) -> int:

@@ -130,9 +130,6 @@ class TokenCounter(QObject):
         for key in missing:
             self._submit(key)
 
-    def cancel_pending(self) -> None:
-        self._pending_requests.clear()
-
     def _model_key(self) -> str:
         loaded = self._engine.loaded
         return loaded.model_id if loaded is not None else ""

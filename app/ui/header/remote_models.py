@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 from PySide6.QtCore import QObject, Qt, Signal, Slot
 
-from app.engine.providers import Provider, ProviderKeyError, RemoteRouter, parse_remote_id
+from app.engine.providers import Provider, ProviderKeyError, RemoteRouter
 from app.engine.remote import (
     RemoteAuthError,
     RemoteError,
@@ -99,10 +99,6 @@ class RemoteCatalog(QObject):
 
     def entry(self, name: str) -> ProviderModels | None:
         return self._entries.get(name)
-
-    def provider_of(self, remote_id: str | None) -> ProviderModels | None:
-        parsed = parse_remote_id(remote_id) if remote_id else None
-        return self._entries.get(parsed.provider) if parsed else None
 
     # -- refreshing -----------------------------------------------------------------------
 

@@ -1,8 +1,8 @@
 """My models: the local library (Ember's models, imports, the Hugging Face cache, LM Studio's
 folder and folders the user added), with Load, Reveal in the file manager and Delete.
 
-The ``Library`` is not thread-safe, so every call to it (scan, import, delete) runs on the
-page's one-thread library runner. Delete asks first and only deletes Ember's own files; for
+Every call to the ``Library`` (scan, import, delete) runs off the GUI thread, in order, on
+the page's one-thread library runner. Delete asks first and only deletes Ember's own files; for
 others the library's NotOwnedError explains where the file lives (and, for an added folder,
 offers to stop listing it).
 

@@ -5,8 +5,8 @@ once, the rest wait in order) and calls ``callback(result, error)`` on the GUI t
 queued signal. Daemon threads, not a QThreadPool: a Hub that does not answer must never keep
 the app from quitting (a QThreadPool waits for its threads when it is destroyed).
 
-A runner with one thread serialises its jobs: the page uses one for the ``Library``, which is
-not thread-safe. Callbacks of a deleted runner are dropped.
+A runner with one thread serialises its jobs: the page uses one for the ``Library``, so its
+scans and imports run in order. Callbacks of a deleted runner are dropped.
 """
 
 from __future__ import annotations
