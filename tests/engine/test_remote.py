@@ -507,7 +507,7 @@ def test_cancel_wakes_a_thread_blocked_on_a_silent_server(
     start = time.perf_counter()
     job.cancel()
     final = job.wait(1)
-    assert time.perf_counter() - start < 0.25  # the socket was shut down, not waited out
+    assert time.perf_counter() - start < 0.75  # the socket was shut down, not the 3 s waited out
     assert isinstance(final, Finished)
     assert final.reason == "cancelled"
     assert final.result == "Hel"  # from the job's own thread, with the text so far

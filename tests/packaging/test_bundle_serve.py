@@ -50,6 +50,8 @@ def test_serve_answers_models_and_a_chat_completion(
                 "model": ids[0],
                 "messages": [{"role": "user", "content": "Say hello."}],
                 "max_tokens": 4,
+                "temperature": 0,
+                "logit_bias": {"1": -100, "106": -100},  # no end of turn: text every time
             },
             timeout=120,
         )

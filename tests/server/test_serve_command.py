@@ -32,6 +32,8 @@ def test_serve_answers_then_stops_cleanly_on_sigterm(gemma_path: Path, ember_hom
                 model="gemma-3-270m-q4_k_m",
                 messages=[{"role": "user", "content": "Hi"}],
                 max_tokens=3,
+                temperature=0,
+                logit_bias={"1": -100, "106": -100},  # no end of turn: some text, every time
             )
             assert r.choices[0].message.content
             unnamed = client.chat.completions.create(

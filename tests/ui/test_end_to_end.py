@@ -90,7 +90,11 @@ def test_search_download_load_chat_and_serve(
         model_id = loaded_entries[0].id
         assert model_id == f"{REPO}/{FILE}"  # its library id (as `ember ls` shows), no path
         reply = client.chat.completions.create(
-            model=model_id, messages=[{"role": "user", "content": "Hi"}], max_tokens=8
+            model=model_id,
+            messages=[{"role": "user", "content": "Hi"}],
+            max_tokens=8,
+            temperature=0,
+            logit_bias={"1": -100, "106": -100},  # no end of turn: some text, every time
         )
     assert reply.choices[0].message.content
     assert [m.path for m in engine.worker.loaded_models()] == [str(target)]  # no second load
