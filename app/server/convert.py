@@ -144,7 +144,7 @@ def check_chat(body: schemas.ChatCompletionRequest) -> None:
 
 
 def plan_chat(body: schemas.ChatCompletionRequest, model: LoadedModel, meta: ModelMeta) -> ChatPlan:
-    check_chat(body)
+    """The engine request for a body that passed :func:`check_chat`."""
     _check_vocabulary(body, meta)
     mode, named = tool_mode(body)
     functions = [t.function.model_dump(exclude_none=True) for t in body.tools or []]
@@ -257,9 +257,9 @@ def check_completion(body: schemas.CompletionRequest) -> str:
 
 
 def completion_request(
-    body: schemas.CompletionRequest, model: LoadedModel, meta: ModelMeta
+    body: schemas.CompletionRequest, prompt: str, model: LoadedModel, meta: ModelMeta
 ) -> engine.CompletionRequest:
-    prompt = check_completion(body)
+    """The engine request for a body that passed :func:`check_completion` (``prompt``)."""
     _check_vocabulary(body, meta)
     if body.suffix is not None and not model.has_fim:
         raise APIError(

@@ -1,8 +1,8 @@
 """OpenAI-shaped errors: every failure answers ``{"error": {"message", "type", "param", "code"}}``.
 
-Routes raise :class:`APIError`; engine errors are translated by :func:`from_engine_error`;
-validation errors (pydantic, FastAPI) and unknown routes are rewritten by the handlers that
-:func:`install_handlers` registers. No traceback or server path ever reaches a body.
+Routes raise :class:`APIError` or let an EngineError through (:func:`from_engine_error`
+translates it); validation errors (pydantic, FastAPI) and unknown routes are rewritten by the
+handlers that :func:`install_handlers` registers. No traceback or server path reaches a body.
 """
 
 from __future__ import annotations
@@ -200,6 +200,11 @@ async def _on_api_error(_request: Request, exc: Exception) -> JSONResponse:
     return exc.response()
 
 
+async def _on_engine_error(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, EngineError)
+    return from_engine_error(exc).response()
+
+
 async def _on_validation_error(_request: Request, exc: Exception) -> JSONResponse:
     errors = exc.errors() if isinstance(exc, RequestValidationError | ValidationError) else []
     return from_validation_errors(errors).response()
@@ -227,6 +232,7 @@ async def _on_unexpected(_request: Request, exc: Exception) -> JSONResponse:
 
 def install_handlers(app: FastAPI) -> None:
     app.add_exception_handler(APIError, _on_api_error)
+    app.add_exception_handler(EngineError, _on_engine_error)
     app.add_exception_handler(RequestValidationError, _on_validation_error)
     app.add_exception_handler(ValidationError, _on_validation_error)
     app.add_exception_handler(StarletteHTTPException, _on_http_error)

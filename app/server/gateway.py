@@ -331,13 +331,17 @@ class Gateway:
         """The catalog's models and the loaded ones (loaded first), each file once: a library
         model loaded under another id (a file opened in the app, a link to it) is listed by
         the id it is loaded as (requests naming its library id still reach it)."""
-        entries = await asyncio.to_thread(self.catalog.list_models)
+        return await asyncio.to_thread(self._models)  # file system work: not on the event loop
+
+    def _models(self) -> list[ModelView]:
+        entries = self.catalog.list_models()
         loaded = self.loaded()
+        paths = {e.path for e in entries} | {m.path for m in loaded}
+        real = {p: os.path.realpath(p) for p in paths}  # each path resolved once
         views: dict[str, ModelView] = {}
         for m in reversed(loaded):
-            meta = await asyncio.to_thread(model_meta, m.path)
             entry = next((e for e in entries if e.id == m.model_id), None) or next(
-                (e for e in entries if _loaded_file(e.path, [m]) is not None), None
+                (e for e in entries if real[e.path] == real[m.path]), None
             )
             views[m.model_id] = ModelView(
                 id=m.model_id,
@@ -346,26 +350,22 @@ class Gateway:
                 loaded=m,
                 context_length=m.n_ctx,
                 max_context_length=m.n_ctx_train,
-                capabilities=capabilities(meta, m),
+                capabilities=capabilities(model_meta(m.path), m),
             )
+        loaded_files = {real[m.path] for m in loaded}
         for e in entries:
-            if e.id in views:
-                continue
-            entry_meta = e.meta
-            if entry_meta is None:
-                entry_meta = await asyncio.to_thread(model_meta, e.path)
-            same_file = _loaded_file(e.path, loaded)
-            if same_file is not None and same_file.model_id in views:
-                continue  # listed above, by the id it is loaded as
-            trained = e.context_length or entry_meta.context_length
+            if e.id in views or real[e.path] in loaded_files:
+                continue  # a loaded file is listed above, by the id it is loaded as
+            meta = e.meta if e.meta is not None else model_meta(e.path)
+            trained = e.context_length or meta.context_length
             views[e.id] = ModelView(
                 id=e.id,
                 created=e.created,
                 owned_by=e.owned_by,
-                loaded=same_file,
-                context_length=same_file.n_ctx if same_file else trained,
+                loaded=None,
+                context_length=trained,
                 max_context_length=trained,
-                capabilities=capabilities(entry_meta, same_file),
+                capabilities=capabilities(meta),
             )
         return list(views.values())
 

@@ -1,7 +1,8 @@
 """The OpenAI-compatible routes: models, chat completions, completions, embeddings.
 
 Each generating route: parse the body (400 on any problem), resolve the model (404, or a
-just-in-time load), submit one job to the shared engine queue (503 when full), then answer.
+just-in-time load), submit one job to the shared engine queue (503 when full), then answer
+the way the route's :class:`_Answer` says (an EngineError on the way is errors.py's to answer).
 Streaming answers wait for the first token (at most ~1 s after the job starts, ~10 s while it
 is queued) before sending headers, so an engine-side rejection (context overflow, a bad
 grammar) is still a proper 4xx; later failures arrive as an SSE ``error`` event, and a silent
@@ -14,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, TypeVar
 
@@ -24,7 +26,7 @@ from starlette.responses import Response
 
 from app.engine import types as engine
 from app.engine.providers import REMOTE_ID_SEPARATOR, is_remote_id
-from app.engine.types import Delta, EngineError, Event, Failed, FinalEvent, Finished, Started
+from app.engine.types import Delta, Event, Failed, FinalEvent, Finished, Started
 from app.server import convert, schemas, shapes
 from app.server.catalog import ModelMeta
 from app.server.errors import (
@@ -35,7 +37,7 @@ from app.server.errors import (
 )
 from app.server.forward import RemoteForwarder
 from app.server.gateway import Gateway, JobStream, model_meta
-from app.server.output import ChatOutput, Collected
+from app.server.output import ChatOutput, Collected, Piece
 from app.server.requestlog import LogNote, note_of
 from app.server.streaming import EventStreamResponse, disconnect_watch
 
@@ -87,145 +89,110 @@ async def get_model(model_id: str, gateway: GatewayDep, forwarder: ForwarderDep)
     raise model_not_found(model_id)
 
 
-# ---- chat -----------------------------------------------------------------------------------
+# ---- chat and completions ------------------------------------------------------------------
+
+
+class _Answer(ABC):
+    """How a generating route's text becomes its answer: the chunks of a stream (which _sse
+    frames with keep-alives, errors, the usage chunk and DONE) or a whole body."""
+
+    def __init__(self, env: shapes.Envelope, include_usage: bool) -> None:
+        self.env, self.include_usage = env, include_usage
+
+    def opening(self) -> list[bytes]:
+        return []
+
+    def reason(self, final: Finished) -> str:
+        return "length" if final.reason == "length" else "stop"
+
+    @abstractmethod
+    def delta(self, text: str) -> list[bytes]: ...
+
+    @abstractmethod
+    def finish(self, final: Finished) -> list[bytes]: ...
+
+    @abstractmethod
+    def whole(self, texts: list[str], final: Finished) -> dict[str, Any]: ...
 
 
 @router.post("/v1/chat/completions", response_model=None)
 async def chat_completions(request: Request, gateway: GatewayDep) -> Response:
-    remote = await _forward_remote(request, "/chat/completions")
-    if remote is not None:
+    if (remote := await _forward_remote(request, "/chat/completions")) is not None:
         return remote
-    body = await _parse(request, schemas.ChatCompletionRequest)
-    note = note_of(request.scope)
-    note.stream = bool(body.stream)
+    body, note = await _parse(request, schemas.ChatCompletionRequest)
     convert.check_chat(body)
     model, meta = await _resolve(gateway, body.model, note)
     plan = convert.plan_chat(body, model, meta)
-    output = ChatOutput(
-        tool_mode=plan.tool_mode,
-        tool_names=plan.tool_names,
-        reasoning=not plan.constrained,
-        reasoning_open=plan.reasoning_open,
-    )
     obj = "chat.completion.chunk" if body.stream else "chat.completion"
     env = shapes.Envelope("chatcmpl-", obj, model, int(time.time()))
-    stream = _submit(gateway, plan.request)
-    if body.stream:
-        early = await _first_events(stream, request)
-        forced = plan.tool_mode in ("required", "named")
-        first = {"role": "assistant", "content": None if forced else "", "refusal": None}
-        chunks = _chat_chunks(
-            stream, early, output, env, first=first, include_usage=body.include_usage, note=note
+    answer = _ChatAnswer(env, body.include_usage, plan)
+    return await _respond(request, gateway.submit(plan.request), answer, note, body.stream)
+
+
+class _ChatAnswer(_Answer):
+    def __init__(self, env: shapes.Envelope, include_usage: bool, plan: convert.ChatPlan) -> None:
+        super().__init__(env, include_usage)
+        self.forced = plan.tool_mode in ("required", "named")
+        self.output = ChatOutput(
+            tool_mode=plan.tool_mode,
+            tool_names=plan.tool_names,
+            reasoning=not plan.constrained,
+            reasoning_open=plan.reasoning_open,
         )
-        return EventStreamResponse(chunks, stream.cancel)
-    texts, final = await _collect(stream, request)
-    collected = Collected()
-    for text in texts:
-        collected.add(output.feed(text))
-    collected.add(output.finish())
-    _note_usage(note, final)
-    reason = _chat_finish_reason(final.reason, output)
-    return JSONResponse(shapes.chat_completion(env, collected, reason, final.usage))
 
+    def opening(self) -> list[bytes]:
+        content = None if self.forced else ""
+        return [self._chunk({"role": "assistant", "content": content, "refusal": None})]
 
-async def _chat_chunks(
-    stream: JobStream,
-    early: list[Event],
-    output: ChatOutput,
-    env: shapes.Envelope,
-    *,
-    first: dict[str, Any],
-    include_usage: bool,
-    note: LogNote,
-) -> AsyncIterator[bytes]:
-    def chunk(delta: dict[str, Any], reason: str | None = None) -> bytes:
-        return shapes.chat_chunk(env, delta, reason, with_usage=include_usage)
+    def delta(self, text: str) -> list[bytes]:
+        return self._pieces(self.output.feed(text))
 
-    try:
-        yield chunk(first)
-        while (event := await _next(stream, early)) is not None:
-            if event is _TICK:
-                yield KEEPALIVE
-            elif isinstance(event, Delta):
-                for piece in output.feed(event.text):
-                    yield chunk(shapes.piece_delta(piece))
-            elif isinstance(event, Finished):
-                if event.reason == "cancelled":
-                    yield _stream_error(_cancelled(), note)
-                    break
-                for piece in output.finish():
-                    yield chunk(shapes.piece_delta(piece))
-                yield chunk({}, _chat_finish_reason(event.reason, output))
-                if include_usage:
-                    yield shapes.usage_chunk(env, event.usage)
-                _note_usage(note, event)
-            elif isinstance(event, Failed):
-                yield _stream_error(from_engine_error(event.error), note)
-        yield shapes.DONE
-    finally:
-        stream.cancel()
+    def finish(self, final: Finished) -> list[bytes]:
+        return [*self._pieces(self.output.finish()), self._chunk({}, self.reason(final))]
 
+    def whole(self, texts: list[str], final: Finished) -> dict[str, Any]:
+        collected = Collected()
+        for text in texts:
+            collected.add(self.output.feed(text))
+        collected.add(self.output.finish())
+        return shapes.chat_completion(self.env, collected, self.reason(final), final.usage)
 
-def _chat_finish_reason(reason: str, output: ChatOutput) -> str:
-    if reason == "length":
-        return "length"
-    return "tool_calls" if output.tool_calls else "stop"
+    def reason(self, final: Finished) -> str:  # after output.finish(), which may end a call
+        if final.reason != "length" and self.output.tool_calls:
+            return "tool_calls"
+        return super().reason(final)
 
+    def _chunk(self, delta: dict[str, Any], reason: str | None = None) -> bytes:
+        return shapes.chat_chunk(self.env, delta, reason, with_usage=self.include_usage)
 
-# ---- completions ----------------------------------------------------------------------------
+    def _pieces(self, pieces: list[Piece]) -> list[bytes]:
+        return [self._chunk(shapes.piece_delta(p)) for p in pieces]
 
 
 @router.post("/v1/completions", response_model=None)
 async def completions(request: Request, gateway: GatewayDep) -> Response:
-    remote = await _forward_remote(request, "/completions")
-    if remote is not None:
+    if (remote := await _forward_remote(request, "/completions")) is not None:
         return remote
-    body = await _parse(request, schemas.CompletionRequest)
-    note = note_of(request.scope)
-    note.stream = bool(body.stream)
-    convert.check_completion(body)
+    body, note = await _parse(request, schemas.CompletionRequest)
+    prompt = convert.check_completion(body)
     model, meta = await _resolve(gateway, body.model, note)
-    engine_request = convert.completion_request(body, model, meta)
+    engine_request = convert.completion_request(body, prompt, model, meta)
     env = shapes.Envelope("cmpl-", "text_completion", model, int(time.time()))
-    stream = _submit(gateway, engine_request)
-    if body.stream:
-        early = await _first_events(stream, request)
-        chunks = _completion_chunks(stream, early, env, body.include_usage, note)
-        return EventStreamResponse(chunks, stream.cancel)
-    _texts, final = await _collect(stream, request)
-    _note_usage(note, final)
-    text = final.result if isinstance(final.result, str) else ""
-    reason = "length" if final.reason == "length" else "stop"
-    return JSONResponse(shapes.completion(env, text, reason, final.usage))
+    answer = _CompletionAnswer(env, body.include_usage)
+    return await _respond(request, gateway.submit(engine_request), answer, note, body.stream)
 
 
-async def _completion_chunks(
-    stream: JobStream,
-    early: list[Event],
-    env: shapes.Envelope,
-    include_usage: bool,
-    note: LogNote,
-) -> AsyncIterator[bytes]:
-    try:
-        while (event := await _next(stream, early)) is not None:
-            if event is _TICK:
-                yield KEEPALIVE
-            elif isinstance(event, Delta):
-                yield shapes.completion_chunk(env, event.text, with_usage=include_usage)
-            elif isinstance(event, Finished):
-                if event.reason == "cancelled":
-                    yield _stream_error(_cancelled(), note)
-                    break
-                reason = "length" if event.reason == "length" else "stop"
-                yield shapes.completion_chunk(env, "", reason, with_usage=include_usage)
-                if include_usage:
-                    yield shapes.usage_chunk(env, event.usage)
-                _note_usage(note, event)
-            elif isinstance(event, Failed):
-                yield _stream_error(from_engine_error(event.error), note)
-        yield shapes.DONE
-    finally:
-        stream.cancel()
+class _CompletionAnswer(_Answer):
+    def delta(self, text: str) -> list[bytes]:
+        return [shapes.completion_chunk(self.env, text, with_usage=self.include_usage)]
+
+    def finish(self, final: Finished) -> list[bytes]:
+        reason = self.reason(final)
+        return [shapes.completion_chunk(self.env, "", reason, with_usage=self.include_usage)]
+
+    def whole(self, texts: list[str], final: Finished) -> dict[str, Any]:
+        text = final.result if isinstance(final.result, str) else ""  # the prompt too, with echo
+        return shapes.completion(self.env, text, self.reason(final), final.usage)
 
 
 # ---- embeddings -----------------------------------------------------------------------------
@@ -233,14 +200,12 @@ async def _completion_chunks(
 
 @router.post("/v1/embeddings", response_model=None)
 async def embeddings(request: Request, gateway: GatewayDep) -> Response:
-    remote = await _forward_remote(request, "/embeddings")
-    if remote is not None:
+    if (remote := await _forward_remote(request, "/embeddings")) is not None:
         return remote
-    body = await _parse(request, schemas.EmbeddingRequest)
-    note = note_of(request.scope)
+    body, note = await _parse(request, schemas.EmbeddingRequest)
     inputs = convert.embedding_inputs(body)
     model, _meta = await _resolve(gateway, body.model, note)
-    stream = _submit(gateway, engine.EmbeddingRequest(inputs, model.model_id))
+    stream = gateway.submit(engine.EmbeddingRequest(inputs, model.model_id))
     _texts, final = await _collect(stream, request)
     vectors: list[list[float]] = final.result
     if body.dimensions is not None and vectors and body.dimensions != len(vectors[0]):
@@ -275,31 +240,64 @@ async def _forward_remote(request: Request, path: str) -> Response | None:
     return await _forwarder(request).forward(path, data)
 
 
-async def _parse(request: Request, cls: type[Body]) -> Body:
-    raw = await request.body()
+async def _parse(request: Request, cls: type[Body]) -> tuple[Body, LogNote]:
+    """The body (a 400 if it is invalid) and the request log's note, which records ``stream``."""
     try:
-        return cls.model_validate_json(raw)
+        body = cls.model_validate_json(await request.body())
     except ValidationError as e:
         raise from_validation_errors(e.errors(include_url=False)) from None
+    note = note_of(request.scope)
+    note.stream = bool(getattr(body, "stream", False))
+    return body, note
 
 
 async def _resolve(
     gateway: Gateway, name: str | None, note: LogNote
 ) -> tuple[engine.LoadedModel, ModelMeta]:
     note.model = name
-    try:
-        model = await gateway.resolve(name)
-    except EngineError as e:
-        raise from_engine_error(e) from None
+    model = await gateway.resolve(name)
     note.model = model.model_id
     return model, await asyncio.to_thread(model_meta, model.path)
 
 
-def _submit(gateway: Gateway, request: engine.Request) -> JobStream:
+async def _respond(
+    request: Request, stream: JobStream, answer: _Answer, note: LogNote, streaming: bool | None
+) -> Response:
+    """Stream the job's answer (see the module's docstring), or send it whole."""
+    if streaming:
+        early = await _first_events(stream, request)
+        return EventStreamResponse(_sse(stream, early, answer, note), stream.cancel)
+    texts, final = await _collect(stream, request)
+    _note_usage(note, final)
+    return JSONResponse(answer.whole(texts, final))
+
+
+async def _sse(
+    stream: JobStream, early: list[Event], answer: _Answer, note: LogNote
+) -> AsyncIterator[bytes]:
     try:
-        return gateway.submit(request)
-    except EngineError as e:
-        raise from_engine_error(e) from None
+        for chunk in answer.opening():
+            yield chunk
+        while (event := await _next(stream, early)) is not None:
+            if event is _TICK:
+                yield KEEPALIVE
+            elif isinstance(event, Delta):
+                for chunk in answer.delta(event.text):
+                    yield chunk
+            elif isinstance(event, Finished):
+                if event.reason == "cancelled":
+                    yield _stream_error(_cancelled(), note)
+                    break
+                for chunk in answer.finish(event):
+                    yield chunk
+                if answer.include_usage:
+                    yield shapes.usage_chunk(answer.env, event.usage)
+                _note_usage(note, event)
+            elif isinstance(event, Failed):
+                yield _stream_error(from_engine_error(event.error), note)
+        yield shapes.DONE
+    finally:
+        stream.cancel()
 
 
 async def _first_events(stream: JobStream, request: Request) -> list[Event]:
