@@ -8,9 +8,10 @@ from dataclasses import asdict
 from typing import Any
 
 from app.cli import COMMANDS
+from app.commands.options import add_load_flags, load_params
 from app.commands.resolve import resolve_model
-from app.engine import gguf
-from app.engine.llamacpp import DEFAULT_N_CTX, available_memory, inspect_model_file
+from app.engine import gguf, sizing
+from app.engine.llamacpp import available_memory, inspect_model_file
 
 
 def add_parser(sub: Any) -> None:
@@ -18,46 +19,52 @@ def add_parser(sub: Any) -> None:
         "info",
         help=COMMANDS["info"],
         description="Read a model's metadata from its header (without loading it) and estimate "
-        "the memory it needs.",
+        "the memory it needs. The loading flags are `ember run`'s: the context and estimate "
+        "shown are the ones `ember run` would use with the same flags.",
     )
     p.add_argument("model", metavar="MODEL", help="a .gguf path or a model in the library")
-    p.add_argument(
-        "-c",
-        "--ctx",
-        type=int,
-        default=None,
-        metavar="N",
-        help="context length for the memory estimate (default: what `run` would use)",
-    )
-    p.add_argument("--kv-type", default="f16", help="KV cache type for the estimate")
     p.add_argument("--json", action="store_true", help="print JSON")
+    add_load_flags(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     path = resolve_model(args.model)
     info = inspect_model_file(str(path))
-    n_ctx = args.ctx or min(info.context_length or DEFAULT_N_CTX, DEFAULT_N_CTX)
-    est = gguf.estimate_memory(info, n_ctx, cache_type_k=args.kv_type, cache_type_v=args.kv_type)
+    params = load_params(args)
     free = available_memory()
+    plan = sizing.plan_context(info, params, free)  # the rule `ember run` loads by
+    est = plan.estimate
     if args.json:
         meta = {k: v for k, v in asdict(info).items() if k != "metadata"}
-        print(
-            json.dumps(
-                {"file": str(path), "info": meta, "memory": asdict(est), "available_bytes": free},
-                default=str,
-                indent=2,
-            )
-        )
+        result = {
+            "file": str(path),
+            "info": meta,
+            "n_ctx": plan.n_ctx,
+            "automatic_ctx": plan.automatic,
+            "max_ctx": plan.max_context,
+            "fits": plan.fits,
+            "error": plan.error,
+            "memory": asdict(est),
+            "available_bytes": free,
+        }
+        print(json.dumps(result, default=str, indent=2))
         return 0
+    where = "automatic" if plan.automatic else "--ctx"
+    if plan.automatic and plan.fits and plan.n_ctx < sizing.default_context(info):
+        where += f", shortened from {sizing.default_context(info)} to fit free memory"
+    elif not plan.automatic and plan.n_ctx > plan.trained:
+        where += f", more than the trained {plan.trained}"
     rows = [("File", str(path)), *gguf.format_info(info)]
     rows += [
-        (f"Memory at {n_ctx} ctx", gguf.human_bytes(est.total_bytes)),
+        ("Context", f"{plan.n_ctx} tokens ({where})"),
+        (f"Memory at {plan.n_ctx} ctx", gguf.human_bytes(est.total_bytes)),
         ("  weights", gguf.human_bytes(est.weights_bytes)),
-        (f"  KV cache ({args.kv_type})", gguf.human_bytes(est.kv_cache_bytes)),
+        (f"  KV cache ({params.cache_type_k})", gguf.human_bytes(est.kv_cache_bytes)),
         ("  compute", gguf.human_bytes(est.compute_bytes)),
         ("Free memory", gguf.human_bytes(free)),
-        ("Fits", "yes" if est.total_bytes <= free else "no — try a smaller --ctx or quantization"),
+        ("Largest context that fits", f"{plan.max_context} tokens" if plan.max_context else "none"),
+        ("Fits", "yes" if plan.fits else f"no — {plan.error}"),
     ]
     width = max(len(k) for k, _ in rows)
     for key, value in rows:

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import psutil
 
-from app.engine import gguf
+from app.engine import gguf, sizing
 from app.engine.templates import ChatTemplate, RenderedPrompt
 from app.engine.textstream import StopMatcher, Utf8Stream
 from app.engine.types import (
@@ -39,7 +39,6 @@ from app.engine.types import (
     ModelFileError,
     ModelNotFoundError,
     NotGGUFError,
-    OutOfMemoryError,
     SamplingParams,
     Timings,
     TruncatedModelError,
@@ -48,13 +47,11 @@ from app.engine.types import (
 
 log = logging.getLogger(__name__)
 
-# The context a model gets when the user does not choose one: enough for real conversations,
-# small enough to load quickly; capped by the trained length and by free memory.
-DEFAULT_N_CTX = 8192
-MIN_N_CTX = 512
-# Sliding-window models keep a full-size cache for their SWA layers: it costs memory, but only
-# then can a follow-up turn reuse the conversation's KV cache instead of re-reading it all.
-SWA_FULL = True
+# The context rule lives in app.engine.sizing (shared with `ember info` and the fit badges);
+# re-exported here for existing callers.
+DEFAULT_N_CTX = sizing.DEFAULT_N_CTX
+MIN_N_CTX = sizing.MIN_N_CTX
+SWA_FULL = sizing.SWA_FULL
 
 _KV_TYPES = {
     "f32": 0,
@@ -154,7 +151,7 @@ def default_threads() -> int:
 
 
 def available_memory() -> int:
-    return int(psutil.virtual_memory().available)
+    return sizing.available_memory()
 
 
 # ---- cancellation without the GIL -----------------------------------------------------------
@@ -221,42 +218,12 @@ def inspect_model_file(path: str) -> gguf.GGUFInfo:
 
 def choose_n_ctx(info: gguf.GGUFInfo, params: LoadParams, available: int) -> int:
     """The context to load with: the user's choice if memory allows, else the default capped
-    by the trained length and by memory. Raises OutOfMemoryError naming what would fit."""
-    trained = info.context_length or DEFAULT_N_CTX
-    kv: dict[str, Any] = {
-        "cache_type_k": params.cache_type_k,
-        "cache_type_v": params.cache_type_v,
-        "flash_attn": params.flash_attn,
-        "swa_full": SWA_FULL,
-    }
-    fits = gguf.max_context_for_memory(info, available, n_batch=params.n_batch, **kv)
-    if params.n_ctx:
-        need = gguf.estimate_memory(info, params.n_ctx, n_batch=params.n_batch, **kv)
-        if need.total_bytes > available:
-            hint = (
-                f"try a context of {fits} tokens"
-                if fits >= MIN_N_CTX
-                else "the model's weights alone do not fit; close other programs or pick a "
-                "smaller quantization"
-            )
-            raise OutOfMemoryError(
-                f"Not enough memory for {params.n_ctx} tokens of context: it needs "
-                f"{gguf.human_bytes(need.total_bytes)}, {gguf.human_bytes(available)} is free; "
-                f"{hint}.",
-                fits_n_ctx=fits if fits >= MIN_N_CTX else None,
-            )
-        if params.n_ctx > trained:
-            log.warning("Context %d exceeds the model's trained %d", params.n_ctx, trained)
-        return params.n_ctx
-    n_ctx = min(trained, DEFAULT_N_CTX, fits)
-    if n_ctx < MIN_N_CTX:
-        weights = gguf.estimate_memory(info, MIN_N_CTX, n_batch=params.n_batch, **kv)
-        raise OutOfMemoryError(
-            f"Not enough memory to load this model: it needs at least "
-            f"{gguf.human_bytes(weights.total_bytes)}, {gguf.human_bytes(available)} is free. "
-            "Close other programs or pick a smaller quantization.",
-            fits_n_ctx=None,
-        )
+    by the trained length and by memory. Raises OutOfMemoryError naming what would fit.
+    The rule itself is :func:`app.engine.sizing.plan_context`."""
+    plan = sizing.plan_context(info, params, available)
+    n_ctx = plan.check()
+    if not plan.automatic and n_ctx > plan.trained:
+        log.warning("Context %d exceeds the model's trained %d", n_ctx, plan.trained)
     return n_ctx
 
 

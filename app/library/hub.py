@@ -22,23 +22,22 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import PurePosixPath
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, cast
 
 import httpx2
-import psutil
 from huggingface_hub import HfApi, ModelInfo, constants, hf_hub_url
 from huggingface_hub import errors as hf_errors
 from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
 
+from app.engine import sizing
 from app.engine.gguf import (
     GGUFInfo,
     GGUFNeedMoreData,
     MemoryEstimate,
-    estimate_memory,
     human_bytes,
-    max_context_for_memory,
     parse_gguf_bytes,
 )
+from app.engine.types import KVCacheType, LoadParams
 from app.library.quant import (
     is_projector,
     model_stem,
@@ -686,7 +685,7 @@ class FitResult:
 
 def available_memory() -> int:
     """Free RAM now (what the OS could give a new process without swapping)."""
-    return int(psutil.virtual_memory().available)
+    return sizing.available_memory()
 
 
 def fit_check(
@@ -698,22 +697,31 @@ def fit_check(
     cache_type_k: str = "f16",
     cache_type_v: str = "f16",
     n_gpu_layers: int = 0,
+    n_batch: int = 512,
+    flash_attn: bool = False,
 ) -> FitResult:
     """Fits / tight (needs more than 75% of what is free) / won't fit, and a message.
 
+    The estimate is the loader's (:mod:`app.engine.sizing`) with these load settings: against
+    the same free memory, "won't fit" at ``n_ctx`` is exactly when loading with that context
+    fails for lack of memory.
     ``available_ram`` defaults to free RAM now. With ``available_vram`` (Ember cannot measure it
     portably; the caller passes it when known), RAM and VRAM are pooled, as llama.cpp can split
     layers between them.
     """
-    estimate = estimate_memory(
-        info, n_ctx, cache_type_k=cache_type_k, cache_type_v=cache_type_v, n_gpu_layers=n_gpu_layers
+    params = LoadParams(
+        n_ctx=n_ctx,
+        n_gpu_layers=n_gpu_layers,
+        n_batch=n_batch,
+        flash_attn=flash_attn,
+        cache_type_k=cast(KVCacheType, cache_type_k),
+        cache_type_v=cast(KVCacheType, cache_type_v),
     )
+    estimate = sizing.estimate(info, n_ctx, params)
     ram = available_memory() if available_ram is None else available_ram
     available = ram + (available_vram or 0)
     needed = estimate.total_bytes
-    max_ctx = max_context_for_memory(
-        info, available, cache_type_k=cache_type_k, cache_type_v=cache_type_v
-    )
+    max_ctx = sizing.max_context(info, params, available)
     where = "RAM + VRAM" if available_vram else "memory"
     parts = (
         f"weights {human_bytes(estimate.weights_bytes)}, "
@@ -722,7 +730,7 @@ def fit_check(
     )
     if needed > available:
         level: FitLevel = "wont_fit"
-        if max_ctx >= 512:
+        if max_ctx >= sizing.MIN_N_CTX:
             advice = f"Try {max_ctx:,} tokens of context, or a smaller quantization."
         else:
             advice = "Choose a smaller quantization or a smaller model."

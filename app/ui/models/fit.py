@@ -1,8 +1,10 @@
 """Will a Hub file fit this machine with the user's load settings? Blocking: call off-thread.
 
-The context checked is the one a load would use: ``load.n_ctx`` when set, else the automatic
-choice (the trained length capped at the engine's default). With the automatic choice a model
-whose default context does not fit still loads with a shorter one, so that case is "tight".
+The check uses the load settings the app loads with (context, batch size, flash attention, KV
+cache type) and the engine's own rule (:mod:`app.engine.sizing`). The context checked is
+``load.n_ctx`` when set, else the automatic choice (the trained length capped at the engine's
+default). With the automatic choice a model whose default context does not fit still loads with
+a shorter one, so that case is "tight".
 """
 
 from __future__ import annotations
@@ -12,12 +14,11 @@ import threading
 from dataclasses import dataclass
 
 from app.config import Settings
+from app.engine import sizing
 from app.engine.gguf import GGUFInfo
 from app.library import hub
 from app.library.hub import FitLevel, ModelFile
-
-DEFAULT_N_CTX = 8192  # app.engine.llamacpp.DEFAULT_N_CTX (not imported: it loads numpy & co.)
-MIN_N_CTX = 512
+from app.ui.engine_session import load_params
 
 _headers: dict[tuple[str, str, str], GGUFInfo] = {}
 _headers_lock = threading.Lock()
@@ -49,31 +50,35 @@ def header(repo_id: str, commit: str, model: ModelFile) -> GGUFInfo:
 
 def context_for(info: GGUFInfo, settings: Settings) -> tuple[int, bool]:
     """(n_ctx a load would ask for, whether it is the automatic choice)."""
-    chosen = settings.get("load.n_ctx")
+    chosen = load_params(settings).n_ctx
     if chosen:
-        return int(chosen), False
-    return min(info.context_length or DEFAULT_N_CTX, DEFAULT_N_CTX), True
+        return chosen, False
+    return sizing.default_context(info), True
 
 
 def check(repo_id: str, commit: str, model: ModelFile, settings: Settings) -> FitBadge:
     info = header(repo_id, commit, model)
+    params = load_params(settings)
     n_ctx, automatic = context_for(info, settings)
-    cache = settings.get("load.cache_type") or "f16"
     result = hub.fit_check(
         info,
         n_ctx,
-        cache_type_k=cache,
-        cache_type_v=cache,
-        n_gpu_layers=settings.get("load.n_gpu_layers"),
+        cache_type_k=params.cache_type_k,
+        cache_type_v=params.cache_type_v,
+        n_gpu_layers=params.n_gpu_layers,
+        n_batch=params.n_batch,
+        flash_attn=params.flash_attn,
     )
     level = result.level
     tooltip = result.message
-    if level == "wont_fit" and automatic and result.max_context >= MIN_N_CTX:
-        level = "tight"
-        tooltip = (
-            f"{result.message}\n\nWith the automatic context Ember would load it with "
-            f"{result.max_context:,} tokens instead."
-        )
+    if level == "wont_fit" and automatic:
+        plan = sizing.plan_context(info, params, result.available_bytes)
+        if plan.fits:
+            level = "tight"
+            tooltip = (
+                f"{result.message}\n\nWith the automatic context Ember would load it with "
+                f"{plan.n_ctx:,} tokens instead."
+            )
     where = "automatic" if automatic else "from Settings"
     tooltip += f"\n\nChecked at {n_ctx:,} tokens of context ({where})."
     label = {"fits": "Fits", "tight": "Tight", "wont_fit": "Won't fit"}[level]
