@@ -14,7 +14,8 @@ transcript that base models continue naturally::
     User: <message>
     Assistant:
 
-with the stop strings ``"\\nUser:"`` so the model does not write the user's next turn.
+with the stop strings ``"\\nUser:"`` and ``"\\nAssistant:"``: a model without a template
+(often a base model) would otherwise go on writing the next turns of the transcript itself.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from app.engine.types import BadRequestError, ChatMessage
 
-FALLBACK_STOP = ("\nUser:",)
+FALLBACK_STOP = ("\nUser:", "\nAssistant:")
 
 
 @dataclass(frozen=True, slots=True)

@@ -130,6 +130,15 @@ def test_chat_uses_fallback_template_and_its_stop(
     final = worker.submit(chat).wait(60)
     assert isinstance(final, Finished)
     assert "\nUser:" not in final.result
+    # Left alone, this base model answers by writing "\nAssistant: <the question>" turn after
+    # turn until max_tokens; the fallback stops it at the first role marker.
+    looping = ChatRequest(
+        [{"role": "user", "content": "Write a Python function that checks for palindromes."}],
+        SamplingParams(temperature=0.0, max_tokens=120),
+    )
+    final = worker.submit(looping).wait(60)
+    assert isinstance(final, Finished) and final.reason == "stop", final
+    assert "Assistant:" not in final.result
 
 
 def test_cancel_between_tokens(worker: EngineWorker, loaded: LoadedModel) -> None:
