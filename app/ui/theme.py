@@ -13,8 +13,8 @@ from importlib import resources
 from string import Template
 
 from PySide6.QtCore import QObject, Qt, Signal, Slot
-from PySide6.QtGui import QColor, QFont, QGuiApplication, QIcon, QPalette
-from PySide6.QtWidgets import QApplication, QWidget
+from PySide6.QtGui import QColor, QFont, QFontMetrics, QGuiApplication, QIcon, QPalette
+from PySide6.QtWidgets import QApplication, QPushButton, QWidget
 
 from app.config import paths
 from app.ui import icons
@@ -307,3 +307,21 @@ def set_style_property(widget: QWidget, name: str, value: object) -> None:
     widget.setProperty(name, value)
     widget.style().unpolish(widget)
     widget.style().polish(widget)
+
+
+SEGMENT_PADDING = 2 * 10 + 2  # #Segment's horizontal padding and borders in app.qss
+
+
+def segment_button(text: str, position: str, parent: QWidget) -> QPushButton:
+    """One checkable part of a segmented control (``#Segment``; ``position`` is "first",
+    "mid" or "last"). Its label turns semi-bold when checked, so its minimum width is that
+    of the bold label: checking it never clips the text."""
+    button = QPushButton(text, parent)
+    button.setObjectName("Segment")
+    button.setCheckable(True)
+    button.setCursor(Qt.CursorShape.PointingHandCursor)
+    button.setProperty("position", position)
+    bold = QFont(button.font())
+    bold.setWeight(QFont.Weight.DemiBold)
+    button.setMinimumWidth(QFontMetrics(bold).horizontalAdvance(text) + SEGMENT_PADDING)
+    return button

@@ -7,7 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QApplication, QToolButton
+from PySide6.QtGui import QFont, QFontMetrics
+from PySide6.QtWidgets import QApplication, QPushButton, QToolButton
 from pytestqt.qtbot import QtBot
 
 from app.ui import theme
@@ -117,3 +118,30 @@ def test_conversation_settings_are_saved_per_chat(qtbot: QtBot, window: MainWind
     window.controller.open_conversation(conversation.id)
     assert window.panel.system_prompt.toPlainText() == "You are terse."
     assert window.panel.form.preset() == "Precise"
+
+
+def test_a_checked_segment_never_clips_its_bold_label(
+    qtbot: QtBot, themed_window: tuple[MainWindow, ThemeManager]
+) -> None:
+    """A segment's label turns semi-bold when checked; at the smallest window size the
+    server's "who can connect" and the settings' presets still show every letter."""
+    window, _manager = themed_window
+    window.resize(window.minimumSizeHint())
+    window.show()
+    window.show_page("server")
+    qtbot.keyClick(window, Qt.Key.Key_Comma, Qt.KeyboardModifier.ControlModifier)
+    dialog = window.settings_dialog
+    assert dialog is not None
+    segments = [
+        *window.findChildren(QPushButton, "Segment"),
+        *dialog.findChildren(QPushButton, "Segment"),
+    ]
+    assert len(segments) >= 5  # two hosts, three or more presets
+    for button in segments:
+        button.setChecked(True)
+        QApplication.processEvents()
+        bold = QFont(button.font())
+        bold.setWeight(QFont.Weight.DemiBold)
+        needed = QFontMetrics(bold).horizontalAdvance(button.text()) + theme.SEGMENT_PADDING
+        assert button.width() >= needed, (button.text(), button.width(), needed)
+    dialog.reject()

@@ -302,7 +302,7 @@ def gui_message(error: BaseException, config: ServerConfig) -> str:
     if isinstance(error, InsecureBindError):
         return (
             "Serving the local network needs an API key, so that only people you give it to "
-            "can use your models. Generate one, or choose \u201cThis computer only\u201d."
+            "can use your models. Generate one, or choose \u201cThis computer\u201d."
         )
     if isinstance(error, ServerStartError):
         return str(error).replace(" with --port", "")

@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.ui import icons
+from app.ui import icons, theme
 from app.ui.server.controller import ALL_INTERFACES, LOOPBACK, ServerController
 
 SAVE_DELAY_MS = 350
@@ -64,7 +64,7 @@ class ServerSettingsForm(QWidget):
         # who may connect
         self.host_group = QButtonGroup(self)
         self.host_group.setExclusive(True)
-        self.local_button = self._segment("This computer only", "first", LOOPBACK)
+        self.local_button = self._segment("This computer", "first", LOOPBACK)
         self.network_button = self._segment("Local network", "last", ALL_INTERFACES)
         host_row = QHBoxLayout()
         host_row.setSpacing(0)
@@ -188,11 +188,7 @@ class ServerSettingsForm(QWidget):
         return label
 
     def _segment(self, text: str, position: str, host: str) -> QPushButton:
-        button = QPushButton(text, self)
-        button.setObjectName("Segment")
-        button.setCheckable(True)
-        button.setCursor(Qt.CursorShape.PointingHandCursor)
-        button.setProperty("position", position)
+        button = theme.segment_button(text, position, self)
         button.setProperty("host", host)
         button.clicked.connect(self._on_host_clicked)
         self.host_group.addButton(button)
@@ -262,8 +258,6 @@ class ServerSettingsForm(QWidget):
             self.host_help.setText("Only apps on this computer can reach the API.")
         self.network_warning.setVisible(network)
         if network:
-            from app.ui import theme
-
             palette = theme.current()
             role = "warning" if has_key else "danger"
             theme.set_style_property(self.network_warning, "severe", not has_key)

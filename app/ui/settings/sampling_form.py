@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.ui import theme
 from app.ui.settings import presets
 from app.ui.settings.presets import FIELDS, PRESETS, Field
 
@@ -49,13 +50,9 @@ class SamplingForm(QWidget):
         self.preset_group.setExclusive(True)
         self.preset_buttons: dict[str, QPushButton] = {}
         for index, name in enumerate(PRESETS):
-            button = QPushButton(name, self)
-            button.setObjectName("Segment")
-            button.setCheckable(True)
-            button.setCursor(Qt.CursorShape.PointingHandCursor)
-            button.setToolTip(presets.PRESET_DESCRIPTIONS[name])
             position = "first" if index == 0 else "last" if index == len(PRESETS) - 1 else "mid"
-            button.setProperty("position", position)
+            button = theme.segment_button(name, position, self)
+            button.setToolTip(presets.PRESET_DESCRIPTIONS[name])
             self.preset_group.addButton(button)
             self.preset_buttons[name] = button
             preset_row.addWidget(button)
