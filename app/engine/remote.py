@@ -377,23 +377,16 @@ class _Progress:
 
 
 class _Call:
-    """One running job: its emit lock and the sockets its thread reads from."""
+    """One running job and the sockets its thread reads from.
+
+    The job's thread emits and finishes while a cancel timer may finish it too: ``Job`` itself
+    keeps that ordered (one final event, nothing after it), so no lock is needed here."""
 
     def __init__(self, job: Job) -> None:
         self.job = job
-        self.lock = threading.Lock()
         self._sockets: list[socket.socket] = []
         self._sock_lock = threading.Lock()
         self._aborted = False
-
-    def emit(self, event: Started | Delta | ToolCallDelta) -> None:
-        with self.lock:  # ordered against a timer's final event: nothing after the final
-            if self.job.final is None:
-                self.job.emit(event)
-
-    def finish(self, event: FinalEvent) -> bool:
-        with self.lock:
-            return self.job.finish(event)
 
     def trace(self, name: str, info: dict[str, Any]) -> None:
         """httpcore's trace hook: keep a duplicate of each new connection's socket, so that
@@ -576,7 +569,7 @@ class RemoteEngine:
     def _force_cancelled(self, call: _Call) -> None:
         # The thread could not be woken (still connecting, say): the final event goes now and
         # whatever the thread does later is dropped.
-        if call.finish(Finished(call.job.id, "cancelled")):
+        if call.job.finish(Finished(call.job.id, "cancelled")):
             log.debug("%s: cancelled without the thread's confirmation", call.job.id)
 
     # -- a job's thread --------------------------------------------------------------------------
@@ -588,7 +581,7 @@ class RemoteEngine:
         try:
             if job.cancelled.is_set():
                 raise _CancelledError
-            call.emit(Started(job.id))
+            job.emit(Started(job.id))
             self._generate(call, progress, stream)
             final = Finished(
                 job.id, progress.reason(), progress.usage(), progress.timings(), progress.text
@@ -600,7 +593,7 @@ class RemoteEngine:
             with self._lock:
                 self._calls.pop(job.id, None)
                 self._threads.pop(job.id, None)
-        call.finish(final)
+        job.finish(final)
 
     def _final_for(self, job: Job, progress: _Progress, e: Exception) -> FinalEvent:
         if job.cancelled.is_set():  # whatever broke, it broke because the stream was closed
@@ -729,7 +722,7 @@ class RemoteEngine:
                 self._apply_delta(call, progress, delta)
             elif isinstance(choice.get("text"), str) and choice["text"]:  # completions
                 progress.output(choice["text"])
-                call.emit(Delta(call.job.id, choice["text"]))
+                call.job.emit(Delta(call.job.id, choice["text"]))
             if choice.get("finish_reason"):
                 progress.finish_reason = choice["finish_reason"]
         usage = _usage(chunk.get("usage"))
@@ -740,10 +733,10 @@ class RemoteEngine:
         text = delta.get("content")
         if isinstance(text, str) and text:
             progress.output(text)
-            call.emit(Delta(call.job.id, text))
+            call.job.emit(Delta(call.job.id, text))
         for tc in delta.get("tool_calls") or []:
             progress.output("", 1 if tc.get("function", {}).get("arguments") else 0)
-            call.emit(_tool_call_delta(call.job.id, tc))
+            call.job.emit(_tool_call_delta(call.job.id, tc))
 
     def _read_whole(self, call: _Call, progress: _Progress, response: httpx.Response) -> None:
         try:
@@ -761,9 +754,9 @@ class RemoteEngine:
         n = usage.completion_tokens if usage else 1
         progress.output(text or "", n)
         if text:
-            call.emit(Delta(call.job.id, text, n))
+            call.job.emit(Delta(call.job.id, text, n))
         for i, tc in enumerate(message.get("tool_calls") or []):
-            call.emit(_tool_call_delta(call.job.id, {"index": i, **tc}))
+            call.job.emit(_tool_call_delta(call.job.id, {"index": i, **tc}))
         progress.finish_reason = choice.get("finish_reason")
         progress.done = True
 

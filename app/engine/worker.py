@@ -4,10 +4,12 @@ Loading, unloading, generating, tokenizing and embedding are all jobs on its que
 swap never overlaps a generation and a llama.cpp context is never touched by two threads.
 
 A job has an id, its request, a cancel token and a sink. The sink receives ``Started``,
-``Delta`` events and exactly one final event (``Finished`` or ``Failed``). Sinks are called on
-the worker thread, except for a job cancelled while still queued, whose final event is sent
-from the cancelling thread; either way sinks must be quick and thread-safe (hand events to
-Qt with a queued signal, to asyncio with ``loop.call_soon_threadsafe``).
+``Delta`` events and exactly one final event (``Finished`` or ``Failed``), and nothing after
+it, even when the final event comes from another thread (a cancel) while events are being
+emitted. A job's sink is called by one thread at a time, in the order the events were accepted.
+Sinks are called on the worker thread, except for a job cancelled while still queued, whose
+final event is sent from the cancelling thread; either way sinks must be quick and thread-safe
+(hand events to Qt with a queued signal, to asyncio with ``loop.call_soon_threadsafe``).
 """
 
 from __future__ import annotations
@@ -66,6 +68,9 @@ class Job:
         self._final: FinalEvent | None = None
         self._done = threading.Event()
         self._lock = threading.Lock()
+        self._turn = threading.Condition(self._lock)
+        self._pending: deque[Event] = deque()  # accepted, not yet delivered
+        self._deliverer: int | None = None  # the thread delivering ``_pending``, if any
         self._on_cancel: Callable[[Job], None] | None = None
 
     # -- consumer side ----------------------------------------------------------------------
@@ -82,7 +87,8 @@ class Job:
 
     @property
     def final(self) -> FinalEvent | None:
-        return self._final
+        """The final event once delivered (``done``), else None."""
+        return self._final if self._done.is_set() else None
 
     def wait(self, timeout: float | None = None) -> FinalEvent:
         if not self._done.wait(timeout):
@@ -109,20 +115,63 @@ class Job:
 
     # -- worker side ------------------------------------------------------------------------
 
+    # Events are accepted under ``_lock`` (nothing once the final one is in) into ``_pending``
+    # and delivered outside it by the thread holding the delivery turn (``_deliverer``). So
+    # events reach the sink one at a time and in order, nothing follows the final event, and no
+    # lock is held while a sink runs. ``finish`` never waits: when another thread is delivering,
+    # it leaves the final event to that thread, so a sink may cancel or finish its own job, or
+    # wait for a thread that does, without deadlocking. ``emit`` waits for its turn instead
+    # (back-pressure: producers cannot outrun the sink); a sink's own emits are queued.
+
     def emit(self, event: Event) -> None:
-        if self._final is not None:
-            return
-        self._deliver(event)
+        """Deliver a non-final event; dropped once the job has its final event."""
+        me = threading.get_ident()
+        with self._turn:
+            while self._deliverer is not None and self._deliverer != me:
+                if self._final is not None:
+                    return
+                self._turn.wait()
+            if self._final is not None:
+                return
+            self._pending.append(event)
+            if self._deliverer == me:  # emitted from inside the sink: delivered next
+                return
+            self._deliverer = me
+        self._deliver_pending()
 
     def finish(self, event: FinalEvent) -> bool:
-        """Deliver the final event; returns False if the job already had one."""
-        with self._lock:
+        """Deliver the final event; returns False if the job already had one. When another
+        thread is delivering an event just now, the final event follows it from that thread,
+        after this returns; ``wait``/``done``/``final`` report it once it has been delivered."""
+        with self._turn:
             if self._final is not None:
                 return False
             self._final = event
-        self._deliver(event)
-        self._done.set()
+            self._pending.append(event)
+            if self._deliverer is not None:
+                return True
+            self._deliverer = threading.get_ident()
+        self._deliver_pending()
         return True
+
+    def _deliver_pending(self) -> None:
+        """Deliver queued events until none is left; the caller holds the delivery turn."""
+        try:
+            while True:
+                with self._turn:
+                    if not self._pending:  # seen empty and turn handed on in one step, so
+                        self._deliverer = None  # an event queued meanwhile is not stranded
+                        self._turn.notify_all()
+                        return
+                    event = self._pending.popleft()
+                self._deliver(event)
+                if event is self._final:
+                    self._done.set()
+        except BaseException:  # KeyboardInterrupt in a sink, say: hand the turn on
+            with self._turn:
+                self._deliverer = None
+                self._turn.notify_all()
+            raise
 
     def _deliver(self, event: Event) -> None:
         if self._events is not None:
