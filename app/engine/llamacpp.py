@@ -543,13 +543,18 @@ class LlamaCppModel:
                 n_gpu_layers=self.params.n_gpu_layers,
                 verbose=False,
             )
-        for text in inputs:
-            if len(self.tokenize(text)) > self._embedder.n_ctx():
-                raise ContextOverflowError(
-                    f"An input is longer than the {self._embedder.n_ctx()} tokens an embedding "
-                    "can cover; split it into smaller pieces."
-                )
-        vectors, count = self._embedder.embed(inputs, normalize=normalize, return_count=True)
+        # llama_cpp tokenizes each input once and, with truncate=False, refuses one longer than
+        # its batch (n_batch == n_ctx here) with a ValueError instead of cutting it silently:
+        # that is the length check, with no tokenizing pass of our own.
+        try:
+            vectors, count = self._embedder.embed(
+                inputs, normalize=normalize, truncate=False, return_count=True
+            )
+        except ValueError as e:  # "Requested tokens (N) exceed batch size of M"
+            raise ContextOverflowError(
+                f"An input is longer than the {self._embedder.n_batch} tokens an embedding "
+                "can cover; split it into smaller pieces."
+            ) from e
         return [list(map(float, v)) for v in vectors], int(count)
 
 

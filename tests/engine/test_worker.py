@@ -6,12 +6,14 @@ import json
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from app.engine.types import (
     ChatRequest,
     CompletionRequest,
+    ContextOverflowError,
     Delta,
     EmbeddingRequest,
     Event,
@@ -266,6 +268,30 @@ def test_tokenize_and_embeddings(worker: EngineWorker, loaded: LoadedModel) -> N
     assert abs(sum(x * x for x in vectors[0]) - 1.0) < 1e-3
     assert vectors[0] != vectors[1]
     assert final.usage.prompt_tokens >= 4
+
+
+def test_embeddings_tokenize_each_input_once_and_refuse_too_long_ones(
+    worker: EngineWorker, loaded: LoadedModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    worker.run(EmbeddingRequest(["warm-up"]))  # opens the embedding context
+    model = worker._state.models[loaded.model_id]
+    calls: list[object] = []
+    for llm in (model.llm, model._embedder):
+
+        def counting(*args: object, _original: Any = llm.tokenize, **kwargs: object) -> Any:
+            calls.append(args[0])
+            return _original(*args, **kwargs)
+
+        monkeypatch.setattr(llm, "tokenize", counting)
+    final = worker.submit(EmbeddingRequest(["Hello world", "Goodbye", "Once more"])).wait(60)
+    assert isinstance(final, Finished) and len(final.result) == 3
+    assert len(calls) == 3, calls  # once per input, not once more to check its length
+    too_long = worker.submit(EmbeddingRequest(["short", "word " * 5000])).wait(60)
+    assert isinstance(too_long, Failed) and isinstance(too_long.error, ContextOverflowError)
+    assert "longer than the 4096 tokens an embedding can cover" in str(too_long.error)
+    # never cut silently, and the embedding context works as before afterwards
+    again = worker.run(EmbeddingRequest(["Hello world"]))
+    assert again[0] == pytest.approx(final.result[0], abs=1e-5)
 
 
 def test_failed_event_when_no_model_is_loaded() -> None:
