@@ -314,14 +314,23 @@ _UNSET: Any = object()
 class ProviderRegistry:
     """The providers in ``providers.json``: add, update, remove, list, get, and their keys.
 
-    The file is re-read on every call, so the GUI and ``ember providers`` in another process
-    see each other's changes; every change is written atomically. Thread-safe.
+    What was read is kept: the file is read again only when it changed (a ``stat`` per call
+    tells), so the GUI and ``ember providers`` in another process see each other's changes
+    without a read and a parse per request; every change is written atomically. Stored keys
+    (keyring, secrets.json) are kept too, as reading the keyring can be slow (D-Bus): they are
+    forgotten on every add, update or remove here and whenever providers.json changes (another
+    process changes a key only through it). Keys in environment variables are read at each use.
+    Thread-safe.
     """
 
     def __init__(self, path: Path | None = None, secrets: SecretStore | None = None) -> None:
         self.path = path or paths().home / "providers.json"
         self._secrets = secrets
         self._lock = threading.RLock()
+        self._stamp: object = None  # which version of providers.json was read (_file_stamp)
+        self._providers: dict[str, Provider] | None = None  # None: read the file next time
+        self._keys: dict[str, tuple[str, str]] = {}  # name -> (key_ref, key); never logged
+        self._generation = 0  # bumped whenever the above are forgotten
 
     @property
     def secrets(self) -> SecretStore:
@@ -338,7 +347,39 @@ class ProviderRegistry:
 
     # -- reading ----------------------------------------------------------------------------
 
+    def _file_stamp(self) -> object:
+        """What tells one version of providers.json from another: its inode (an atomic write
+        makes a new one), size and times; None when there is no file."""
+        try:
+            st = self.path.stat()
+        except FileNotFoundError:
+            return None
+        except OSError:
+            return object()  # equal to nothing: read (and report) the file
+        return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+    def _forget(self) -> None:
+        """Drop the providers and keys read so far (the caller holds the lock)."""
+        self._providers = None
+        self._keys.clear()
+        self._generation += 1
+
+    def _refresh(self) -> None:
+        """Forget what was read if providers.json changed since (another process, say)."""
+        stamp = self._file_stamp()
+        if stamp != self._stamp:
+            self._stamp = stamp
+            self._forget()
+
     def _load(self) -> dict[str, Provider]:
+        """The providers, read again only when providers.json changed. A copy: callers edit it."""
+        with self._lock:
+            self._refresh()
+            if self._providers is None:
+                self._providers = self._read()
+            return dict(self._providers)
+
+    def _read(self) -> dict[str, Provider]:
         try:
             data = json.loads(self.path.read_text(encoding="utf-8"))
         except FileNotFoundError:
@@ -356,7 +397,10 @@ class ProviderRegistry:
 
     def _save(self, providers: dict[str, Provider]) -> None:
         data = {"version": 1, "providers": {n: p.to_json() for n, p in sorted(providers.items())}}
-        atomic_write_text(self.path, json.dumps(data, indent=2))
+        try:
+            atomic_write_text(self.path, json.dumps(data, indent=2))
+        finally:
+            self._forget()
 
     def list(self) -> list[Provider]:
         with self._lock:
@@ -459,7 +503,8 @@ class ProviderRegistry:
     # -- using ---------------------------------------------------------------------------------
 
     def api_key(self, provider: Provider) -> str | None:
-        """The provider's key, read now (an environment variable is read at each use)."""
+        """The provider's key: an environment variable is read at each use, a stored key once
+        (until providers change, here or in providers.json)."""
         ref = provider.key_ref
         if ref is None:
             return None
@@ -471,6 +516,19 @@ class ProviderRegistry:
                     "which is not set."
                 )
             return value
+        with self._lock:
+            self._refresh()
+            cached = self._keys.get(provider.name)
+            if cached is not None and cached[0] == ref:
+                return cached[1]
+            generation = self._generation
+        value = self._read_key(provider, ref)  # not under the lock: the keyring may be slow
+        with self._lock:
+            if self._generation == generation:  # no change meanwhile: still the current key
+                self._keys[provider.name] = (ref, value)
+        return value
+
+    def _read_key(self, provider: Provider, ref: str) -> str:
         if ref == "keyring" and self.secrets.kind != "keyring" and not keyring_usable():
             raise ProviderKeyError(
                 f"The API key of {provider.name} is in the OS keyring, which is not "

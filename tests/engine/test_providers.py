@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import stat
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import keyring
 import keyring.backend
@@ -133,8 +135,10 @@ class MemoryKeyring(keyring.backend.KeyringBackend):
     def __init__(self) -> None:
         super().__init__()
         self.passwords: dict[tuple[str, str], str] = {}
+        self.reads = 0
 
     def get_password(self, service: str, username: str) -> str | None:
+        self.reads += 1
         return self.passwords.get((service, username))
 
     def set_password(self, service: str, username: str, password: str) -> None:
@@ -234,6 +238,53 @@ def test_update_keeps_or_replaces_the_key(ember_home: Path, no_keyring: None) ->
     p = registry.update("box", api_key_env=None)
     assert p.key_ref is None
     assert registry.api_key(p) is None
+
+
+def test_providers_and_keys_are_read_once_until_they_change(
+    ember_home: Path,
+    memory_keyring: MemoryKeyring,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    registry = ProviderRegistry()
+    registry.add(make_provider("box", "http://box:1"), api_key="sk-cached-one")
+    reads: list[Path] = []
+    read_text = Path.read_text
+
+    def counting_read_text(self: Path, *args: Any, **kwargs: Any) -> str:
+        if self == registry.path:
+            reads.append(self)
+        return read_text(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "read_text", counting_read_text)
+    memory_keyring.reads = 0
+    router = RemoteRouter(registry)
+    try:
+        engine = router.engine("box")
+        for _ in range(5):  # what every remote chat does
+            assert router.engine("box") is engine
+        assert (len(reads), memory_keyring.reads) == (1, 1)
+        # changed through this registry: seen at once
+        registry.update("box", api_key="sk-cached-two")
+        assert router.engine("box") is not engine
+        assert registry.api_key(registry.get("box")) == "sk-cached-two"
+        # changed by another process (here another registry on the same file)
+        other = ProviderRegistry()
+        other.add(make_provider("box", "http://box2:2"), api_key="sk-cached-three", replace=True)
+        p = registry.get("box")
+        assert p.base_url == "http://box2:2/v1" and registry.api_key(p) == "sk-cached-three"
+        # edited by hand in place
+        data = json.loads(registry.path.read_text())
+        data["providers"]["box"]["base_url"] = "http://edited-by-hand:3"
+        registry.path.write_text(json.dumps(data))
+        assert router.engine("box").base_url == "http://edited-by-hand:3/v1"
+        other.remove("box")
+        with pytest.raises(ProviderNotFoundError):
+            registry.get("box")
+    finally:
+        router.shutdown()
+    assert "sk-cached" not in caplog.text  # keys are never logged
 
 
 def test_a_corrupt_registry_is_reported_not_overwritten(ember_home: Path) -> None:
