@@ -137,8 +137,6 @@ class ChatPane(QWidget):
 
     @Slot(list, object)
     def _on_branch_changed(self, messages: list[Message], streaming_id: str | None) -> None:
-        loaded = None if self.controller.remote_target() else self.engine.loaded
-        self.view.set_context_length(loaded.n_ctx if loaded else None)
         self.view.set_messages(messages, streaming_id)
         self._show_view(bool(messages))
 

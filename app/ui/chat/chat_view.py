@@ -42,7 +42,6 @@ class ChatView(QScrollArea):
         self._widgets: list[MessageWidget] = []  # for _messages[_first:]
         self._first = 0
         self._streaming_id: str | None = None
-        self._n_ctx: int | None = None
         self._stick = True
         self._anchor_from_bottom: int | None = None
         self._older_scheduled = False
@@ -97,9 +96,6 @@ class ChatView(QScrollArea):
         return None
 
     # -- changes --------------------------------------------------------------------------
-
-    def set_context_length(self, n_ctx: int | None) -> None:
-        self._n_ctx = n_ctx
 
     def set_messages(self, messages: list[Message], streaming_id: str | None = None) -> None:
         """Show a branch; keeps the widgets of the beginning it shares with the one on screen."""
@@ -226,7 +222,6 @@ class ChatView(QScrollArea):
             message,
             self._renderer,
             streaming=message.id == self._streaming_id,
-            n_ctx=self._n_ctx,
             parent=self.column,
         )
         widget.action_requested.connect(self.action_requested)

@@ -159,8 +159,6 @@ class Composer(QFrame):
         self.send_button.setFixedSize(36, 36)
         self.send_button.clicked.connect(self._on_send_clicked)
         self.meter = ContextMeter(self)
-        self.hint = QLabel(self)
-        self.hint.setObjectName("ComposerHint")
 
         top = QHBoxLayout()
         top.setSpacing(10)
@@ -170,7 +168,6 @@ class Composer(QFrame):
         bottom.setContentsMargins(4, 0, 0, 0)
         bottom.addWidget(self.meter)
         bottom.addStretch(1)
-        bottom.addWidget(self.hint)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(16, 12, 12, 10)
         layout.setSpacing(8)
@@ -203,9 +200,6 @@ class Composer(QFrame):
     def set_busy(self, busy: bool) -> None:
         self._busy = busy
         self._refresh_button()
-
-    def set_hint(self, text: str) -> None:
-        self.hint.setText(text)
 
     def set_context(self, used: int, total: int) -> None:
         self.meter.set_usage(used, total)

@@ -131,14 +131,12 @@ class MessageWidget(QFrame):
         renderer: MarkdownRenderer,
         *,
         streaming: bool = False,
-        n_ctx: int | None = None,
         parent: QWidget | None = None,
     ) -> None:
         super().__init__(parent)
         self.message = message
         self.is_user = message.role == "user"
         self.streaming = streaming
-        self._n_ctx = n_ctx
         self._always_show_actions = False
         self._edit_box: _EditBox | None = None
         self._heights = HeightCache(self)

@@ -52,10 +52,6 @@ class DownloadBridge(QObject):
                 found = download
         return found
 
-    def stop(self) -> None:
-        """Stop listening to the manager (idempotent)."""
-        self._stop_listening()
-
     # events -------------------------------------------------------------------------------
 
     def _on_manager_event(self, event: DownloadEvent) -> None:
