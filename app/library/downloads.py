@@ -34,15 +34,13 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
-import httpx
 from huggingface_hub import constants as hf_constants
-from huggingface_hub import hf_hub_url
 
 from app.config import atomic_write_text
 from app.engine.gguf import human_bytes
@@ -50,6 +48,12 @@ from app.library import hub
 from app.library.hub import HubError, ModelFile, RemoteFile, Token, safe_repo_path, validate_repo_id
 from app.library.local import now_iso, read_manifest, update_manifest
 from app.library.quant import split_name
+
+if TYPE_CHECKING:
+    import httpx
+
+# httpx and huggingface_hub's file_download are imported by the first download, not with this
+# module: the app's window imports it and should not pay for them (tests/test_imports.py).
 
 log = logging.getLogger(__name__)
 
@@ -266,11 +270,8 @@ class DownloadManager:
         self._subscribers: list[Subscriber] = []
         self._workers: list[threading.Thread] = []
         self._stopping = False
-        self._client = httpx.Client(
-            follow_redirects=True,
-            timeout=httpx.Timeout(timeout, connect=min(timeout, 15.0)),
-            limits=httpx.Limits(max_connections=self.max_concurrent * 2),
-        )
+        self._timeout = timeout
+        self._client: httpx.Client | None = None  # made by the first download (_http)
 
     # public API ----------------------------------------------------------------------------
 
@@ -445,7 +446,10 @@ class DownloadManager:
         deadline = time.monotonic() + timeout
         for worker in workers:
             worker.join(max(0.0, deadline - time.monotonic()))
-        self._client.close()
+        with self._lock:
+            client, self._client = self._client, None
+        if client is not None:
+            client.close()
 
     def __enter__(self) -> DownloadManager:
         return self
@@ -752,18 +756,40 @@ class DownloadManager:
     def installed_path(self, repo_id: str, model: ModelFile) -> Path | None:
         """Where ``model`` (every part) already is in ``models/``, verified as the Hub has it
         now (size and sha256 recorded in the manifest); None when it needs downloading."""
-        targets = [self._target(repo_id, part.filename) for part in model.parts]
-        return targets[0] if self._verified_on_disk(repo_id, model.parts, targets) else None
+        return self.installed_paths(repo_id, (model,)).get(model.filename)
+
+    def installed_paths(self, repo_id: str, models: Iterable[ModelFile]) -> dict[str, Path]:
+        """:meth:`installed_path` of many files of one repository, reading its manifest once:
+        ``{filename: path}`` for those already in ``models/`` (a repository's file list asks
+        about every file at once)."""
+        manifest: dict[str, dict[str, Any]] | None = None
+        found: dict[str, Path] = {}
+        for model in models:
+            targets = [self._target(repo_id, part.filename) for part in model.parts]
+            if manifest is None:
+                manifest = self._manifest(repo_id)
+            if self._verified_on_disk(repo_id, model.parts, targets, manifest):
+                found[model.filename] = targets[0]
+        return found
+
+    def _manifest(self, repo_id: str) -> dict[str, dict[str, Any]]:
+        return read_manifest(self.models_dir.joinpath(*repo_id.split("/")))
 
     def _already_there(self, job: _Job, targets: list[Path]) -> bool:
         return self._verified_on_disk(job.repo_id, job.parts, targets)
 
     def _verified_on_disk(
-        self, repo_id: str, parts: Sequence[_Part | RemoteFile], targets: list[Path]
+        self,
+        repo_id: str,
+        parts: Sequence[_Part | RemoteFile],
+        targets: list[Path],
+        manifest: dict[str, dict[str, Any]] | None = None,
     ) -> bool:
+        """``manifest``: the repository's, when the caller has read it already."""
         if not targets:
             return False
-        manifest = read_manifest(self.models_dir.joinpath(*repo_id.split("/")))
+        if manifest is None:
+            manifest = self._manifest(repo_id)
         for part, target in zip(parts, targets, strict=True):
             entry = manifest.get(part.filename, {})
             try:
@@ -869,8 +895,24 @@ class DownloadManager:
         with self._lock:
             job.note = None
 
+    def _http(self) -> httpx.Client:
+        """The HTTP client the downloads share, made on first use."""
+        import httpx
+
+        with self._lock:
+            if self._client is None:
+                self._client = httpx.Client(
+                    follow_redirects=True,
+                    timeout=httpx.Timeout(self._timeout, connect=min(self._timeout, 15.0)),
+                    limits=httpx.Limits(max_connections=self.max_concurrent * 2),
+                )
+            return self._client
+
     def _fetch(self, job: _Job, part: _Part, path: Path, hashing: _Hashing) -> None:
         """One HTTP attempt: continue ``path`` up to ``part.size`` bytes."""
+        import httpx
+        from huggingface_hub import hf_hub_url
+
         offset = path.stat().st_size if path.exists() else 0
         if offset > part.size:
             path.unlink()
@@ -894,7 +936,7 @@ class DownloadManager:
             job.repo_id, part.filename, revision=job.commit or job.revision, endpoint=endpoint
         )
         try:
-            with self._client.stream("GET", url, headers=headers) as response:
+            with self._http().stream("GET", url, headers=headers) as response:
                 if response.status_code == 416:  # the server's file is shorter than our part
                     path.unlink(missing_ok=True)
                     hashing.reset()

@@ -403,3 +403,29 @@ def test_unreachable_or_offline_hub_fails_with_a_clear_message(
         m.retry(d.id)
         failed = recorder.wait_for(d.id, lambda x: "HF_HUB_OFFLINE" in (x.error or ""))
         assert failed.state == S.FAILED
+
+
+def test_installed_paths_reads_the_manifest_once_for_a_whole_file_list(
+    hub: FakeHub,
+    manager: DownloadManager,
+    recorder: Recorder,
+    models_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    hub.add(tiny_repo("alice/Many-GGUF", ("Q2_K", "Q4_K_M", "Q5_K_M", "Q6_K", "Q8_0")))
+    files = list_gguf_files("alice/Many-GGUF")
+    d = manager.start("alice/Many-GGUF", "Many-Q4_K_M.gguf")
+    assert recorder.wait_state(d.id, S.COMPLETED, S.FAILED).state == S.COMPLETED
+    reads: list[Path] = []
+
+    def counting(folder: Path) -> dict[str, dict[str, object]]:
+        reads.append(folder)
+        return read_manifest(folder)
+
+    monkeypatch.setattr(downloads_mod, "read_manifest", counting)
+    target = models_dir / "alice" / "Many-GGUF" / "Many-Q4_K_M.gguf"
+    assert manager.installed_paths("alice/Many-GGUF", files.models) == {"Many-Q4_K_M.gguf": target}
+    assert len(reads) == 1  # not once per file
+    assert manager.installed_path("alice/Many-GGUF", files.select("Q4_K_M")) == target
+    assert manager.installed_path("alice/Many-GGUF", files.select("Q8_0")) is None
+    assert manager.installed_paths("alice/Many-GGUF", []) == {} and len(reads) == 3

@@ -5,6 +5,8 @@ My models (Load, Delete). Real huggingface_hub, real DownloadManager, real files
 from __future__ import annotations
 
 import itertools
+import os
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -14,12 +16,16 @@ from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication, QLabel, QMessageBox, QPushButton
 from pytestqt.qtbot import QtBot
 
-from app.config import paths
+from app.config import Settings, paths
+from app.library import downloads as downloads_mod
 from app.library.downloads import Download, DownloadState
+from app.library.hub import ModelFile
 from app.ui import theme
 from app.ui.main_window import MainWindow
+from app.ui.models import fit
 from app.ui.models.downloads_view import DownloadRow
 from app.ui.models.file_row import FileRow
+from app.ui.models.my_models import LocalModelRow
 from app.ui.models.pane import DOWNLOADS, MY_MODELS, ModelsPane
 from app.ui.services import Services, create_services
 from app.ui.toast import Toast
@@ -410,3 +416,137 @@ def test_state_messages_wrap_without_being_cut_off(qtbot: QtBot, ember_app: obje
     for label in (panel.title, panel.text):
         assert label.width() >= 300
         assert label.height() >= label.heightForWidth(label.width())
+
+
+# --- background work: latest wins, few disk reads, rows kept ---------------------------------
+
+MANY = ("Q2_K", "Q3_K_M", "Q4_K_M", "Q5_K_M", "Q8_0")
+
+
+def test_fast_typing_drops_the_searches_still_waiting(
+    qtbot: QtBot, open_pane: Opener, hub: FakeHub
+) -> None:
+    hub.add(repo("alice/Alpha-GGUF"))
+    hub.add(repo("bob/Beta-GGUF"))
+    pane, _ = open_pane()
+    discover = pane.discover
+    qtbot.waitUntil(lambda: not pane.hub_runner.busy, timeout=TIMEOUT)  # restored downloads
+    shown: list[str] = []
+    show = discover._on_search_done
+
+    def recording(q: object, result: object, error: BaseException | None) -> None:
+        shown.append(q.text)  # type: ignore[attr-defined]
+        show(q, result, error)  # type: ignore[arg-type]
+
+    discover._on_search_done = recording  # type: ignore[method-assign]
+    hub.latency = 1.0
+    hub.reset_log()
+    started = time.monotonic()
+    for text in ("a", "al", "alp", "alph", "alpha", "be"):  # faster than the Hub answers
+        discover.search.setText(text)
+        discover.search_now()
+    assert time.monotonic() - started < 0.5  # nothing waited for the Hub
+    qtbot.waitUntil(lambda: not pane.hub_runner.busy, timeout=TIMEOUT)
+    assert result_ids(pane) == ["bob/Beta-GGUF"]
+    assert shown == ["be"]  # the older answers, which came first, were never shown
+    searches = sorted(r.query["search"][0] for r in hub.log(path_contains="/api/models"))
+    # three threads took the first three; "alph" and "alpha" waited and were superseded
+    assert searches == ["a", "al", "alp", "be"]
+
+
+def test_opening_another_repository_drops_its_waiting_fit_checks(
+    qtbot: QtBot, open_pane: Opener, hub: FakeHub, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hub.add(repo("alice/Many-GGUF", MANY))
+    hub.add(repo("bob/Other-GGUF"))
+    gate = threading.Event()
+    checked: list[tuple[str, str]] = []
+    real_check = fit.check
+
+    def slow_check(repo_id: str, commit: str, model: ModelFile, settings: Settings) -> object:
+        checked.append((repo_id, model.filename))
+        gate.wait(TIMEOUT / 1000)
+        return real_check(repo_id, commit, model, settings)
+
+    monkeypatch.setattr(fit, "check", slow_check)
+    pane, _ = open_pane()
+    open_repo(qtbot, pane, "alice/Many-GGUF")
+    detail = pane.detail
+    qtbot.waitUntil(lambda: len(checked) == 2, timeout=TIMEOUT)  # two threads, the rest wait
+    assert sum(row.fit_requested for row in detail.rows.values()) > 2
+    pane.discover.open_result("bob/Other-GGUF")
+    gate.set()
+    qtbot.waitUntil(lambda: "Other-Q4_K_M.gguf" in detail.rows, timeout=TIMEOUT)
+    qtbot.waitUntil(lambda: detail.rows["Other-Q4_K_M.gguf"].fit.text() == "Fits", timeout=TIMEOUT)
+    qtbot.waitUntil(lambda: not detail.fit_runner.busy, timeout=TIMEOUT)
+    assert len([c for c in checked if c[0] == "alice/Many-GGUF"]) == 2
+
+
+def test_a_repository_file_list_reads_the_manifest_once(
+    qtbot: QtBot, open_pane: Opener, hub: FakeHub, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hub.add(repo("alice/Many-GGUF", MANY))
+    reads: list[Path] = []
+    real_read = downloads_mod.read_manifest
+
+    def counting(folder: Path) -> dict[str, dict[str, object]]:
+        if folder.name == "Many-GGUF":
+            reads.append(folder)
+        return real_read(folder)
+
+    monkeypatch.setattr(downloads_mod, "read_manifest", counting)
+    pane, _ = open_pane()
+    open_repo(qtbot, pane, "alice/Many-GGUF")
+    assert len(pane.detail.rows) == len(MANY)
+    assert len(reads) == 1  # not once per file
+    pane.detail.recheck_installed()
+    qtbot.waitUntil(lambda: not pane.hub_runner.busy, timeout=TIMEOUT)
+    assert len(reads) == 2
+
+
+def test_my_models_refresh_updates_only_the_rows_that_changed(
+    qtbot: QtBot, open_pane: Opener, ember_home: Path
+) -> None:
+    folder = paths().models_dir / "alice" / "Tiny-GGUF"
+    folder.mkdir(parents=True)
+    for quant in ("Q4_K_M", "Q8_0"):
+        (folder / f"Tiny-{quant}.gguf").write_bytes(gguf_bytes(quant=quant))
+    pane, services = open_pane()
+    services.settings.set("library.extra_dirs", [])
+    view = pane.my_models
+    pane.show_tab(MY_MODELS)
+    qtbot.waitUntil(lambda: len(view.rows) == 2, timeout=TIMEOUT)
+
+    def rescan() -> dict[str, LocalModelRow]:
+        before = dict(view.rows)
+        with qtbot.waitSignal(view.library_changed, timeout=TIMEOUT):
+            view.refresh()
+        layout = view.rows_layout
+        items = [layout.itemAt(i) for i in range(layout.count() - 1)]
+        on_screen = [item.widget() if item is not None else None for item in items]
+        assert on_screen == [view.rows[m.id] for m in view.models]  # in the library's order
+        return before
+
+    before = rescan()  # nothing changed: every row is the same widget
+    assert view.rows == before and all(view.rows[k] is row for k, row in before.items())
+
+    (folder / "Tiny-Q2_K.gguf").write_bytes(gguf_bytes(quant="Q2_K"))
+    before = rescan()  # one more: the others stay
+    assert len(view.rows) == 3 and all(view.rows[k] is row for k, row in before.items())
+
+    changed = folder / "Tiny-Q8_0.gguf"
+    changed.write_bytes(gguf_bytes(quant="Q8_0", context_length=65536))
+    later = changed.stat().st_mtime + 10
+    os.utime(changed, (later, later))
+    before = rescan()  # a changed file gets a new row, showing what changed
+    changed_id = next(k for k, r in view.rows.items() if r.model.path == changed)
+    assert view.rows[changed_id] is not before[changed_id]
+    chips = [label.text() for label in view.rows[changed_id].findChildren(QLabel, "Chip")]
+    assert "64K context" in chips
+    assert all(view.rows[k] is row for k, row in before.items() if k != changed_id)
+
+    (folder / "Tiny-Q4_K_M.gguf").unlink()
+    before = rescan()  # a gone file loses its row
+    assert len(view.rows) == 2 and all(view.rows[k] is before[k] for k in view.rows)
+    gone = next(row for k, row in before.items() if k not in view.rows)
+    assert not gone.isVisible()

@@ -1,7 +1,8 @@
 """Discover: search the Hub for GGUF models and open one.
 
 The search box is debounced (typing waits for a pause); sort, size and author filters apply at
-once. Searches run on the page's Hub runner; an answer to an older search is dropped. Errors
+once. Searches run on the page's Hub runner, latest wins: a search still waiting for a thread is
+dropped when a newer one is made, and an answer to an older search is never shown. Errors
 (offline, rate-limited, a bad mirror) are shown in the results column with "Try again".
 
 Signals: none of its own; the repository detail's are re-emitted by the page.
@@ -35,6 +36,7 @@ from app.ui.models.widgets import Chip, ElidedLabel, StatePanel, compact_count, 
 
 DEBOUNCE_MS = 350
 RESULT_LIMIT = 60
+SEARCH_KEY = "discover-search"  # the Hub runner's key for searches: the latest one wins
 SORTS: tuple[tuple[str, Sort], ...] = (
     ("Most downloaded", "downloads"),
     ("Most liked", "likes"),
@@ -230,7 +232,7 @@ class DiscoverView(QWidget):
             if generation == self._generation:
                 self._on_search_done(q, result, error)
 
-        self.runner.submit(search, done)
+        self.runner.submit(search, done, key=SEARCH_KEY)  # a newer search supersedes it
 
     def _on_search_done(self, q: Query, result: object, error: BaseException | None) -> None:
         if error is not None or not isinstance(result, list):

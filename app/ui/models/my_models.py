@@ -228,16 +228,7 @@ class MyModelsView(QWidget):
         self.library_changed.emit()
 
     def _fill(self) -> None:
-        for row in self.rows.values():
-            row.deleteLater()
-        self.rows.clear()
-        for model in self.models:
-            row = LocalModelRow(model, self.body)
-            row.load_button.clicked.connect(self._on_load_clicked)
-            row.reveal_button.clicked.connect(self._on_reveal_clicked)
-            row.delete_button.clicked.connect(self._on_delete_clicked)
-            self.rows[model.id] = row
-            self.rows_layout.insertWidget(self.rows_layout.count() - 1, row)
+        self._sync_rows()
         total = sum(m.size for m in self.models)
         count = len(self.models)
         folders = [str(d) for d in self.library.extra_dirs]
@@ -261,6 +252,37 @@ class MyModelsView(QWidget):
         else:
             self.stack.setCurrentWidget(self._list_page)
         self._apply_filter(self.filter.text())
+
+    def _sync_rows(self) -> None:
+        """Make the rows match ``models``, touching only what changed: a model that is the same
+        keeps its row (and with it the scroll position, focus and hover); a changed one gets a
+        new row, a gone one loses its row, and rows are moved only when the order changed."""
+        old, self.rows = self.rows, {}
+        for model in self.models:
+            if model.id in self.rows:
+                continue  # ids are unique; never leave an orphan row behind
+            row = old.pop(model.id, None)
+            if row is not None and row.model != model:
+                self._drop_row(row)
+                row = None
+            if row is None:
+                row = LocalModelRow(model, self.body)
+                row.load_button.clicked.connect(self._on_load_clicked)
+                row.reveal_button.clicked.connect(self._on_reveal_clicked)
+                row.delete_button.clicked.connect(self._on_delete_clicked)
+            self.rows[model.id] = row
+        for row in old.values():
+            self._drop_row(row)
+        for index, row in enumerate(self.rows.values()):
+            item = self.rows_layout.itemAt(index)
+            if item is None or item.widget() is not row:
+                self.rows_layout.removeWidget(row)  # nothing to do for a new row
+                self.rows_layout.insertWidget(index, row)
+
+    def _drop_row(self, row: LocalModelRow) -> None:
+        self.rows_layout.removeWidget(row)
+        row.hide()
+        row.deleteLater()
 
     @Slot(str)
     def _apply_filter(self, text: str) -> None:

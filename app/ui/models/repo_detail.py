@@ -3,7 +3,9 @@ button each, and its model card.
 
 Everything slow runs on the page's runners: listing files (and which are already downloaded),
 the model card (fetched and rendered to HTML off the GUI thread), and the fit badges, which are
-computed only for the rows that are on screen (a header read per file).
+computed only for the rows that are on screen (a header read per file). Latest wins: opening
+another repository supersedes the previous one's file listing and card (its answers are never
+shown) and drops its fit checks that have not started.
 
 Signals: ``download_requested(str repo_id, object ModelFile)``;
 ``show_downloads_requested()`` (a row whose download is running was clicked).
@@ -39,6 +41,11 @@ from app.ui.models.download_bridge import DownloadBridge
 from app.ui.models.file_row import FileRow
 from app.ui.models.runner import Callback, Runner
 from app.ui.models.widgets import StatePanel, compact_count, relative_time
+
+# The Hub runner's keys for this view's jobs: a newer one supersedes the older (Runner).
+FILES_KEY = "repo-files"
+CARD_KEY = "repo-card"
+INSTALLED_KEY = "repo-installed"
 
 QUANT_NOTES = {
     "Q2_K": "smallest, noticeably lower quality",
@@ -197,14 +204,16 @@ class RepoDetail(QWidget):
 
         def list_files() -> tuple[RepoFiles, set[str]]:
             files = hub.list_gguf_files(repo_id)
-            installed = {m.filename for m in files.models if manager.installed_path(repo_id, m)}
-            return files, installed
+            return files, set(manager.installed_paths(repo_id, files.models))
 
-        self.hub_runner.submit(list_files, self._files_done(generation))
-        self.hub_runner.submit(partial(fetch_card, repo_id), self._card_done(generation))
+        self.fit_runner.cancel_waiting()  # the badges of the repository shown before
+        self.hub_runner.submit(list_files, self._files_done(generation), key=FILES_KEY)
+        card = partial(fetch_card, repo_id)
+        self.hub_runner.submit(card, self._card_done(generation), key=CARD_KEY)
 
     def clear(self) -> None:
         self._generation += 1
+        self.fit_runner.cancel_waiting()
         self.summary = None
         self.files = None
         self._clear_rows()
@@ -217,14 +226,14 @@ class RepoDetail(QWidget):
             return
 
         def check() -> set[str]:
-            return {m.filename for m in files.models if manager.installed_path(files.repo_id, m)}
+            return set(manager.installed_paths(files.repo_id, files.models))
 
         def done(result: object, error: BaseException | None) -> None:
             if generation == self._generation and isinstance(result, set):
                 self.installed = result
                 self._refresh_buttons()
 
-        self.hub_runner.submit(check, done)
+        self.hub_runner.submit(check, done, key=INSTALLED_KEY)
 
     @staticmethod
     def _meta_text(s: RepoSummary) -> str:
@@ -388,7 +397,7 @@ class RepoDetail(QWidget):
         if event.type() == QEvent.Type.ApplicationPaletteChange and self._card_markdown:
             # The theme changed: render the card again in its colours (off-thread).
             job = partial(render_again, self._card_markdown)
-            self.hub_runner.submit(job, self._card_done(self._generation))
+            self.hub_runner.submit(job, self._card_done(self._generation), key=CARD_KEY)
 
     @Slot()
     def _request_visible_fits(self) -> None:
