@@ -22,12 +22,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import PurePosixPath
-from typing import Any, Final, Literal, cast
+from typing import TYPE_CHECKING, Any, Final, Literal
 
-import httpx2
-from huggingface_hub import HfApi, ModelInfo, constants, hf_hub_url
-from huggingface_hub import errors as hf_errors
-from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
+from huggingface_hub import constants
 
 from app.engine import sizing
 from app.engine.gguf import (
@@ -37,7 +34,7 @@ from app.engine.gguf import (
     human_bytes,
     parse_gguf_bytes,
 )
-from app.engine.types import KVCacheType, LoadParams
+from app.engine.types import LoadParams
 from app.library.quant import (
     is_projector,
     model_stem,
@@ -48,6 +45,14 @@ from app.library.quant import (
     quant_sort_key,
     split_name,
 )
+
+if TYPE_CHECKING:
+    from huggingface_hub import HfApi, ModelInfo
+    from huggingface_hub import errors as hf_errors
+
+# huggingface_hub's client side (HfApi, its HTTP session and errors, httpx2) takes about half a
+# second to import: it is imported by the functions that talk to the Hub, so the app's window
+# and the commands that never go online do not pay for it (tests/test_imports.py).
 
 Sort = Literal["downloads", "likes", "trending", "updated"]
 Token = str | bool | None
@@ -168,6 +173,8 @@ def hub_endpoint(endpoint: str | None = None) -> str:
 
 def hub_headers(token: Token = None) -> dict[str, str]:
     """huggingface_hub's headers (user agent, ``Authorization`` from ``HF_TOKEN``/login)."""
+    from huggingface_hub.utils import build_hf_headers
+
     return dict(build_hf_headers(token=token))
 
 
@@ -203,6 +210,9 @@ def _token_sent(exc: hf_errors.HfHubHTTPError) -> bool:
 @contextmanager
 def _hub_errors(endpoint: str, repo_id: str, filename: str | None = None) -> Iterator[None]:
     """Translate huggingface_hub / httpx2 errors into :class:`HubError` with useful messages."""
+    import httpx2
+    from huggingface_hub import errors as hf_errors
+
     what = f"{filename} in {repo_id}" if filename else repo_id
     try:
         yield
@@ -268,6 +278,8 @@ def _status_error(
 
 
 def _api(endpoint: str, token: Token) -> HfApi:
+    from huggingface_hub import HfApi
+
     return HfApi(endpoint=endpoint, token=token, library_name="ember")
 
 
@@ -344,6 +356,9 @@ def search_models(  # noqa: PLR0917 - the documented signature
     ``HfApi.list_models``, made directly so an unreachable Hub fails at once instead of after
     huggingface_hub's 23 s of connection retries).
     """
+    from huggingface_hub import ModelInfo
+    from huggingface_hub.utils import get_session, hf_raise_for_status
+
     if sort not in _SORT_FIELDS:
         raise ValueError(f"sort must be one of {', '.join(_SORT_FIELDS)}, not {sort!r}")
     base = hub_endpoint(endpoint)
@@ -567,6 +582,9 @@ def model_card(
     timeout: float = _TIMEOUT,
 ) -> str:
     """The repository's README.md as Markdown, without front matter ("" when there is none)."""
+    from huggingface_hub import hf_hub_url
+    from huggingface_hub.utils import get_session, hf_raise_for_status
+
     validate_repo_id(repo_id)
     base = hub_endpoint(endpoint)
     url = hf_hub_url(repo_id, "README.md", revision=revision, endpoint=base)
@@ -593,6 +611,8 @@ def _fetch_range(
     url: str, start: int, end: int, headers: dict[str, str], timeout: float
 ) -> tuple[bytes, int, int | None]:
     """Bytes [start, end] of ``url``: (data, offset of data, file size if known)."""
+    from huggingface_hub.utils import get_session, hf_raise_for_status
+
     request_headers = {**headers, "Range": f"bytes={start}-{end}", "Accept-Encoding": "identity"}
     with get_session().stream("GET", url, headers=request_headers, timeout=timeout) as response:
         if response.status_code == 416:
@@ -632,6 +652,8 @@ def fetch_header(
     Starts with ``initial`` bytes and fetches more while the header continues (a vocabulary can
     make it several MB); gives up past ``max_bytes`` with :class:`HeaderTooLargeError`.
     """
+    from huggingface_hub import hf_hub_url
+
     validate_repo_id(repo_id)
     safe_repo_path(filename)
     base = hub_endpoint(endpoint)
@@ -694,29 +716,19 @@ def fit_check(
     available_ram: int | None = None,
     available_vram: int | None = None,
     *,
-    cache_type_k: str = "f16",
-    cache_type_v: str = "f16",
-    n_gpu_layers: int = 0,
-    n_batch: int = 512,
-    flash_attn: bool = False,
+    params: LoadParams | None = None,
 ) -> FitResult:
     """Fits / tight (needs more than 75% of what is free) / won't fit, and a message.
 
-    The estimate is the loader's (:mod:`app.engine.sizing`) with these load settings: against
-    the same free memory, "won't fit" at ``n_ctx`` is exactly when loading with that context
-    fails for lack of memory.
+    The estimate is the loader's (:mod:`app.engine.sizing`) with ``params``' load settings (batch
+    size, flash attention, KV cache types, GPU layers; defaults when None; its ``n_ctx`` is not
+    read): against the same free memory, "won't fit" at ``n_ctx`` is exactly when loading with
+    that context fails for lack of memory.
     ``available_ram`` defaults to free RAM now. With ``available_vram`` (Ember cannot measure it
     portably; the caller passes it when known), RAM and VRAM are pooled, as llama.cpp can split
     layers between them.
     """
-    params = LoadParams(
-        n_ctx=n_ctx,
-        n_gpu_layers=n_gpu_layers,
-        n_batch=n_batch,
-        flash_attn=flash_attn,
-        cache_type_k=cast(KVCacheType, cache_type_k),
-        cache_type_v=cast(KVCacheType, cache_type_v),
-    )
+    params = params or LoadParams()
     estimate = sizing.estimate(info, n_ctx, params)
     ram = available_memory() if available_ram is None else available_ram
     available = ram + (available_vram or 0)

@@ -115,15 +115,7 @@ def assert_all_agree(
                 monkeypatch, capsys, path, flags, available, info=info if patch_info else None
             )
             checked = params.n_ctx or sizing.default_context(info)
-            badge = fit_check(
-                info,
-                checked,
-                available_ram=available,
-                cache_type_k=params.cache_type_k,
-                cache_type_v=params.cache_type_v,
-                n_batch=params.n_batch,
-                flash_attn=params.flash_attn,
-            )
+            badge = fit_check(info, checked, available_ram=available, params=params)
             assert data["max_ctx"] == badge.max_context, where
             try:
                 n_ctx = choose_n_ctx(info, params, available)
@@ -198,7 +190,7 @@ def test_batch_and_flash_attn_change_the_fit_check_as_they_change_the_loader(
     needed = sizing.estimate(gemma, 8192, changed).total_bytes
     assert needed != sizing.estimate(gemma, 8192, default).total_bytes
     for available in (needed, needed - 1):
-        badge = fit_check(gemma, 8192, available_ram=available, **change)
+        badge = fit_check(gemma, 8192, available_ram=available, params=changed)
         assert badge.needed_bytes == needed
         assert badge.estimate == sizing.estimate(gemma, 8192, changed)
         assert badge.max_context == sizing.max_context(gemma, changed, available)

@@ -60,15 +60,7 @@ def check(repo_id: str, commit: str, model: ModelFile, settings: Settings) -> Fi
     info = header(repo_id, commit, model)
     params = load_params(settings)
     n_ctx, automatic = context_for(info, settings)
-    result = hub.fit_check(
-        info,
-        n_ctx,
-        cache_type_k=params.cache_type_k,
-        cache_type_v=params.cache_type_v,
-        n_gpu_layers=params.n_gpu_layers,
-        n_batch=params.n_batch,
-        flash_attn=params.flash_attn,
-    )
+    result = hub.fit_check(info, n_ctx, params=params)
     level = result.level
     tooltip = result.message
     if level == "wont_fit" and automatic:
