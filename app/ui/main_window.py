@@ -4,11 +4,16 @@ pane and chat settings; Models; Server) and the status bar.
 No business logic here: the panes, the ``ConversationController`` and ``app/chats`` own it.
 The window wires pane signals together, owns the shortcuts, and saves/restores its geometry,
 splitter sizes and the last open conversation.
+
+Start-up: only the Chats page is built before the window is shown. The Models page (which also
+resumes unfinished downloads) and the Server page, and their modules, are built on the first use
+of ``models_pane``/``server_pane``: ``run_gui`` asks for them once the window has been painted.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QByteArray, Qt, QTimer, Slot
 from PySide6.QtGui import QCloseEvent, QKeySequence, QShortcut, QShowEvent
@@ -26,17 +31,19 @@ from app.ui import theme
 from app.ui.chat.chat_pane import ChatPane
 from app.ui.chat.conversation import ConversationController
 from app.ui.header.header_bar import HeaderBar
-from app.ui.models.pane import ModelsPane
 from app.ui.nav_rail import CHATS, MODELS, PAGES, SERVER, NavRail
 from app.ui.server.controller import ServerController
-from app.ui.server.pane import ServerPane
 from app.ui.services import Services
 from app.ui.settings.conversation_panel import ConversationPanel
-from app.ui.settings.settings_dialog import SettingsDialog
 from app.ui.sidebar.sidebar import Sidebar
 from app.ui.single_instance import raise_window
 from app.ui.status_bar import StatusBar
 from app.ui.theme import ThemeManager
+
+if TYPE_CHECKING:
+    from app.ui.models.pane import ModelsPane
+    from app.ui.server.pane import ServerPane
+    from app.ui.settings.settings_dialog import SettingsDialog
 
 GEOMETRY_KEY = "ui.geometry"
 PAGE_KEY = "ui.page"
@@ -72,8 +79,8 @@ class MainWindow(QMainWindow):
         self.status.attach_server(self.server)
         self.setStatusBar(self.status)
         self.rail = NavRail(self)
-        self.models_pane = ModelsPane(s, self)
-        self.server_pane = ServerPane(self.server, self)
+        self._models_pane: ModelsPane | None = None  # built on first use (see models_pane)
+        self._server_pane: ServerPane | None = None
 
         center = QWidget(self)
         center.setObjectName("Center")
@@ -94,13 +101,8 @@ class MainWindow(QMainWindow):
         self.splitter.setStretchFactor(2, 0)
         self.pages = QStackedWidget(self)
         self.pages.setObjectName("Pages")
-        self._page_widgets: dict[str, QWidget] = {
-            CHATS: self.splitter,
-            MODELS: self.models_pane,
-            SERVER: self.server_pane,
-        }
-        for widget in self._page_widgets.values():
-            self.pages.addWidget(widget)
+        self._page_widgets: dict[str, QWidget] = {CHATS: self.splitter}
+        self.pages.addWidget(self.splitter)
         root = QWidget(self)
         root.setObjectName("Root")
         root_layout = QHBoxLayout(root)
@@ -126,8 +128,6 @@ class MainWindow(QMainWindow):
         sb.conversation_imported.connect(c.open_conversation)
         self.rail.page_requested.connect(self.show_page)
         self.rail.settings_requested.connect(self.open_settings)
-        self.models_pane.load_requested.connect(self.load_model_into_chat)
-        self.models_pane.downloads_active.connect(lambda n: self.rail.set_badge(MODELS, n))
         c.conversation_opened.connect(self._on_conversation_opened)
         c.conversations_changed.connect(sb.request_refresh)
         h.sidebar_toggle_requested.connect(self.toggle_sidebar)
@@ -159,12 +159,49 @@ class MainWindow(QMainWindow):
             shortcut.setContext(Qt.ShortcutContext.WindowShortcut)
             shortcut.activated.connect(slot)
 
+    # -- pages ----------------------------------------------------------------------------
+
+    @property
+    def models_pane(self) -> ModelsPane:
+        """The Models page, built on first use (building it resumes unfinished downloads)."""
+        if self._models_pane is None:
+            from app.ui.models.pane import ModelsPane
+
+            pane = ModelsPane(self.services, self)
+            pane.load_requested.connect(self.load_model_into_chat)
+            pane.downloads_active.connect(lambda n: self.rail.set_badge(MODELS, n))
+            self._add_page(MODELS, pane)
+            self._models_pane = pane
+        return self._models_pane
+
+    @property
+    def server_pane(self) -> ServerPane:
+        """The Server page, built on first use."""
+        if self._server_pane is None:
+            from app.ui.server.pane import ServerPane
+
+            pane = ServerPane(self.server, self)
+            self._add_page(SERVER, pane)
+            self._server_pane = pane
+        return self._server_pane
+
+    def _add_page(self, page: str, widget: QWidget) -> None:
+        self._page_widgets[page] = widget
+        self.pages.insertWidget(PAGES.index(page), widget)
+
+    def _page_widget(self, page: str) -> QWidget | None:
+        if page == MODELS:
+            return self.models_pane
+        if page == SERVER:
+            return self.server_pane
+        return self._page_widgets.get(page)
+
     # -- actions --------------------------------------------------------------------------
 
     @Slot(str)
     def show_page(self, page: str) -> None:
         """Show Chats, Models or Server (``nav_rail.PAGES``)."""
-        widget = self._page_widgets.get(page)
+        widget = self._page_widget(page)
         if widget is None:
             return
         self.pages.setCurrentWidget(widget)
@@ -207,6 +244,8 @@ class MainWindow(QMainWindow):
 
     @Slot()
     def open_settings(self) -> None:
+        from app.ui.settings.settings_dialog import SettingsDialog
+
         if self.settings_dialog is not None and self.settings_dialog.isVisible():
             self.settings_dialog.raise_()
             return

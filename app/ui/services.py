@@ -41,6 +41,16 @@ class Services:
     on_close: list[Callable[[], None]] = field(default_factory=list)
     _closed: bool = field(default=False, repr=False)
 
+    def warm_up(self) -> None:
+        """Start-up work that can wait until the window is shown (run_gui calls it then): ask
+        the OS keyring whether it works, off the GUI thread, so the Providers page need not.
+        Importing keyring and its D-Bus backend takes a quarter of a second, which even on
+        another thread would hold the GIL while the window is being built."""
+        providers = self.providers
+        probe = threading.Thread(target=lambda: providers.secrets, name="keyring-probe")
+        probe.daemon = True
+        probe.start()
+
     def close(self) -> None:
         if self._closed:
             return
@@ -74,8 +84,6 @@ def create_services(worker: EngineWorker | None = None) -> Services:
     if recovered:
         log.info("Recovered %d answers interrupted by a crash", len(recovered))
     providers = ProviderRegistry()
-    # Asking the OS keyring whether it works takes a moment: ask now, off the GUI thread.
-    threading.Thread(target=lambda: providers.secrets, name="keyring-probe", daemon=True).start()
     router = RemoteRouter(providers)
     engine = EngineSession(settings, worker, router=router)
     library = default_library()

@@ -52,7 +52,7 @@ def test_files_opened_by_the_os_reach_the_window(
     monkeypatch.setattr(window, "load_model_into_chat", loaded.append)
     app = QApplication.instance()
     assert isinstance(app, QApplication)
-    opener = _FileOpenFilter(app)
+    opener = _FileOpenFilter(app, listen=True)  # as on macOS
     try:
         early = str(tmp_path / "early.gguf")
         QCoreApplication.sendEvent(app, QFileOpenEvent(early))
