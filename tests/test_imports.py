@@ -20,10 +20,11 @@ HUB_CLIENT = ("huggingface_hub.", "httpx2")
 HUB_LIGHT = {"huggingface_hub.constants"}
 
 # Not needed to show the window: the Hub client, the API server (FastAPI, uvicorn, pydantic),
-# llama.cpp (and numpy, jinja2 for chat templates), the OS keyring (and its D-Bus backend), and
-# the Models and Server pages, which are built once the window has been painted.
+# llama.cpp (and numpy, jinja2 for chat templates), httpx (remote providers), the OS keyring
+# (and its D-Bus backend), and the Models and Server pages, built once the window is painted.
 DEFERRED = (
     *HUB_CLIENT,
+    "httpx",
     "fastapi",
     "uvicorn",
     "pydantic",

@@ -29,10 +29,8 @@ import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
-
-import httpx
 
 from app import __version__
 from app.engine.types import (
@@ -57,10 +55,14 @@ from app.engine.types import (
 )
 from app.engine.worker import Job, Sink
 
+if TYPE_CHECKING:  # httpx is imported where a request is made: the app starts faster
+    import httpx
+
 log = logging.getLogger(__name__)
 
-DEFAULT_TIMEOUT = httpx.Timeout(connect=5.0, read=120.0, write=30.0, pool=5.0)
-LIST_TIMEOUT = httpx.Timeout(connect=5.0, read=15.0, write=15.0, pool=5.0)
+# httpx.Timeout arguments (seconds)
+DEFAULT_TIMEOUT = {"connect": 5.0, "read": 120.0, "write": 30.0, "pool": 5.0}
+LIST_TIMEOUT = {"connect": 5.0, "read": 15.0, "write": 15.0, "pool": 5.0}
 NON_STREAM_READ_TIMEOUT = 600.0  # a whole answer, not the gap between two chunks
 CANCEL_GRACE = 0.3  # seconds a cancelled job's thread gets to deliver its own final event
 
@@ -447,7 +449,7 @@ class RemoteEngine:
         base_url: str,
         api_key: str | None = None,
         headers: Mapping[str, str] | None = None,
-        timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
+        timeout: float | httpx.Timeout | None = None,
         *,
         name: str | None = None,
         llama_extras: bool = True,
@@ -461,7 +463,14 @@ class RemoteEngine:
         self.default_model = default_model
         self.max_retries = max_retries
         self.max_retry_wait = max_retry_wait
-        self._timeout = timeout if isinstance(timeout, httpx.Timeout) else httpx.Timeout(timeout)
+        import httpx
+
+        if timeout is None:
+            self._timeout = httpx.Timeout(**DEFAULT_TIMEOUT)
+        elif isinstance(timeout, httpx.Timeout):
+            self._timeout = timeout
+        else:
+            self._timeout = httpx.Timeout(timeout)
         self._headers = {"User-Agent": f"Ember/{__version__}"}
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
@@ -483,9 +492,12 @@ class RemoteEngine:
 
     def list_models(self) -> list[str]:
         """Ids of the models the server serves, in its order."""
+        import httpx
+
         url = f"{self.base_url}/models"
+        timeout = _shorter(self._timeout, httpx.Timeout(**LIST_TIMEOUT))
         try:
-            response = self._client.get(url, timeout=_shorter(self._timeout, LIST_TIMEOUT))
+            response = self._client.get(url, timeout=timeout)
         except httpx.HTTPError as e:
             raise self._transport_error(e, None) from e
         if response.status_code == 404:
@@ -634,6 +646,8 @@ class RemoteEngine:
         attempt: int,
     ) -> float | None:
         """One HTTP exchange; returns the seconds to wait before retrying, or None when done."""
+        import httpx
+
         url = self.base_url + path
         headers = {"Accept": "text/event-stream"} if body["stream"] else {}
         timeout = self._timeout
@@ -763,6 +777,8 @@ class RemoteEngine:
     # -- errors ----------------------------------------------------------------------------------
 
     def _transport_error(self, e: httpx.HTTPError, progress: _Progress | None) -> RemoteError:
+        import httpx
+
         where = f"{self.label} at {self.base_url}"
         mid_answer = progress is not None and progress.first_at is not None
         if isinstance(e, httpx.ConnectTimeout):
@@ -841,6 +857,8 @@ class RemoteEngine:
 
 
 def _shorter(a: httpx.Timeout, b: httpx.Timeout) -> httpx.Timeout:
+    import httpx
+
     def pick(x: float | None, y: float | None) -> float | None:
         return y if x is None else x if y is None else min(x, y)
 
