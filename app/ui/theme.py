@@ -14,7 +14,7 @@ from string import Template
 
 from PySide6.QtCore import QObject, Qt, Signal, Slot
 from PySide6.QtGui import QColor, QFont, QFontMetrics, QGuiApplication, QIcon, QPalette
-from PySide6.QtWidgets import QApplication, QPushButton, QWidget
+from PySide6.QtWidgets import QApplication, QLabel, QPushButton, QWidget
 
 from app.config import paths
 from app.ui import icons
@@ -325,3 +325,13 @@ def segment_button(text: str, position: str, parent: QWidget) -> QPushButton:
     bold.setWeight(QFont.Weight.DemiBold)
     button.setMinimumWidth(QFontMetrics(bold).horizontalAdvance(text) + SEGMENT_PADDING)
     return button
+
+
+def form_label(text: str, beside: QWidget, parent: QWidget) -> QLabel:
+    """A QFormLayout label centred on the input it names: the form puts a label at the top of
+    its row, and a label is shorter than a field, so its text sat a few pixels above the
+    field's. ``beside`` is the input (the first line of a row with help text under it)."""
+    label = QLabel(text, parent)
+    label.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter)
+    label.setMinimumHeight(beside.sizeHint().height())
+    return label

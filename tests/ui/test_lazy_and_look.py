@@ -8,7 +8,13 @@ from collections.abc import Iterator
 import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QFont, QFontMetrics
-from PySide6.QtWidgets import QApplication, QPushButton, QToolButton
+from PySide6.QtWidgets import (
+    QApplication,
+    QFormLayout,
+    QLabel,
+    QPushButton,
+    QToolButton,
+)
 from pytestqt.qtbot import QtBot
 
 from app.ui import theme
@@ -144,4 +150,34 @@ def test_a_checked_segment_never_clips_its_bold_label(
         bold.setWeight(QFont.Weight.DemiBold)
         needed = QFontMetrics(bold).horizontalAdvance(button.text()) + theme.SEGMENT_PADDING
         assert button.width() >= needed, (button.text(), button.width(), needed)
+    dialog.reject()
+
+
+def test_settings_labels_are_centred_on_their_fields(
+    qtbot: QtBot, themed_window: tuple[MainWindow, ThemeManager]
+) -> None:
+    """Each form label's text lines up with the field it names (not a few pixels above)."""
+    window, _manager = themed_window
+    qtbot.keyClick(window, Qt.Key.Key_Comma, Qt.KeyboardModifier.ControlModifier)
+    dialog = window.settings_dialog
+    assert dialog is not None
+    fields = [
+        dialog.n_ctx,
+        dialog.n_threads,
+        dialog.n_gpu_layers,
+        dialog.n_batch,
+        dialog.cache_type,
+    ]
+    page = fields[0].parentWidget()
+    dialog.pages.setCurrentWidget(page)
+    QApplication.processEvents()
+    form = next(iter(page.findChildren(QFormLayout)))
+    for field in fields:
+        row, _role = form.getWidgetPosition(field)
+        item = form.itemAt(row, QFormLayout.ItemRole.LabelRole)
+        assert item is not None and isinstance(item.widget(), QLabel)
+        label = item.widget()
+        label_centre = label.mapTo(dialog, label.contentsRect().center()).y()
+        field_centre = field.mapTo(dialog, field.rect().center()).y()
+        assert abs(label_centre - field_centre) <= 1, (label.text(), label_centre, field_centre)
     dialog.reject()

@@ -73,7 +73,7 @@ class SamplingForm(QWidget):
                 continue
             widget = self._make_widget(f)
             self._widgets[f.name] = widget
-            label = QLabel(f.label, self)
+            label = theme.form_label(f.label, widget, self)
             label.setToolTip(f.help)
             (advanced if f.advanced else basic).addRow(label, widget)
 

@@ -253,11 +253,11 @@ class SettingsDialog(QDialog):
         )
         self.cache_type.currentIndexChanged.connect(self._on_cache_type_changed)
         self.cache_type.setMaximumWidth(320)
-        form.addRow("Context length", self.n_ctx)
-        form.addRow("CPU threads", self.n_threads)
-        form.addRow("GPU layers", self.n_gpu_layers)
-        form.addRow("Batch size", self.n_batch)
-        form.addRow("KV cache", self.cache_type)
+        form.addRow(theme.form_label("Context length", self.n_ctx, page), self.n_ctx)
+        form.addRow(theme.form_label("CPU threads", self.n_threads, page), self.n_threads)
+        form.addRow(theme.form_label("GPU layers", self.n_gpu_layers, page), self.n_gpu_layers)
+        form.addRow(theme.form_label("Batch size", self.n_batch, page), self.n_batch)
+        form.addRow(theme.form_label("KV cache", self.cache_type, page), self.cache_type)
         layout.addLayout(form)
         for key, label in (
             ("load.flash_attn", "Flash attention"),
@@ -330,7 +330,7 @@ class SettingsDialog(QDialog):
             row = QHBoxLayout()
             row.addWidget(field, 1)
             row.addWidget(open_button)
-            form.addRow(label, row)
+            form.addRow(theme.form_label(label, field, page), row)
         layout.addLayout(form)
         layout.addStretch(1)
         return page
