@@ -93,10 +93,13 @@ def test_add_a_provider_in_settings_test_it_and_pick_its_model(
     qtbot.waitUntil(lambda: page.loaded)
     assert page.empty.isVisible() and not page.rows
     assert "only your user account can read" in page.note.text()  # no keyring here
+    # The short list does not scroll: the page is as tall as what it shows, not as the editor.
+    qtbot.waitUntil(lambda: shown.verticalScrollBar().maximum() == 0)
 
     qtbot.mouseClick(page.add_button, Qt.MouseButton.LeftButton)
     editor = page.editor
     assert page.stack.currentWidget() is editor
+    assert editor.isVisible() and not page.list_view.isVisible()
     editor.preset.setCurrentIndex(editor.preset.findData("llama-server"))
     assert editor.url.text() == "http://localhost:8080/v1"  # the preset's usual URL
     assert editor.name.text() == "llama-server"

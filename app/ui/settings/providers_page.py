@@ -27,7 +27,6 @@ from PySide6.QtWidgets import (
     QMessageBox,
     QPlainTextEdit,
     QPushButton,
-    QStackedWidget,
     QVBoxLayout,
     QWidget,
 )
@@ -445,6 +444,35 @@ class ProviderRow(QFrame):
         self.remove_requested.emit(self.provider)
 
 
+class _CurrentPageStack(QWidget):
+    """One page at a time, sized by the page shown: a QStackedWidget takes its tallest page's
+    height, so the short provider list scrolled because the hidden editor is tall. The hidden
+    pages are hidden widgets, which a layout leaves out."""
+
+    def __init__(self, parent: QWidget) -> None:
+        super().__init__(parent)
+        self._layout = QVBoxLayout(self)
+        self._layout.setContentsMargins(0, 0, 0, 0)
+        self._pages: list[QWidget] = []
+        self._current: QWidget | None = None
+
+    def addWidget(self, page: QWidget) -> None:  # noqa: N802 (QStackedWidget's name)
+        self._layout.addWidget(page)
+        self._pages.append(page)
+        if self._current is None:
+            self._current = page
+        else:
+            page.hide()
+
+    def setCurrentWidget(self, page: QWidget) -> None:  # noqa: N802 (QStackedWidget's name)
+        self._current = page
+        for each in self._pages:
+            each.setVisible(each is page)
+
+    def currentWidget(self) -> QWidget | None:  # noqa: N802 (QStackedWidget's name)
+        return self._current
+
+
 class ProvidersPage(QWidget):
     """See the module docstring. ``catalog`` (optional) adds each provider's status."""
 
@@ -474,7 +502,7 @@ class ProvidersPage(QWidget):
             self,
             wrap=True,
         )
-        self.stack = QStackedWidget(self)
+        self.stack = _CurrentPageStack(self)
         self.list_view = QWidget(self.stack)
         self.rows_layout = QVBoxLayout()
         self.rows_layout.setSpacing(8)
