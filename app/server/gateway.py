@@ -277,8 +277,10 @@ class Gateway:
         if entry is None:
             raise model_not_found(name)
         loaded = self.loaded()
-        hit = _match_loaded(entry.id, loaded) or _loaded_file(entry.path, loaded)
-        if hit is not None:  # the same file is loaded already (maybe under another id)
+        hit = _match_loaded(entry.id, loaded)
+        if hit is None:  # the same file may be loaded under another id (realpath: off the loop)
+            hit = await asyncio.to_thread(_loaded_file, entry.path, loaded)
+        if hit is not None:
             return hit
         return await self._load_just_in_time(entry)
 
