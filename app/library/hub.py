@@ -193,6 +193,31 @@ def gated_message(repo_id: str, endpoint: str, token_sent: bool, status: int | N
     )
 
 
+def transport_reason(error: BaseException) -> str:
+    """Why a connection failed, in words (not ``[Errno -2] Name or service not known``): the
+    first cause in the exception's chain that says more than the HTTP client's wrapper."""
+    import socket
+    import ssl
+
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, socket.gaierror):
+            return "its name could not be looked up (no network, or no DNS)"
+        if isinstance(seen, ConnectionRefusedError):
+            return "the connection was refused (nothing answers at that address)"
+        if isinstance(seen, ssl.SSLError):
+            return f"the secure connection failed ({seen.reason or seen})"
+        if isinstance(seen, TimeoutError):
+            return "it did not answer in time"
+        seen = seen.__cause__ or seen.__context__
+    text = str(error)
+    if "Name or service not known" in text or "nodename nor servname" in text:
+        return "its name could not be looked up (no network, or no DNS)"
+    if "Connection refused" in text:
+        return "the connection was refused (nothing answers at that address)"
+    return text or type(error).__name__
+
+
 def unreachable_message(endpoint: str, reason: object) -> str:
     return (
         f"Can't reach the Hugging Face Hub at {endpoint}: {reason}. Check your internet "
@@ -243,7 +268,7 @@ def _hub_errors(endpoint: str, repo_id: str, filename: str | None = None) -> Ite
     except httpx2.TimeoutException as e:
         raise HubUnreachableError(unreachable_message(endpoint, "it did not answer in time")) from e
     except httpx2.TransportError as e:
-        raise HubUnreachableError(unreachable_message(endpoint, e or type(e).__name__)) from e
+        raise HubUnreachableError(unreachable_message(endpoint, transport_reason(e))) from e
     except hf_errors.HFValidationError as e:
         raise UnsafeNameError(str(e)) from e
 

@@ -128,9 +128,17 @@ def test_unreachable_hub_fails_fast_with_a_clear_message(monkeypatch: pytest.Mon
     started = time.monotonic()
     with pytest.raises(HubUnreachableError, match=f"Can't reach the Hugging Face Hub at {url}"):
         search_models("llama")
-    with pytest.raises(HubUnreachableError):
+    with pytest.raises(HubUnreachableError) as refused:
         list_gguf_files("a/b")
     assert time.monotonic() - started < 5
+    assert "the connection was refused" in str(refused.value)
+    assert "Errno" not in str(refused.value)
+
+    monkeypatch.setenv("HF_ENDPOINT", "http://hub.invalid")  # .invalid never resolves
+    with pytest.raises(HubUnreachableError) as unnamed:
+        search_models("llama")
+    assert "its name could not be looked up (no network, or no DNS)" in str(unnamed.value)
+    assert "Errno" not in str(unnamed.value)
 
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     with pytest.raises(HubUnreachableError, match="HF_HUB_OFFLINE"):
