@@ -14,6 +14,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QPushButton,
     QToolButton,
+    QWidget,
 )
 from pytestqt.qtbot import QtBot
 
@@ -168,15 +169,22 @@ def test_settings_labels_are_centred_on_their_fields(
         dialog.n_batch,
         dialog.cache_type,
     ]
-    page = fields[0].parentWidget()
-    dialog.pages.setCurrentWidget(page)
+    dialog.show_page("Model loading")
     QApplication.processEvents()
-    form = next(iter(page.findChildren(QFormLayout)))
+    page = fields[0].parentWidget()
+    assert page is not None
+    form = page.findChild(QFormLayout)
+    assert isinstance(form, QFormLayout)
+    labels: dict[QWidget, QLabel] = {}
+    for row in range(form.rowCount()):
+        label_item = form.itemAt(row, QFormLayout.ItemRole.LabelRole)
+        field_item = form.itemAt(row, QFormLayout.ItemRole.FieldRole)
+        if label_item is not None and field_item is not None:
+            label_widget, field_widget = label_item.widget(), field_item.widget()
+            if isinstance(label_widget, QLabel) and field_widget is not None:
+                labels[field_widget] = label_widget
     for field in fields:
-        row, _role = form.getWidgetPosition(field)
-        item = form.itemAt(row, QFormLayout.ItemRole.LabelRole)
-        assert item is not None and isinstance(item.widget(), QLabel)
-        label = item.widget()
+        label = labels[field]
         label_centre = label.mapTo(dialog, label.contentsRect().center()).y()
         field_centre = field.mapTo(dialog, field.rect().center()).y()
         assert abs(label_centre - field_centre) <= 1, (label.text(), label_centre, field_centre)
