@@ -108,6 +108,9 @@ SETTINGS: dict[str, Setting] = _settings(
     Setting("load.use_mmap", bool, True, "Memory-map the model file"),
     Setting("load.use_mlock", bool, False, "Lock the model in RAM"),
     Setting("load.cache_type", str, "f16", "KV cache type (f16, q8_0, q4_0)"),
+    Setting(
+        "load.parallel", int, 4, "Parallel answers: how many answers are written at the same time"
+    ),
     # sampling defaults for new conversations
     Setting("sampling.preset", str, "Balanced", "Sampling preset for new conversations"),
     Setting("sampling.temperature", float, 0.8, "Temperature"),

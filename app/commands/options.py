@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import get_args
 
-from app.engine.types import KVCacheType, LoadParams, SamplingParams
+from app.engine.types import DEFAULT_PARALLEL, KVCacheType, LoadParams, SamplingParams
 
 
 def add_load_flags(p: argparse.ArgumentParser) -> None:
@@ -38,6 +38,13 @@ def add_load_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--batch", type=int, default=512, metavar="N", help="prompt batch size")
     g.add_argument("--flash-attn", action="store_true", help="use flash attention")
     g.add_argument(
+        "--parallel",
+        type=int,
+        default=DEFAULT_PARALLEL,
+        metavar="N",
+        help=f"answers written at the same time (default: {DEFAULT_PARALLEL})",
+    )
+    g.add_argument(
         "--no-mmap", action="store_true", help="read the model into RAM instead of mapping it"
     )
     g.add_argument("--mlock", action="store_true", help="lock the model in RAM")
@@ -60,6 +67,7 @@ def load_params(args: argparse.Namespace) -> LoadParams:
         use_mlock=args.mlock,
         cache_type_k=args.kv_type,
         cache_type_v=args.kv_type,
+        n_parallel=max(1, args.parallel),
     )
 
 

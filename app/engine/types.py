@@ -15,6 +15,8 @@ FinishReason = Literal["stop", "length", "cancelled", "error", "tool_calls"]
 
 _job_ids = itertools.count(1)
 
+DEFAULT_PARALLEL = 4  # answers decoded together by default (llama-server's and LM Studio's 4)
+
 
 def new_job_id() -> str:
     return f"job-{next(_job_ids)}"
@@ -36,6 +38,7 @@ class LoadParams:
     cache_type_k: KVCacheType = "f16"
     cache_type_v: KVCacheType = "f16"
     chat_template: str | None = None  # overrides the template in the GGUF metadata
+    n_parallel: int = DEFAULT_PARALLEL  # answers decoded together (sequence slots sharing one context)
 
 
 @dataclass(frozen=True, slots=True)

@@ -60,6 +60,7 @@ def load_params(settings: Settings) -> LoadParams:
         use_mlock=settings.get("load.use_mlock"),
         cache_type_k=cache,
         cache_type_v=cache,
+        n_parallel=max(1, settings.get("load.parallel")),
     )
 
 
