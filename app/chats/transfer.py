@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -26,6 +27,9 @@ from app.chats.models import ROLES, STATUSES, Conversation, Message, Role, Statu
 
 EXPORT_FORMAT = "ember.conversation"
 EXPORT_VERSION = 1
+
+# A line that can close a fence: up to three spaces, the fence, nothing but blanks after it.
+_FENCE_LINE = re.compile(r"^ {0,3}(`{3,}|~{3,})[ \t]*$")
 
 _ROLE_HEADINGS = {"system": "System", "user": "User", "assistant": "Assistant", "tool": "Tool"}
 
@@ -63,11 +67,11 @@ def to_markdown(conversation: Conversation, branch: Sequence[Message]) -> str:
         lines.append(f"- Model: `{conversation.model}`")
     lines += [f"- Created: {created}", ""]
     if conversation.system_prompt:
-        lines += ["## System prompt", "", conversation.system_prompt.strip(), ""]
+        lines += ["## System prompt", "", close_open_fence(conversation.system_prompt.strip()), ""]
     for message in branch:
         lines += [f"## {_ROLE_HEADINGS[message.role]}", ""]
         if message.content:
-            lines += [message.content.strip(), ""]
+            lines += [close_open_fence(message.content.strip()), ""]
         if message.status == "stopped":
             lines += ["*(stopped before the end)*", ""]
         elif message.status == "error":
@@ -76,6 +80,31 @@ def to_markdown(conversation: Conversation, branch: Sequence[Message]) -> str:
         elif message.status == "streaming":
             lines += ["*(still being written)*", ""]
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def close_open_fence(text: str) -> str:
+    """``text`` with a code fence left open at its end closed (an answer stopped mid-code):
+    in a Markdown file an open fence swallows everything after it, the next messages too.
+
+    The closing fence repeats the opening one (same character, same length), so a block opened
+    with four backticks to hold ``` lines is closed by four. Only a top-level fence can run on:
+    one inside a list or a quote ends with its container.
+    """
+    if "```" not in text and "~~~" not in text:
+        return text
+    from markdown_it import MarkdownIt  # not needed to run the store, only to export
+
+    blocks = [t for t in MarkdownIt("commonmark").parse(text) if t.level == 0]
+    last = blocks[-1] if blocks else None
+    if last is None or last.type != "fence" or last.map is None:
+        return text
+    lines = text.split("\n")
+    start, end = last.map
+    closer = _FENCE_LINE.match(lines[end - 1]) if start < end - 1 <= len(lines) - 1 else None
+    marker = last.markup
+    if closer and closer.group(1)[0] == marker[0] and len(closer.group(1)) >= len(marker):
+        return text
+    return f"{text}\n{marker}"
 
 
 def to_json(conversation: Conversation, messages: Sequence[Message]) -> dict[str, Any]:

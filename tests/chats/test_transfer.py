@@ -73,6 +73,44 @@ def test_export_markdown_of_an_error_and_an_empty_chat(store: ChatStore) -> None
     assert "*(error: Model crashed)*" in store.export_markdown(empty.id)
 
 
+def _markdown_headings(text: str) -> list[str]:
+    from markdown_it import MarkdownIt
+
+    tokens = MarkdownIt("commonmark").parse(text)
+    return [tokens[i + 1].content for i, t in enumerate(tokens) if t.type == "heading_open"]
+
+
+def test_export_markdown_closes_a_code_fence_an_answer_left_open(store: ChatStore) -> None:
+    """An answer stopped mid-code must not swallow the rest of the file into its code block."""
+    conversation = store.create_conversation("Stopped in code")
+    store.add_message(conversation.id, "user", "Write a function")
+    answer = store.begin_streaming_message(conversation.id)
+    store.append_to_message(answer.id, "Here:\n\n```python\ndef f():\n    return 1")
+    store.finish_message(answer.id, "stopped")
+    store.add_message(conversation.id, "user", "Show a Markdown file with code")
+    shown = "````markdown\n# Notes\n\n```sh\nls\n```\n"  # a longer fence holding ```
+    store.add_message(conversation.id, "assistant", shown)
+    store.add_message(conversation.id, "user", "Thanks")
+    text = store.export_markdown(conversation.id)
+    assert _markdown_headings(text) == [
+        "Stopped in code",
+        "User",
+        "Assistant",
+        "User",
+        "Assistant",
+        "User",
+    ]
+    assert "    return 1\n```\n\n*(stopped before the end)*" in text
+    assert "```sh\nls\n```\n````\n\n## User\n\nThanks" in text
+
+
+def test_export_markdown_leaves_closed_fences_alone(store: ChatStore) -> None:
+    conversation = store.create_conversation("Closed")
+    content = "A list:\n\n1. item\n\n   ```py\n   x = 1\n   ```\n\n~~~\ntilde\n~~~"
+    store.add_message(conversation.id, "assistant", content)
+    assert f"## Assistant\n\n{content}\n" in store.export_markdown(conversation.id)
+
+
 def test_export_json_holds_the_whole_tree(store: ChatStore) -> None:
     conversation_id = branched(store)
     export = store.export_json(conversation_id)

@@ -105,6 +105,27 @@ def test_streaming_updates_only_the_open_tail(qtbot: QtBot, qapp: QApplication) 
     assert body.code_blocks[0].code == "let x"
 
 
+def test_a_finished_answer_ending_in_an_open_fence_shows_no_empty_code_box(
+    qtbot: QtBot, qapp: QApplication
+) -> None:
+    """Stopped right after "```": no code came, so no (empty, "text") block is shown; stopped
+    in the middle of code: the code shows as a finished block."""
+    renderer = MarkdownRenderer(theme.LIGHT)
+    (only,) = renderer.segments("Here is the code:\n\n```")
+    assert isinstance(only, HtmlSegment)
+    assert renderer.segments("Here:\n\n```python\nx = 1")[1] == CodeSegment("x = 1", "python")
+    body = MarkdownBody(renderer)
+    qtbot.addWidget(body)
+    for piece in ("Sure, here it is:", "\n\n", "```", "python\n"):
+        body.append(piece)
+    body.finish_stream()
+    assert body.code_blocks == []
+    reopened = MarkdownBody(renderer)
+    qtbot.addWidget(reopened)
+    reopened.set_markdown(body.text)
+    assert reopened.code_blocks == []
+
+
 def test_code_block_copy_button_puts_the_code_on_the_clipboard(
     qtbot: QtBot, window: MainWindow
 ) -> None:

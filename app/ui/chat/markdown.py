@@ -142,6 +142,10 @@ class MarkdownRenderer:
             if token.type == "fence" and token.level == 0:
                 close_run()
                 code = token.content.removesuffix("\n")
+                if not streaming and not code.strip() and not _fence_closed(text, token):
+                    # A finished answer that stopped right after opening a fence: no code came,
+                    # so there is no block to show (an empty "text" box looked broken).
+                    continue
                 closed = not streaming or _fence_closed(text, token)
                 result.append(CodeSegment(code, language_label(token.info), closed))
             else:
