@@ -1,30 +1,42 @@
-"""Which context a model loads with, and whether it fits in memory: the one rule.
+"""Will a model fit, and with which context: the one home of that rule.
+
+- The memory model: what llama.cpp allocates for a model at a context (weights, KV cache,
+  compute buffers), read from the GGUF header alone (:func:`estimate_memory`).
+- The context a load uses (:func:`plan_context`): the user's context if memory allows it (else
+  an error naming what would fit); without one, the trained length capped at ``DEFAULT_N_CTX``
+  and then by memory, and an error only when not even ``MIN_N_CTX`` tokens fit.
+- The verdict shown before a download or a load (:func:`fit_check`, :func:`fit_for_load`):
+  fits, tight or won't fit, with the numbers.
 
 The loader (``llamacpp.choose_n_ctx``), ``ember info`` and the Models page's fit badge all ask
-here, with the same load settings, so they give the same answer. The rule: the user's context
-if memory allows it (else an error naming what would fit); without one, the trained length
-capped at ``DEFAULT_N_CTX`` and then by memory, and an error only when not even
-``MIN_N_CTX`` tokens fit.
+here, with the same load settings, so they give the same answer. ``available_memory`` is the one
+measure of free memory they share.
 
 Light on purpose: no ``llama_cpp``, no numpy, no Qt; the GUI and the CLI import it freely.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Final, Literal
 
 import psutil
 
-from app.engine import gguf
+from app.engine.ggml_types import GGMLType, ggml_type
+from app.engine.gguf import GGUFInfo
+from app.engine.gguf_format import human_bytes
 from app.engine.types import LoadParams, OutOfMemoryError
 
 # The context a model gets when the user does not choose one: enough for real conversations,
 # small enough to load quickly; capped by the trained length and by free memory.
-DEFAULT_N_CTX = 8192
-MIN_N_CTX = 512
+DEFAULT_N_CTX: Final = 8192
+MIN_N_CTX: Final = 512
 # Sliding-window models keep a full-size cache for their SWA layers: it costs memory, but only
 # then can a follow-up turn reuse the conversation's KV cache instead of re-reading it all.
-SWA_FULL = True
+SWA_FULL: Final = True
+TIGHT_FRACTION: Final = 0.75  # "tight" above this share of the free memory
+_KV_PAD: Final = 256  # llama.cpp pads KV cache sizes to 256 cells
+_FALLBACK_CONTEXT: Final = 4096  # when a model does not say its trained context
 
 
 def available_memory() -> int:
@@ -32,11 +44,203 @@ def available_memory() -> int:
     return int(psutil.virtual_memory().available)
 
 
-def estimate(info: gguf.GGUFInfo, n_ctx: int, params: LoadParams) -> gguf.MemoryEstimate:
+# --- the memory model ------------------------------------------------------------------
+
+# Layers attend to a sliding window in a fixed pattern, as llama.cpp's set_swa_pattern(n):
+# layer il uses the window when il % n < n - 1 (Gemma 2 alternates; Gemma 3 has five local
+# layers, then one global). Other architectures with a window are sized as full (conservative).
+_SWA_PERIODS: Final = {"gemma2": 2, "gemma3": 6, "cohere2": 4}
+_COMPUTE_FIXED: Final = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryEstimate:
+    """Bytes needed to run a model at ``n_ctx`` tokens; see :func:`estimate_memory`."""
+
+    n_ctx: int
+    weights_bytes: int
+    kv_cache_bytes: int
+    compute_bytes: int
+    total_bytes: int
+    gpu_bytes: int = 0  # the part of the weights and KV cache that lives on the GPU
+
+    @property
+    def ram_bytes(self) -> int:
+        return self.total_bytes - self.gpu_bytes
+
+
+def estimate_memory(
+    info: GGUFInfo,
+    n_ctx: int,
+    *,
+    cache_type_k: str = "f16",
+    cache_type_v: str = "f16",
+    n_gpu_layers: int = 0,
+    n_batch: int = 512,
+    n_seq: int = 1,
+    flash_attn: bool = False,
+    swa_full: bool = True,
+) -> MemoryEstimate:
+    """Estimate what llama.cpp allocates to run ``info`` with an ``n_ctx``-token context.
+
+    - weights: all tensor data. mmap'd weights are still paged into RAM while generating.
+    - KV cache: per layer, cells x (kv_heads x key_length x K bytes + kv_heads x value_length
+      x V bytes), with quantized cache types at their block sizes. Cells are ``n_ctx`` padded
+      to 256 (``n_ctx=0`` means the trained context, as in llama.cpp). Sliding-window layers of
+      architectures with a known pattern keep only ``min(cells, pad256(window + n_batch))``
+      cells per sequence, as llama.cpp's ISWA cache does, unless ``swa_full``. The default
+      is ``swa_full=True``, like llama.cpp's and what Ember's engine loads: only a full-size
+      SWA cache lets a follow-up turn reuse the conversation's KV cache.
+    - compute: 64 MiB fixed + f32 logits for a full batch (n_vocab x n_batch x 4) + f32
+      activations (n_batch x 4 x (4 x embedding + 2 x feed_forward)) + without flash
+      attention the f32 attention scores of the widest layer (heads x cells x n_batch x 4).
+      ggml reuses compute memory between layers, so it is sized for one layer, not all.
+    - gpu: with ``n_gpu_layers`` (-1 = all), the last layers' weights and KV cache, plus the
+      output layer when every layer is offloaded, as llama.cpp assigns them.
+    Slightly conservative by design: better to offer 8192 tokens that load than 16384 that don't.
+    """
+    if n_ctx < 0 or n_batch <= 0 or n_seq <= 0:
+        raise ValueError("n_ctx must be >= 0, n_batch and n_seq > 0")
+    n_ctx = n_ctx or info.context_length or _FALLBACK_CONTEXT
+    k_type, v_type = ggml_type(cache_type_k), ggml_type(cache_type_v)
+    cells = _kv_cells(info, n_ctx, n_batch, n_seq, swa_full)
+    layer_kv = _layer_kv_bytes(info, cells, (k_type, v_type))
+    kv_bytes = sum(layer_kv)
+    compute = _compute_bytes(info, cells[0], n_batch, flash_attn)
+    gpu = _gpu_bytes(info, layer_kv, n_gpu_layers)
+    weights = info.tensor_data_size
+    return MemoryEstimate(
+        n_ctx=n_ctx,
+        weights_bytes=weights,
+        kv_cache_bytes=kv_bytes,
+        compute_bytes=compute,
+        total_bytes=weights + kv_bytes + compute,
+        gpu_bytes=gpu,
+    )
+
+
+def max_context_for_memory(
+    info: GGUFInfo,
+    available_bytes: int,
+    *,
+    cache_type_k: str = "f16",
+    cache_type_v: str = "f16",
+    n_batch: int = 512,
+    n_seq: int = 1,
+    flash_attn: bool = False,
+    swa_full: bool = True,
+) -> int:
+    """The largest context (a multiple of 256) whose estimate fits in ``available_bytes``.
+
+    Capped by the trained context, which is returned as is when it fits. 0 when not even 256
+    tokens fit, e.g. when the weights alone are too big.
+    """
+    trained = info.context_length or _FALLBACK_CONTEXT
+
+    def fits(n_ctx: int) -> bool:
+        estimate = estimate_memory(
+            info,
+            n_ctx,
+            cache_type_k=cache_type_k,
+            cache_type_v=cache_type_v,
+            n_batch=n_batch,
+            n_seq=n_seq,
+            flash_attn=flash_attn,
+            swa_full=swa_full,
+        )
+        return estimate.total_bytes <= available_bytes
+
+    if fits(trained):
+        return trained
+    low, high = 0, trained // _KV_PAD  # fits(low * 256) holds (or low == 0); high does not
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (mid, high) if fits(mid * _KV_PAD) else (low, mid)
+    return low * _KV_PAD
+
+
+def _pad(n: int, multiple: int) -> int:
+    return -(-n // multiple) * multiple
+
+
+def _swa_layers(info: GGUFInfo) -> tuple[bool, ...]:
+    """Which layers keep only a sliding window of the cache; all False when not known."""
+    n_layer = info.block_count or 0
+    if not info.sliding_window:
+        return (False,) * n_layer
+    pattern = info.metadata.get(f"{info.architecture}.attention.sliding_window_pattern")
+    if isinstance(pattern, list) and len(pattern) == n_layer:
+        return tuple(bool(flag) for flag in pattern)
+    period = _SWA_PERIODS.get(info.architecture or "")
+    if period is None:
+        return (False,) * n_layer
+    return tuple(il % period < period - 1 for il in range(n_layer))
+
+
+def _kv_cells(
+    info: GGUFInfo, n_ctx: int, n_batch: int, n_seq: int, swa_full: bool
+) -> tuple[int, int]:
+    """Cells of the full cache and of the sliding-window cache (one window + a batch per
+    sequence, as llama.cpp's ISWA cache sizes it)."""
+    cells = _pad(n_ctx, _KV_PAD)
+    per_seq = min(-(-cells // n_seq), _pad((info.sliding_window or 0) + n_batch, _KV_PAD))
+    return cells, cells if swa_full else min(cells, n_seq * per_seq)
+
+
+def _layer_kv_bytes(
+    info: GGUFInfo, cells: tuple[int, int], kv_types: tuple[GGMLType, GGMLType]
+) -> list[int]:
+    full_cells, swa_cells = cells
+    k_type, v_type = kv_types
+    k_len = info.key_length or 0
+    v_len = info.value_length or 0
+    return [
+        (swa_cells if swa else full_cells)
+        * (k_type.row_bytes(heads * k_len) + v_type.row_bytes(heads * v_len))
+        for heads, swa in zip(info.layer_kv_heads(), _swa_layers(info), strict=False)
+    ]
+
+
+def _compute_bytes(info: GGUFInfo, cells: int, n_batch: int, flash_attn: bool) -> int:
+    embd = info.embedding_length or 0
+    ffn = info.feed_forward_length or 4 * embd
+    logits = (info.vocab_size or 0) * n_batch * 4
+    activations = n_batch * 4 * (4 * embd + 2 * ffn)
+    scores = 0 if flash_attn else (info.head_count or 0) * cells * n_batch * 4
+    return _COMPUTE_FIXED + logits + activations + scores
+
+
+def _layer_of(tensor_name: str) -> int | None:
+    parts = tensor_name.split(".", 2)
+    if len(parts) >= 2 and parts[0] == "blk" and parts[1].isdigit():
+        return int(parts[1])
+    return None
+
+
+def _gpu_bytes(info: GGUFInfo, layer_kv: list[int], n_gpu_layers: int) -> int:
+    n_layer = info.block_count or 0
+    if n_gpu_layers < 0:
+        n_gpu_layers = n_layer + 1
+    first = n_layer - min(n_gpu_layers, n_layer)  # llama.cpp offloads the last layers first
+    total = sum(layer_kv[first:])
+    for tensor in info.tensors:
+        layer = _layer_of(tensor.name)
+        on_gpu = (
+            layer >= first if layer is not None else n_gpu_layers > n_layer
+            and tensor.name.startswith("output")
+        )  # fmt: skip
+        total += tensor.n_bytes if on_gpu else 0
+    return total
+
+
+# --- the context a load uses ----------------------------------------------------------------
+
+
+def estimate(info: GGUFInfo, n_ctx: int, params: LoadParams) -> MemoryEstimate:
     """The memory a load with ``params`` needs at ``n_ctx`` tokens (``params.n_ctx`` is not
     read): the batch size, flash attention, KV cache types and GPU layers as the loader
     passes them to llama.cpp, and the full-size sliding-window cache it always asks for."""
-    return gguf.estimate_memory(
+    return estimate_memory(
         info,
         n_ctx,
         cache_type_k=params.cache_type_k,
@@ -48,10 +252,10 @@ def estimate(info: gguf.GGUFInfo, n_ctx: int, params: LoadParams) -> gguf.Memory
     )
 
 
-def max_context(info: gguf.GGUFInfo, params: LoadParams, available: int) -> int:
+def max_context(info: GGUFInfo, params: LoadParams, available: int) -> int:
     """The largest context (capped by the trained one) that fits in ``available`` bytes with
     ``params``' settings; 0 when not even 256 tokens fit."""
-    return gguf.max_context_for_memory(
+    return max_context_for_memory(
         info,
         available,
         cache_type_k=params.cache_type_k,
@@ -62,11 +266,11 @@ def max_context(info: gguf.GGUFInfo, params: LoadParams, available: int) -> int:
     )
 
 
-def trained_context(info: gguf.GGUFInfo) -> int:
+def trained_context(info: GGUFInfo) -> int:
     return info.context_length or DEFAULT_N_CTX
 
 
-def default_context(info: gguf.GGUFInfo) -> int:
+def default_context(info: GGUFInfo) -> int:
     """The automatic context before memory is considered: the trained length, at most
     ``DEFAULT_N_CTX``."""
     return min(trained_context(info), DEFAULT_N_CTX)
@@ -79,7 +283,7 @@ class ContextPlan:
     n_ctx: int  # the context the load uses; when it cannot load, the one it was refused at
     automatic: bool  # no context was asked for: the default capped by memory
     trained: int
-    estimate: gguf.MemoryEstimate  # at ``n_ctx``
+    estimate: MemoryEstimate  # at ``n_ctx``
     available_bytes: int
     max_context: int  # the largest context that fits (0: none)
     error: str | None = None  # why the load would fail with OutOfMemoryError, if it would
@@ -100,7 +304,7 @@ class ContextPlan:
         return self.n_ctx
 
 
-def plan_context(info: gguf.GGUFInfo, params: LoadParams, available: int) -> ContextPlan:
+def plan_context(info: GGUFInfo, params: LoadParams, available: int) -> ContextPlan:
     """The context a load of ``info`` with ``params`` would use given ``available`` bytes,
     the memory it needs there, the largest context that fits, and the out-of-memory error
     the load would raise (never raised here; :meth:`ContextPlan.check` raises it)."""
@@ -118,7 +322,7 @@ def plan_context(info: gguf.GGUFInfo, params: LoadParams, available: int) -> Con
             )
             error = (
                 f"Not enough memory for {params.n_ctx} tokens of context: it needs "
-                f"{gguf.human_bytes(need.total_bytes)}, {gguf.human_bytes(available)} is free; "
+                f"{human_bytes(need.total_bytes)}, {human_bytes(available)} is free; "
                 f"{hint}."
             )
         return ContextPlan(params.n_ctx, False, trained, need, available, fits, error)
@@ -131,7 +335,106 @@ def plan_context(info: gguf.GGUFInfo, params: LoadParams, available: int) -> Con
     need = estimate(info, smallest, params)
     error = (
         f"Not enough memory to load this model: it needs at least "
-        f"{gguf.human_bytes(need.total_bytes)}, {gguf.human_bytes(available)} is free. "
+        f"{human_bytes(need.total_bytes)}, {human_bytes(available)} is free. "
         "Close other programs or pick a smaller quantization."
     )
     return ContextPlan(smallest, True, trained, need, available, fits, error)
+
+
+# --- will it fit? --------------------------------------------------------------------------
+
+FitLevel = Literal["fits", "tight", "wont_fit"]
+
+
+@dataclass(frozen=True, slots=True)
+class FitResult:
+    """Whether a model at ``n_ctx`` fits this machine's free memory, with the numbers.
+
+    ``automatic``: ``n_ctx`` is the automatic choice (no context was asked for), which a load
+    shortens to what fits."""
+
+    level: FitLevel
+    needed_bytes: int
+    available_bytes: int
+    message: str
+    estimate: MemoryEstimate
+    max_context: int  # the largest context that fits in the available memory (0: none)
+    automatic: bool = False
+
+    @property
+    def n_ctx(self) -> int:
+        return self.estimate.n_ctx
+
+
+def fit_check(
+    info: GGUFInfo,
+    n_ctx: int,
+    available_ram: int | None = None,
+    available_vram: int | None = None,
+    *,
+    params: LoadParams | None = None,
+) -> FitResult:
+    """Fits / tight (needs more than 75% of what is free) / won't fit at ``n_ctx``, and a message.
+
+    The estimate is the loader's with ``params``' load settings (batch size, flash attention,
+    KV cache types, GPU layers; defaults when None; its ``n_ctx`` is not read): against the
+    same free memory, "won't fit" at ``n_ctx`` is exactly when loading with that context fails
+    for lack of memory.
+    ``available_ram`` defaults to free RAM now. With ``available_vram`` (Ember cannot measure it
+    portably; the caller passes it when known), RAM and VRAM are pooled, as llama.cpp can split
+    layers between them.
+    """
+    params = params or LoadParams()
+    need = estimate(info, n_ctx, params)
+    ram = available_memory() if available_ram is None else available_ram
+    available = ram + (available_vram or 0)
+    needed = need.total_bytes
+    max_ctx = max_context(info, params, available)
+    where = "RAM + VRAM" if available_vram else "memory"
+    parts = (
+        f"weights {human_bytes(need.weights_bytes)}, "
+        f"context {human_bytes(need.kv_cache_bytes)} "
+        f"for {need.n_ctx:,} tokens, working memory {human_bytes(need.compute_bytes)}"
+    )
+    if needed > available:
+        level: FitLevel = "wont_fit"
+        if max_ctx >= MIN_N_CTX:
+            advice = f"Try {max_ctx:,} tokens of context, or a smaller quantization."
+        else:
+            advice = "Choose a smaller quantization or a smaller model."
+        message = (
+            f"Won't fit: needs about {human_bytes(needed)} ({parts}) but only "
+            f"{human_bytes(available)} of {where} is free. {advice}"
+        )
+    elif needed > TIGHT_FRACTION * available:
+        level = "tight"
+        message = (
+            f"Tight: needs about {human_bytes(needed)} ({parts}) of the "
+            f"{human_bytes(available)} of {where} free. Close other apps or use a shorter context."
+        )
+    else:
+        level = "fits"
+        message = (
+            f"Fits: needs about {human_bytes(needed)} ({parts}); "
+            f"{human_bytes(available)} of {where} is free."
+        )
+    return FitResult(level, needed, available, message, need, max_ctx)
+
+
+def fit_for_load(info: GGUFInfo, params: LoadParams, available_ram: int | None = None) -> FitResult:
+    """Whether a load with ``params`` fits: checked at ``params.n_ctx`` when set, else at the
+    automatic context (:func:`default_context`). An automatic context that does not fit whole
+    but that the loader would shorten to something usable is "tight", not "won't fit"."""
+    automatic = not params.n_ctx
+    n_ctx = params.n_ctx or default_context(info)
+    result = fit_check(info, n_ctx, available_ram, params=params)
+    if result.level != "wont_fit" or not automatic:
+        return replace(result, automatic=automatic)
+    plan = plan_context(info, params, result.available_bytes)
+    if not plan.fits:
+        return replace(result, automatic=True)
+    message = (
+        f"{result.message}\n\nWith the automatic context Ember would load it with "
+        f"{plan.n_ctx:,} tokens instead."
+    )
+    return replace(result, level="tight", message=message, automatic=True)

@@ -1,6 +1,6 @@
 """The Hugging Face Hub side of the library: find GGUF repositories, list their files, read a
-remote model's header and say whether it will fit. No Qt; every function is synchronous and
-meant to run on a worker thread.
+remote model's header (whether it fits is :mod:`app.engine.sizing`'s to say). No Qt; every
+function is synchronous and meant to run on a worker thread.
 
 Endpoint and token: each function takes ``endpoint=`` and ``token=``. By default ``HF_ENDPOINT``
 is read when the call is made (huggingface_hub reads it only once, at import, into
@@ -17,8 +17,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import PurePosixPath
@@ -26,15 +25,23 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 from huggingface_hub import constants
 
-from app.engine import sizing
-from app.engine.gguf import (
-    GGUFInfo,
-    GGUFNeedMoreData,
-    MemoryEstimate,
-    human_bytes,
-    parse_gguf_bytes,
+from app.engine.gguf import GGUFInfo, GGUFNeedMoreData, human_bytes, parse_gguf_bytes
+from app.library.hub_errors import (
+    GatedRepoError,
+    HeaderTooLargeError,
+    HubAuthError,
+    HubError,
+    HubResponseError,
+    HubUnreachableError,
+    RemoteFileNotFoundError,
+    RepoNotFoundError,
+    RevisionNotFoundError,
+    UnsafeNameError,
+    gated_message,
+    hub_errors,
+    transport_reason,
+    unreachable_message,
 )
-from app.engine.types import LoadParams
 from app.library.quant import (
     is_projector,
     model_stem,
@@ -48,7 +55,44 @@ from app.library.quant import (
 
 if TYPE_CHECKING:
     from huggingface_hub import HfApi, ModelInfo
-    from huggingface_hub import errors as hf_errors
+
+__all__ = [
+    "HEADER_INITIAL",
+    "HEADER_MAX",
+    "GatedRepoError",
+    "HeaderTooLargeError",
+    "HubAuthError",
+    "HubError",
+    "HubResponseError",
+    "HubUnreachableError",
+    "ModelFile",
+    "RemoteFile",
+    "RemoteFileNotFoundError",
+    "RepoFiles",
+    "RepoIndex",
+    "RepoNotFoundError",
+    "RepoSummary",
+    "RevisionNotFoundError",
+    "Sort",
+    "Token",
+    "UnsafeNameError",
+    "fetch_header",
+    "gated_message",
+    "group_gguf_files",
+    "hub_endpoint",
+    "hub_errors",
+    "hub_headers",
+    "is_safe_repo_path",
+    "list_gguf_files",
+    "model_card",
+    "repo_index",
+    "safe_repo_path",
+    "search_models",
+    "strip_front_matter",
+    "transport_reason",
+    "unreachable_message",
+    "validate_repo_id",
+]
 
 # huggingface_hub's client side (HfApi, its HTTP session and errors, httpx2) takes about half a
 # second to import: it is imported by the functions that talk to the Hub, so the app's window
@@ -70,53 +114,9 @@ _SEARCH_EXPAND: Final = (
 _TIMEOUT: Final = 20.0
 HEADER_INITIAL: Final = 256 * 1024
 HEADER_MAX: Final = 64 * 1024 * 1024
-TIGHT_FRACTION: Final = 0.75
 
 _REPO_PART_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
 _DRIVE_RE: Final = re.compile(r"^[A-Za-z]:")
-
-
-# --- errors --------------------------------------------------------------------------------
-
-
-class HubError(Exception):
-    """Something went wrong talking to the Hub; ``str(error)`` is a message for the user."""
-
-
-class HubUnreachableError(HubError):
-    """No answer: offline, DNS, connection refused, timeout, HF_HUB_OFFLINE."""
-
-
-class RepoNotFoundError(HubError):
-    """The repository does not exist (or is private and the token cannot see it)."""
-
-
-class RevisionNotFoundError(HubError):
-    """The branch, tag or commit does not exist in the repository."""
-
-
-class RemoteFileNotFoundError(HubError):
-    """The repository has no file by that name."""
-
-
-class HubAuthError(HubError):
-    """401/403: the token is missing, invalid or lacks access."""
-
-
-class GatedRepoError(HubAuthError):
-    """The repository is gated: its terms must be accepted on the Hub, and HF_TOKEN set."""
-
-
-class HubResponseError(HubError):
-    """The Hub answered with an error status (5xx, 429, ...) or something unexpected."""
-
-
-class HeaderTooLargeError(HubError):
-    """A remote GGUF header did not end within the fetch limit."""
-
-
-class UnsafeNameError(ValueError):
-    """A repository id or file name that could escape a directory (``..``, absolute, ...)."""
 
 
 # --- names ---------------------------------------------------------------------------------
@@ -163,7 +163,7 @@ def is_safe_repo_path(filename: str) -> bool:
     return True
 
 
-# --- endpoint, token, error mapping --------------------------------------------------------
+# --- endpoint, token -----------------------------------------------------------------------
 
 
 def hub_endpoint(endpoint: str | None = None) -> str:
@@ -176,130 +176,6 @@ def hub_headers(token: Token = None) -> dict[str, str]:
     from huggingface_hub.utils import build_hf_headers
 
     return dict(build_hf_headers(token=token))
-
-
-def gated_message(repo_id: str, endpoint: str, token_sent: bool, status: int | None = None) -> str:
-    url = f"{endpoint}/{repo_id}"
-    if not token_sent:
-        return (
-            f"This repository is gated: {repo_id} needs you to accept its terms. Accept them on "
-            f"the Hub ({url}), then set HF_TOKEN to an access token of that account (or run "
-            "`hf auth login`) and try again."
-        )
-    return (
-        f"This repository is gated and your Hugging Face token has no access to {repo_id}"
-        f"{f' ({status})' if status else ''}. Accept its terms on the Hub ({url}) with the "
-        "account the token belongs to, or set HF_TOKEN to a token of an account that has."
-    )
-
-
-def transport_reason(error: BaseException) -> str:
-    """Why a connection failed, in words (not ``[Errno -2] Name or service not known``): the
-    first cause in the exception's chain that says more than the HTTP client's wrapper."""
-    import socket
-    import ssl
-
-    seen: BaseException | None = error
-    while seen is not None:
-        if isinstance(seen, socket.gaierror):
-            return "its name could not be looked up (no network, or no DNS)"
-        if isinstance(seen, ConnectionRefusedError):
-            return "the connection was refused (nothing answers at that address)"
-        if isinstance(seen, ssl.SSLError):
-            return f"the secure connection failed ({seen.reason or seen})"
-        if isinstance(seen, TimeoutError):
-            return "it did not answer in time"
-        seen = seen.__cause__ or seen.__context__
-    text = str(error)
-    if "Name or service not known" in text or "nodename nor servname" in text:
-        return "its name could not be looked up (no network, or no DNS)"
-    if "Connection refused" in text:
-        return "the connection was refused (nothing answers at that address)"
-    return text or type(error).__name__
-
-
-def unreachable_message(endpoint: str, reason: object) -> str:
-    return (
-        f"Can't reach the Hugging Face Hub at {endpoint}: {reason}. Check your internet "
-        "connection (or HF_ENDPOINT, if you use a mirror) and try again."
-    )
-
-
-def _token_sent(exc: hf_errors.HfHubHTTPError) -> bool:
-    try:
-        return "authorization" in exc.response.request.headers
-    except (AttributeError, RuntimeError):  # no request recorded
-        return False
-
-
-@contextmanager
-def _hub_errors(endpoint: str, repo_id: str, filename: str | None = None) -> Iterator[None]:
-    """Translate huggingface_hub / httpx2 errors into :class:`HubError` with useful messages."""
-    import httpx2
-    from huggingface_hub import errors as hf_errors
-
-    what = f"{filename} in {repo_id}" if filename else repo_id
-    try:
-        yield
-    except HubError:
-        raise
-    except hf_errors.GatedRepoError as e:
-        status = e.response.status_code if e.response is not None else None
-        raise GatedRepoError(gated_message(repo_id, endpoint, _token_sent(e), status)) from e
-    except hf_errors.RepositoryNotFoundError as e:
-        hint = (
-            "" if _token_sent(e) else " If it is private, set HF_TOKEN to a token that can see it."
-        )
-        raise RepoNotFoundError(
-            f"There is no repository {repo_id} on the Hub ({endpoint}). Check the name.{hint}"
-        ) from e
-    except hf_errors.RevisionNotFoundError as e:
-        raise RevisionNotFoundError(f"{repo_id} has no branch, tag or commit by that name.") from e
-    except hf_errors.RemoteEntryNotFoundError as e:
-        raise RemoteFileNotFoundError(
-            f"{repo_id} has no file {filename or ''}".rstrip() + "."
-        ) from e
-    except hf_errors.OfflineModeIsEnabled as e:
-        raise HubUnreachableError(
-            "Hub access is switched off (HF_HUB_OFFLINE is set); unset it to search and download."
-        ) from e
-    except hf_errors.HfHubHTTPError as e:
-        raise _status_error(e.response.status_code, endpoint, repo_id, what, _token_sent(e)) from e
-    except httpx2.TimeoutException as e:
-        raise HubUnreachableError(unreachable_message(endpoint, "it did not answer in time")) from e
-    except httpx2.TransportError as e:
-        raise HubUnreachableError(unreachable_message(endpoint, transport_reason(e))) from e
-    except hf_errors.HFValidationError as e:
-        raise UnsafeNameError(str(e)) from e
-
-
-def _status_error(
-    status: int, endpoint: str, repo_id: str, what: str, token_sent: bool
-) -> HubError:
-    if status == 401:
-        if token_sent:
-            return HubAuthError(
-                "The Hub rejected your Hugging Face token (401). Check HF_TOKEN (or log in again "
-                "with `hf auth login`)."
-            )
-        return HubAuthError(
-            f"{repo_id} needs a Hugging Face token (401): set HF_TOKEN to an access token and "
-            "try again."
-        )
-    if status == 403:
-        return HubAuthError(
-            f"Your Hugging Face token is not allowed to read {repo_id} (403). Use a token with "
-            "read access to it (HF_TOKEN)."
-        )
-    if status == 429:
-        return HubResponseError(
-            "The Hub is rate-limiting requests (429); wait a minute and try again."
-        )
-    if status >= 500:
-        return HubResponseError(
-            f"The Hub at {endpoint} had a problem ({status}) while reading {what}; try again later."
-        )
-    return HubResponseError(f"The Hub answered {status} for {what}.")
 
 
 def _api(endpoint: str, token: Token) -> HfApi:
@@ -398,7 +274,7 @@ def search_models(  # noqa: PLR0917 - the documented signature
         params["search"] = query.strip()
     if author:
         params["author"] = author
-    with _hub_errors(base, author or "the search"):
+    with hub_errors(base, author or "the search"):
         response = get_session().get(
             f"{base}/api/models", params=params, headers=hub_headers(token), timeout=timeout
         )
@@ -532,7 +408,7 @@ def repo_index(
     """Every file of ``repo_id`` with sizes and LFS sha256 (``model_info(files_metadata=True)``)."""
     validate_repo_id(repo_id)
     base = hub_endpoint(endpoint)
-    with _hub_errors(base, repo_id):
+    with hub_errors(base, repo_id):
         info = _api(base, token).model_info(
             repo_id, revision=revision, files_metadata=True, timeout=timeout
         )
@@ -613,7 +489,7 @@ def model_card(
     validate_repo_id(repo_id)
     base = hub_endpoint(endpoint)
     url = hf_hub_url(repo_id, "README.md", revision=revision, endpoint=base)
-    with _hub_errors(base, repo_id, "README.md"):
+    with hub_errors(base, repo_id, "README.md"):
         response = get_session().get(url, headers=hub_headers(token), timeout=timeout)
         if response.status_code == 404:
             return ""
@@ -687,7 +563,7 @@ def fetch_header(
     buf = bytearray()
     file_size: int | None = None
     want = max(1024, initial)
-    with _hub_errors(base, repo_id, filename):
+    with hub_errors(base, repo_id, filename):
         while True:
             if file_size is not None:
                 want = min(want, file_size)
@@ -711,80 +587,3 @@ def fetch_header(
                         f"The Hub sent fewer bytes of {filename} than it says the file has."
                     ) from more
                 want = more.needed
-
-
-# --- will it fit? --------------------------------------------------------------------------
-
-FitLevel = Literal["fits", "tight", "wont_fit"]
-
-
-@dataclass(frozen=True, slots=True)
-class FitResult:
-    """Whether a model at ``n_ctx`` fits this machine's free memory, with the numbers."""
-
-    level: FitLevel
-    needed_bytes: int
-    available_bytes: int
-    message: str
-    estimate: MemoryEstimate
-    max_context: int  # the largest context that fits in the available memory (0: none)
-
-
-def available_memory() -> int:
-    """Free RAM now (what the OS could give a new process without swapping)."""
-    return sizing.available_memory()
-
-
-def fit_check(
-    info: GGUFInfo,
-    n_ctx: int,
-    available_ram: int | None = None,
-    available_vram: int | None = None,
-    *,
-    params: LoadParams | None = None,
-) -> FitResult:
-    """Fits / tight (needs more than 75% of what is free) / won't fit, and a message.
-
-    The estimate is the loader's (:mod:`app.engine.sizing`) with ``params``' load settings (batch
-    size, flash attention, KV cache types, GPU layers; defaults when None; its ``n_ctx`` is not
-    read): against the same free memory, "won't fit" at ``n_ctx`` is exactly when loading with
-    that context fails for lack of memory.
-    ``available_ram`` defaults to free RAM now. With ``available_vram`` (Ember cannot measure it
-    portably; the caller passes it when known), RAM and VRAM are pooled, as llama.cpp can split
-    layers between them.
-    """
-    params = params or LoadParams()
-    estimate = sizing.estimate(info, n_ctx, params)
-    ram = available_memory() if available_ram is None else available_ram
-    available = ram + (available_vram or 0)
-    needed = estimate.total_bytes
-    max_ctx = sizing.max_context(info, params, available)
-    where = "RAM + VRAM" if available_vram else "memory"
-    parts = (
-        f"weights {human_bytes(estimate.weights_bytes)}, "
-        f"context {human_bytes(estimate.kv_cache_bytes)} "
-        f"for {estimate.n_ctx:,} tokens, working memory {human_bytes(estimate.compute_bytes)}"
-    )
-    if needed > available:
-        level: FitLevel = "wont_fit"
-        if max_ctx >= sizing.MIN_N_CTX:
-            advice = f"Try {max_ctx:,} tokens of context, or a smaller quantization."
-        else:
-            advice = "Choose a smaller quantization or a smaller model."
-        message = (
-            f"Won't fit: needs about {human_bytes(needed)} ({parts}) but only "
-            f"{human_bytes(available)} of {where} is free. {advice}"
-        )
-    elif needed > TIGHT_FRACTION * available:
-        level = "tight"
-        message = (
-            f"Tight: needs about {human_bytes(needed)} ({parts}) of the "
-            f"{human_bytes(available)} of {where} free. Close other apps or use a shorter context."
-        )
-    else:
-        level = "fits"
-        message = (
-            f"Fits: needs about {human_bytes(needed)} ({parts}); "
-            f"{human_bytes(available)} of {where} is free."
-        )
-    return FitResult(level, needed, available, message, estimate, max_ctx)

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from app.engine import gguf
+from app.engine import ggml_types, gguf
 from app.engine.gguf import (
     ArrayInfo,
     GGUFCorruptError,
@@ -24,13 +24,12 @@ from app.engine.gguf import (
     GGUFTruncatedError,
     GGUFUnsupportedError,
     NotGGUFError,
-    estimate_memory,
     format_info,
     human_bytes,
-    max_context_for_memory,
     parse_gguf_bytes,
     read_gguf,
 )
+from app.engine.sizing import estimate_memory, max_context_for_memory
 
 # The test model's true values, cross-checked with gguf-py 0.19.0's GGUFReader.
 GEMMA_FILE_SIZE = 253_113_024
@@ -80,7 +79,7 @@ def build_gguf(
         n_elements = 1
         for dim in shape:
             n_elements *= dim
-        known = type_id in gguf._GGML_TYPES
+        known = type_id in ggml_types.GGML_TYPES
         end = offset + (gguf.ggml_type(type_id).row_bytes(n_elements) if known else 0)
         offset = -(-end // 32) * 32
     if with_data and tensors:

@@ -17,10 +17,10 @@ from app.config import Settings
 from app.engine import sizing
 from app.engine.gguf import GGUFInfo, parse_gguf_bytes, read_gguf
 from app.engine.llamacpp import choose_n_ctx
+from app.engine.load_settings import load_params as settings_load_params
+from app.engine.sizing import fit_check
 from app.engine.types import LoadParams, OutOfMemoryError
-from app.library import hub
-from app.library.hub import ModelFile, RemoteFile, fit_check
-from app.ui import engine_session
+from app.library.hub import ModelFile, RemoteFile
 from app.ui.models import fit
 from tests.helpers.gguf_writer import gguf_bytes
 
@@ -216,10 +216,10 @@ def test_the_models_page_badge_uses_the_load_settings(
     settings = Settings()
     settings.set("load.n_ctx", 8192)
     fits_default = sizing.estimate(gemma, 8192, LoadParams()).total_bytes
-    monkeypatch.setattr(hub, "available_memory", lambda: fits_default)
+    monkeypatch.setattr(sizing, "available_memory", lambda: fits_default)
     assert _badge(gemma, settings, monkeypatch).label != "Won't fit"
     settings.set("load.n_batch", 2048)  # a bigger batch needs more working memory
-    params = engine_session.load_params(settings)
+    params = settings_load_params(settings)
     with pytest.raises(OutOfMemoryError):
         choose_n_ctx(gemma, params, fits_default)
     assert _badge(gemma, settings, monkeypatch).label == "Won't fit"
@@ -227,14 +227,14 @@ def test_the_models_page_badge_uses_the_load_settings(
     settings.set("load.n_batch", 512)
     settings.set("load.flash_attn", True)  # no attention scores: 8192 fits with less
     with_flash = sizing.estimate(gemma, 8192, LoadParams(flash_attn=True)).total_bytes
-    monkeypatch.setattr(hub, "available_memory", lambda: with_flash)
-    choose_n_ctx(gemma, engine_session.load_params(settings), with_flash)
+    monkeypatch.setattr(sizing, "available_memory", lambda: with_flash)
+    choose_n_ctx(gemma, settings_load_params(settings), with_flash)
     assert _badge(gemma, settings, monkeypatch).label != "Won't fit"
     settings.set("load.flash_attn", False)
     assert _badge(gemma, settings, monkeypatch).label == "Won't fit"
 
     settings.set("load.n_ctx", 0)  # automatic: the loader shrinks the context to fit
-    n_ctx = choose_n_ctx(gemma, engine_session.load_params(settings), with_flash)
+    n_ctx = choose_n_ctx(gemma, settings_load_params(settings), with_flash)
     assert n_ctx < 8192
     badge = _badge(gemma, settings, monkeypatch)
     assert badge.label == "Tight"
@@ -262,3 +262,20 @@ def test_out_of_memory_messages_are_unchanged(gemma: GGUFInfo) -> None:
     assert str(exc.value).startswith("Not enough memory to load this model: it needs at least ")
     assert str(exc.value).endswith("Close other programs or pick a smaller quantization.")
     assert exc.value.fits_n_ctx is None
+
+
+def test_fit_check_levels() -> None:
+    info = parse_gguf_bytes(gguf_bytes(context_length=4096, embedding_length=256, block_count=4))
+    needed = fit_check(info, 4096, available_ram=10**12).needed_bytes
+    roomy = fit_check(info, 4096, available_ram=needed * 4)
+    assert roomy.level == "fits" and roomy.message.startswith("Fits")
+    assert roomy.available_bytes == needed * 4
+    tight = fit_check(info, 4096, available_ram=int(needed * 1.2))
+    assert tight.level == "tight" and "Tight" in tight.message
+    short = fit_check(info, 4096, available_ram=needed - 1)
+    assert short.level == "wont_fit" and "Won't fit" in short.message
+    pooled = fit_check(info, 4096, available_ram=needed // 2, available_vram=needed * 4)
+    assert pooled.level == "fits" and "RAM + VRAM" in pooled.message
+    assert fit_check(info, 4096).available_bytes == pytest.approx(
+        sizing.available_memory(), rel=0.5
+    )

@@ -1,4 +1,4 @@
-"""Hub search, file listing, model cards, remote headers and fit checks against the fake Hub."""
+"""Hub search, file listing, model cards and remote headers against the fake Hub."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from huggingface_hub import HfApi, hf_hub_download
 from huggingface_hub import errors as hf_errors
 
 from app.config import paths
-from app.engine.gguf import NotGGUFError, parse_gguf_bytes
-from app.library import hub as hubmod
+from app.engine.gguf import NotGGUFError
+from app.engine.sizing import fit_check
 from app.library.downloads import DownloadManager, DownloadState
 from app.library.hub import (
     GatedRepoError,
@@ -22,7 +22,6 @@ from app.library.hub import (
     RepoNotFoundError,
     UnsafeNameError,
     fetch_header,
-    fit_check,
     list_gguf_files,
     model_card,
     search_models,
@@ -229,23 +228,6 @@ def test_fetch_header_errors(hub: FakeHub, monkeypatch: pytest.MonkeyPatch) -> N
     assert fetch_header("bob/Locked-GGUF", "Locked-Q4_K_M.gguf").architecture == "llama"
     with pytest.raises(UnsafeNameError):
         fetch_header("bob/Locked-GGUF", "../x.gguf")
-
-
-def test_fit_check_levels() -> None:
-    info = parse_gguf_bytes(gguf_bytes(context_length=4096, embedding_length=256, block_count=4))
-    needed = fit_check(info, 4096, available_ram=10**12).needed_bytes
-    roomy = fit_check(info, 4096, available_ram=needed * 4)
-    assert roomy.level == "fits" and roomy.message.startswith("Fits")
-    assert roomy.available_bytes == needed * 4
-    tight = fit_check(info, 4096, available_ram=int(needed * 1.2))
-    assert tight.level == "tight" and "Tight" in tight.message
-    short = fit_check(info, 4096, available_ram=needed - 1)
-    assert short.level == "wont_fit" and "Won't fit" in short.message
-    pooled = fit_check(info, 4096, available_ram=needed // 2, available_vram=needed * 4)
-    assert pooled.level == "fits" and "RAM + VRAM" in pooled.message
-    assert fit_check(info, 4096).available_bytes == pytest.approx(
-        hubmod.available_memory(), rel=0.5
-    )
 
 
 @pytest.mark.slow

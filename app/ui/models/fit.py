@@ -1,10 +1,8 @@
-"""Will a Hub file fit this machine with the user's load settings? Blocking: call off-thread.
+"""The fit badge of a Hub file: its remote header, cached, and the engine's verdict in a label.
 
-The check uses the load settings the app loads with (context, batch size, flash attention, KV
-cache type) and the engine's own rule (:mod:`app.engine.sizing`). The context checked is
-``load.n_ctx`` when set, else the automatic choice (the trained length capped at the engine's
-default). With the automatic choice a model whose default context does not fit still loads with
-a shorter one, so that case is "tight".
+Blocking (the header is fetched): call off-thread. Whether it fits is the engine's rule
+(:func:`app.engine.sizing.fit_for_load`) with the load settings the app loads with
+(:func:`app.engine.load_settings.load_params`); only the wording is decided here.
 """
 
 from __future__ import annotations
@@ -16,9 +14,10 @@ from dataclasses import dataclass
 from app.config import Settings
 from app.engine import sizing
 from app.engine.gguf import GGUFInfo
+from app.engine.load_settings import load_params
+from app.engine.sizing import FitLevel
 from app.library import hub
-from app.library.hub import FitLevel, ModelFile
-from app.ui.engine_session import load_params
+from app.library.hub import ModelFile
 
 _headers: dict[tuple[str, str, str], GGUFInfo] = {}
 _headers_lock = threading.Lock()
@@ -48,30 +47,11 @@ def header(repo_id: str, commit: str, model: ModelFile) -> GGUFInfo:
     return info
 
 
-def context_for(info: GGUFInfo, settings: Settings) -> tuple[int, bool]:
-    """(n_ctx a load would ask for, whether it is the automatic choice)."""
-    chosen = load_params(settings).n_ctx
-    if chosen:
-        return chosen, False
-    return sizing.default_context(info), True
-
-
 def check(repo_id: str, commit: str, model: ModelFile, settings: Settings) -> FitBadge:
-    info = header(repo_id, commit, model)
-    params = load_params(settings)
-    n_ctx, automatic = context_for(info, settings)
-    result = hub.fit_check(info, n_ctx, params=params)
-    level = result.level
-    tooltip = result.message
-    if level == "wont_fit" and automatic:
-        plan = sizing.plan_context(info, params, result.available_bytes)
-        if plan.fits:
-            level = "tight"
-            tooltip = (
-                f"{result.message}\n\nWith the automatic context Ember would load it with "
-                f"{plan.n_ctx:,} tokens instead."
-            )
-    where = "automatic" if automatic else "from Settings"
-    tooltip += f"\n\nChecked at {n_ctx:,} tokens of context ({where})."
-    label = {"fits": "Fits", "tight": "Tight", "wont_fit": "Won't fit"}[level]
-    return FitBadge(level, label, tooltip)
+    result = sizing.fit_for_load(header(repo_id, commit, model), load_params(settings))
+    where = "automatic" if result.automatic else "from Settings"
+    tooltip = f"{result.message}\n\nChecked at {result.n_ctx:,} tokens of context ({where})."
+    return FitBadge(result.level, _LABELS[result.level], tooltip)
+
+
+_LABELS: dict[FitLevel, str] = {"fits": "Fits", "tight": "Tight", "wont_fit": "Won't fit"}
