@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -230,7 +231,7 @@ def test_not_enough_disk_space(
 ) -> None:
     big_repo(hub, size=100_000)
     usage = namedtuple("usage", "total used free")
-    monkeypatch.setattr(downloads_mod.shutil, "disk_usage", lambda _p: usage(10**9, 10**9, 5000))
+    monkeypatch.setattr(shutil, "disk_usage", lambda _p: usage(10**9, 10**9, 5000))
     d = manager.start("alice/Big-GGUF", "big-Q4_K_M.gguf")
     failed = recorder.wait_state(d.id, S.FAILED, S.COMPLETED)
     assert failed.error is not None and failed.error.startswith("Not enough disk space")
