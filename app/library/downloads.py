@@ -12,10 +12,8 @@ attempt (``completed``, ``failed`` or ``cancelled``; ``retry`` starts a new atte
 On disk: ``downloads/<id>.json`` (the state, written atomically) and ``downloads/<id>/*.part``.
 A download resumes from its partial files with ``Range`` requests after a pause, a network
 error, or the app being closed or killed (``restore()``). Downloads are pinned to the commit the
-repository was at when they started, so every part and every resume reads the same file. Each
-file's sha256 is computed while it arrives and compared with the Hub's LFS sha256; only then are
-the files moved (atomically) to ``models/<owner>/<repo>/<filename>`` and recorded in that
-folder's ``.ember.json``. A partial, failed or unverified file never appears in ``models/``.
+repository was at when they started, so every part and every resume reads the same file. A
+file becomes a model in ``models/<owner>/<repo>/`` only once its sha256 matches the Hub's.
 
 This module schedules downloads and runs each one's steps; the steps live next to it:
 :mod:`~app.library.download_state` (snapshots, events, state files),
@@ -426,24 +424,19 @@ class DownloadManager:
         if job.commit is None or not job.parts:
             self._resolve(job)
         targets = [target_path(self.models_dir, job.repo_id, p.filename) for p in job.parts]
-        if self._already_there(job, targets):
+        if not verified_on_disk(job.parts, targets, self._manifest(job.repo_id)):
+            check_space(self.downloads_dir, self.models_dir, job)
+            for part in job.parts:
+                if not part.verified:
+                    self._download_part(job, part)
             with self._lock:
-                job.paths = tuple(targets)
-                for part in job.parts:
-                    part.verified = True
-            self._files.remove_partials(job)
-            self._finish(job, DownloadState.COMPLETED)
-            return
-        check_space(self.downloads_dir, self.models_dir, job)
-        for part in job.parts:
-            if not part.verified:
-                self._download_part(job, part)
-        with self._lock:
-            job.state = DownloadState.VERIFYING
-        self._emit("state", job)
-        install(self._files, self.models_dir, job, targets)
+                job.state = DownloadState.VERIFYING
+            self._emit("state", job)
+            install(self._files, self.models_dir, job, targets)
         with self._lock:
             job.paths = tuple(targets)
+            for part in job.parts:
+                part.verified = True
         self._files.remove_partials(job)
         self._finish(job, DownloadState.COMPLETED)
 
@@ -491,9 +484,6 @@ class DownloadManager:
 
     def _manifest(self, repo_id: str) -> dict[str, dict[str, Any]]:
         return read_manifest(self.models_dir.joinpath(*repo_id.split("/")))
-
-    def _already_there(self, job: Job, targets: list[Path]) -> bool:
-        return verified_on_disk(job.parts, targets, self._manifest(job.repo_id))
 
     def _download_part(self, job: Job, part: Part) -> None:
         path = self._files.part_path(job, part)
