@@ -1,65 +1,33 @@
-"""Run a blocking function (disk scans, big reads) off the GUI thread; get the result back on it.
-
-``run_in_background(fn, on_done, owner)`` calls ``fn()`` on Qt's global thread pool and later
-``on_done(result, error)`` on the GUI thread. The callback is skipped if ``owner`` was deleted.
+"""The old entry point for background work, kept for its callers: ``run_in_background(fn,
+on_done, owner)`` calls ``fn()`` off the GUI thread and later ``on_done(result, error)`` on it,
+skipped if ``owner`` was deleted. It is a thin adapter over the app's ``TaskRunner``
+(app/ui/task_runner.py), which new code uses directly.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from typing import Any
 
-from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal, Slot
-from shiboken6 import isValid
+from PySide6.QtCore import QObject
 
-log = logging.getLogger(__name__)
+from app.ui.task_runner import Lane, LaneName, Task, owner_of, tasks
 
 Callback = Callable[[Any, BaseException | None], None]
 
 
-class _Relay(QObject):
-    """Lives on the GUI thread; its signal carries the result across (queued)."""
-
-    done = Signal(object, object)
-
-    def __init__(self, callback: Callback, owner: QObject | None) -> None:
-        super().__init__()
-        self._callback = callback
-        self._owner = owner
-        self.done.connect(self._on_done)
-
-    @Slot(object, object)
-    def _on_done(self, result: Any, error: BaseException | None) -> None:
-        _pending.discard(self)
-        if self._owner is not None and not isValid(self._owner):
-            return
-        self._callback(result, error)
-        self.deleteLater()
-
-
-class _Task(QRunnable):
-    def __init__(self, fn: Callable[[], Any], relay: _Relay) -> None:
-        super().__init__()
-        self._fn = fn
-        self._relay = relay
-
-    def run(self) -> None:
-        try:
-            result = self._fn()
-        except Exception as error:
-            log.debug("Background task failed", exc_info=True)
-            self._relay.done.emit(None, error)
-        else:
-            self._relay.done.emit(result, None)
-
-
-_pending: set[_Relay] = set()
-
-
 def run_in_background(
-    fn: Callable[[], Any], on_done: Callback, owner: QObject | None = None
-) -> None:
-    relay = _Relay(on_done, owner)
-    _pending.add(relay)
-    QThreadPool.globalInstance().start(_Task(fn, relay))
+    fn: Callable[[], Any],
+    on_done: Callback,
+    owner: QObject | None = None,
+    lane: LaneName | Lane = "disk",
+) -> Task:
+    """``lane="network"`` for anything that waits on another machine (see task_runner)."""
+    return tasks().submit(
+        fn,
+        lambda result: on_done(result, None),
+        lambda error: on_done(None, error),
+        lane=lane,
+        receiver=owner if owner is not None else owner_of(on_done),
+        name=getattr(fn, "__qualname__", None),
+    )

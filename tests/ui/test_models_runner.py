@@ -4,7 +4,6 @@ nothing it does waits on the GUI thread."""
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 
 from pytestqt.qtbot import QtBot
@@ -19,14 +18,18 @@ class Jobs:
 
     def __init__(self) -> None:
         self.gate = threading.Event()
+        self.started = threading.Event()  # a gated job is running
         self.ran: list[str] = []
+        self.returned: list[str] = []
         self.called: list[tuple[str, BaseException | None]] = []
 
     def job(self, name: str, wait: bool = False) -> Callable[[], str]:
         def run() -> str:
             self.ran.append(name)
             if wait:
+                self.started.set()
                 self.gate.wait(TIMEOUT / 1000)
+            self.returned.append(name)
             return name
 
         return run
@@ -38,13 +41,13 @@ class Jobs:
 def test_a_newer_keyed_job_supersedes_the_waiting_and_running_ones(qtbot: QtBot) -> None:
     runner = Runner(1, "test")
     jobs = Jobs()
-    started = time.monotonic()
-    runner.submit(jobs.job("a", wait=True), jobs.callback, key="search")  # runs now
+    runner.submit(jobs.job("a", wait=True), jobs.callback, key="search")
+    assert jobs.started.wait(TIMEOUT / 1000)  # a runs
     runner.submit(jobs.job("b"), jobs.callback, key="search")  # waits for the thread
     runner.submit(jobs.job("other"), jobs.callback)  # no key: never superseded
     runner.submit(jobs.job("c"), jobs.callback, key="search")  # supersedes a and b
     runner.submit(jobs.job("d"), jobs.callback, key="card")  # another key: kept
-    assert time.monotonic() - started < 1.0  # submitting never waits for a job
+    assert jobs.returned == []  # submitting never waited for a job: a still runs
     jobs.gate.set()
     qtbot.waitUntil(lambda: not runner.busy, timeout=TIMEOUT)
     assert jobs.ran == ["a", "other", "c", "d"]  # b never ran
@@ -71,6 +74,7 @@ def test_cancel_waiting_drops_the_jobs_not_started(qtbot: QtBot) -> None:
     runner = Runner(1, "test")
     jobs = Jobs()
     runner.submit(jobs.job("a", wait=True), jobs.callback)
+    assert jobs.started.wait(TIMEOUT / 1000)
     runner.submit(jobs.job("b"), jobs.callback)
     runner.submit(jobs.job("c"), jobs.callback, key="k")
     assert runner.cancel_waiting() == 2
