@@ -1,17 +1,26 @@
 """Where Ember keeps its state, and its settings registry.
 
 ``EMBER_HOME`` relocates everything (tests rely on it). Otherwise the platform's user data dir
-for "Ember" is used. Settings are declared once in ``SETTINGS`` (key, type, default,
-description) and written atomically.
+for "Ember" is used. Its folders and files hold private text (chats, prompts in the request
+log, API keys), so they are readable by this user only: on POSIX, folders 0700 and files 0600
+(:func:`private_dir`, :func:`private_file`, :func:`private_opener`, :func:`atomic_write_text`).
+
+Settings are declared once in ``SETTINGS`` (key, type, default, description) and written
+atomically. ``settings.json`` carries a ``"version"``; ``MIGRATIONS`` upgrade older files.
 """
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import json
 import logging
 import os
+import stat
 import tempfile
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,8 +61,10 @@ class Paths:
         return self.home / "cache"
 
     def ensure(self) -> Paths:
+        """Create the folders, readable by this user only (and make older ones so)."""
         for d in (self.home, self.models_dir, self.downloads_dir, self.logs_dir, self.cache_dir):
-            d.mkdir(parents=True, exist_ok=True)
+            private_dir(d)
+        private_file(self.settings_file)
         return self
 
 
@@ -69,9 +80,67 @@ def paths() -> Paths:
     return Paths(ember_home())
 
 
+PRIVATE_DIR_MODE = 0o700
+PRIVATE_FILE_MODE = 0o600
+_POSIX = os.name == "posix"
+
+
+def make_private_dirs(path: Path) -> Path:
+    """Create ``path`` and its missing parents, each readable by this user only; folders that
+    exist already are left as they are (use :func:`private_dir` for Ember's own folders)."""
+    missing: list[Path] = []
+    current = path
+    while not current.exists() and current.parent != current:
+        missing.append(current)
+        current = current.parent
+    for folder in reversed(missing):
+        with contextlib.suppress(FileExistsError):  # another thread or process was first
+            folder.mkdir(mode=PRIVATE_DIR_MODE)
+    if not path.is_dir():
+        raise NotADirectoryError(f"{path} is not a folder")
+    return path
+
+
+def private_dir(path: Path) -> Path:
+    """Create ``path`` (missing parents too) readable by this user only, or take group and
+    other access away from it if it exists: for folders in EMBER_HOME. Returns ``path``."""
+    make_private_dirs(path)
+    _tighten(path)
+    return path
+
+
+def private_file(path: Path) -> Path:
+    """Take group and other access away from ``path`` if it exists (0600 on POSIX): for files
+    created before Ember made them private, or by code that cannot choose the mode."""
+    _tighten(path)
+    return path
+
+
+def private_opener(path: str, flags: int) -> int:
+    """``open(path, "a", opener=private_opener)``: a file it creates is 0600, not 0644."""
+    return os.open(path, flags, PRIVATE_FILE_MODE)
+
+
+def _tighten(path: Path) -> None:
+    # A symlink is the user's arrangement (say, models on a shared disk): leave its target.
+    if not _POSIX or path.is_symlink():
+        return
+    try:
+        mode = stat.S_IMODE(path.stat().st_mode)
+        if mode & 0o077:
+            path.chmod(mode & ~0o077)
+    except FileNotFoundError:
+        pass
+    except OSError as e:  # not the owner, read-only file system: still usable
+        log.warning("Could not make %s private: %s", path, e)
+
+
 def atomic_write_text(path: Path, text: str) -> None:
-    """Write via a temp file in the same directory + rename, so a crash never leaves half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Write via a temp file in the same directory + rename, so a crash never leaves half a file.
+
+    The file is readable by this user only (mkstemp's 0600), as are folders it creates.
+    """
+    make_private_dirs(path.parent)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -138,13 +207,70 @@ SETTINGS: dict[str, Setting] = _settings(
 )
 
 
+# -- versions of settings.json ------------------------------------------------------------------
+#
+# To rename a setting (or change what a value means), append a migration; never edit one that
+# has shipped. A file without "version" is version 0. Each migration takes the file's values
+# (every key but "version") and changes them in place.
+
+VERSION_KEY = "version"
+
+Migration = Callable[[dict[str, Any]], None]
+
+
+def renamed(old: str, new: str) -> Migration:
+    """A migration for a setting now called ``new``: the user's value moves to the new name
+    (a value already stored under the new name wins)."""
+
+    def rename(values: dict[str, Any]) -> None:
+        if old in values:
+            value = values.pop(old)
+            values.setdefault(new, value)
+
+    rename.__name__ = f"rename {old} -> {new}"
+    return rename
+
+
+def _version_1(values: dict[str, Any]) -> None:
+    """The file says which version of the settings wrote it; no value changes."""
+
+
+MIGRATIONS: list[Migration] = [_version_1]
+
+
+def settings_version() -> int:
+    """The version of settings.json this Ember writes."""
+    return len(MIGRATIONS)
+
+
+def migrate_settings(values: dict[str, Any], version: int) -> tuple[dict[str, Any], int]:
+    """``values`` (from a file at ``version``) upgraded as far as the migrations go, and the
+    version reached. A migration that fails stops the upgrade at the version before it (the
+    values stay usable; it is logged)."""
+    for index in range(version, settings_version()):
+        migration = MIGRATIONS[index]
+        upgraded = copy.deepcopy(values)  # a failed step must leave nothing half-done
+        try:
+            migration(upgraded)
+        except Exception:
+            log.exception("Settings migration %d (%s) failed", index + 1, migration.__name__)
+            return values, index
+        values, version = upgraded, index + 1
+    return values, version
+
+
 class Settings:
     """Typed access to settings.json. Thread-safe; every ``set`` that changes a value is written
-    atomically (setting a value it already has writes nothing: the GUI sets freely)."""
+    atomically (setting a value it already has writes nothing: the GUI sets freely).
+
+    An older file is upgraded by ``MIGRATIONS`` and written back at once. A file from a newer
+    Ember is read as it is: its version and the keys this Ember does not know are kept.
+    """
 
     def __init__(self, path: Path | None = None) -> None:
         self.path = path or paths().settings_file
         self._lock = threading.Lock()
+        self.version = settings_version()
         self._values: dict[str, Any] = self._read()
 
     def _read(self) -> dict[str, Any]:
@@ -152,10 +278,56 @@ class Settings:
             data = json.loads(self.path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             return {}
-        except (OSError, ValueError) as e:
+        except OSError as e:
             log.warning("Ignoring unreadable settings file %s: %s", self.path, e)
             return {}
-        return data if isinstance(data, dict) else {}
+        except ValueError as e:
+            self._set_aside(f"it is not valid JSON ({e})")
+            return {}
+        if not isinstance(data, dict):
+            self._set_aside("it is not a JSON object")
+            return {}
+        private_file(self.path)  # written by an Ember that did not make it private yet
+        version = data.pop(VERSION_KEY, 0)
+        if not isinstance(version, int) or isinstance(version, bool) or version < 0:
+            log.warning(
+                "Settings file %s has a bad version %r; reading it as 0", self.path, version
+            )
+            version = 0
+        known = settings_version()
+        if version > known:
+            log.info(
+                "%s was written by a newer Ember (settings version %d; this one knows %d): "
+                "settings this version does not know are kept as they are",
+                self.path,
+                version,
+                known,
+            )
+            self.version = version
+            return data
+        values, self.version = migrate_settings(data, version)
+        if self.version > version:
+            try:
+                self._write(values)
+            except OSError as e:
+                log.warning("Could not save the upgraded settings file %s: %s", self.path, e)
+        return values
+
+    def _set_aside(self, problem: str) -> None:
+        """Keep a damaged file for the user (the next change would overwrite it)."""
+        aside = self.path.with_name(f"{self.path.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}")
+        try:
+            self.path.replace(aside)
+        except OSError as e:
+            log.warning(
+                "Ignoring settings file %s: %s (could not move it: %s)", self.path, problem, e
+            )
+            return
+        log.warning("Settings file %s was unusable: %s; kept as %s", self.path, problem, aside)
+
+    def _write(self, values: dict[str, Any]) -> None:
+        document = {VERSION_KEY: self.version, **values}
+        atomic_write_text(self.path, json.dumps(document, indent=2, sort_keys=True))
 
     def get(self, key: str) -> Any:
         spec = SETTINGS[key]
@@ -181,7 +353,7 @@ class Settings:
             if key in self._values and self._values[key] == value:
                 return
             self._values[key] = value
-            atomic_write_text(self.path, json.dumps(self._values, indent=2, sort_keys=True))
+            self._write(self._values)
 
     def extra(self, key: str, default: Any = None) -> Any:
         """Unregistered keys (e.g. window geometry blobs owned by the GUI)."""
@@ -189,4 +361,6 @@ class Settings:
             return self._values.get(key, default)
 
     def set_extra(self, key: str, value: Any) -> None:
+        if key == VERSION_KEY:
+            raise ValueError(f"{VERSION_KEY!r} is the settings file's own version, not a setting")
         self._store(key, value)
