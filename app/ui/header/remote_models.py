@@ -2,22 +2,23 @@
 
 ``RemoteCatalog`` keeps, per provider, the models it served the last time it was asked (or why
 it could not be asked). ``refresh()`` re-reads the provider list and asks every provider whose
-answer is older than ``max_age`` again. Each provider is asked on a thread of its own, so one
-that is down (a few seconds of connect timeout) never delays the others, the menu or the
-global thread pool; answers come back to the GUI thread as queued signals.
+answer is older than ``max_age`` again. The work runs on the app's task runner: the provider
+list on its disk lane (a refresh asked meanwhile reads it once more after), each provider's
+models on the network lane, one task per provider keyed by its name, so one that is down (a few
+seconds of connect timeout) never delays the others or the menu, and only its latest answer
+counts.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
-import threading
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from urllib.parse import urlsplit
 
-from PySide6.QtCore import QObject, Qt, Signal, Slot
+from PySide6.QtCore import QObject, Signal
 
 from app.engine.providers import Provider, ProviderKeyError, RemoteRouter
 from app.engine.remote import (
@@ -26,7 +27,7 @@ from app.engine.remote import (
     RemoteTimeoutError,
     RemoteUnreachableError,
 )
-from app.ui.tasks import run_in_background
+from app.ui.task_runner import tasks
 
 log = logging.getLogger(__name__)
 
@@ -79,17 +80,14 @@ class RemoteCatalog(QObject):
     """See the module docstring. Signal: ``changed()`` (GUI thread) after any update."""
 
     changed = Signal()
-    _listed = Signal(str, int, object, object)  # name, generation, models, error (any thread)
 
     def __init__(self, router: RemoteRouter, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.router = router
         self._entries: dict[str, ProviderModels] = {}
-        self._generation: dict[str, int] = {}
-        self._reading = False
-        self._again: float | None = None  # a refresh asked for while the list was being read
+        self._scope = object()  # keeps this catalog's task keys apart from any other's
+        self._max_age: float | None = None  # the smallest max_age asked since the last read
         self.loaded = False  # the provider list has been read at least once
-        self._listed.connect(self._on_listed, Qt.ConnectionType.QueuedConnection)
 
     # -- queries --------------------------------------------------------------------------
 
@@ -105,24 +103,23 @@ class RemoteCatalog(QObject):
     def refresh(self, max_age: float = MAX_AGE) -> None:
         """Re-read the providers (off the GUI thread) and ask the stale ones for their models.
         ``max_age=0`` asks every provider again (the menu's "Refresh")."""
-        if self._reading:
-            self._again = max_age if self._again is None else min(self._again, max_age)
-            return
-        self._reading = True
-        registry = self.router.registry
-        run_in_background(
-            registry.list, lambda result, error: self._on_read(result, error, max_age), self
+        self._max_age = max_age if self._max_age is None else min(self._max_age, max_age)
+        tasks().submit(
+            self.router.registry.list,
+            self._on_read,
+            self._on_read_failed,
+            key=(self._scope, "providers"),
+            coalesce=True,  # asked while reading: read once more after (a provider was added)
+            name="read the providers",
         )
 
-    def _on_read(self, result: object, error: BaseException | None, max_age: float) -> None:
-        self._reading = False
-        if error is not None or not isinstance(result, list):
-            log.warning("Reading the providers failed: %s", error)
-        else:
-            self._apply(result, max_age)
-        if self._again is not None:
-            again, self._again = self._again, None
-            self.refresh(again)
+    def _on_read(self, providers: list[Provider]) -> None:
+        max_age, self._max_age = self._max_age, None
+        self._apply(providers, MAX_AGE if max_age is None else max_age)
+
+    def _on_read_failed(self, error: BaseException) -> None:
+        self._max_age = None
+        log.warning("Reading the providers failed: %s", error)
 
     def _apply(self, providers: list[Provider], max_age: float) -> None:
         now = time.monotonic()
@@ -143,45 +140,43 @@ class RemoteCatalog(QObject):
         self.changed.emit()
 
     def _ask(self, provider: Provider) -> None:
-        generation = self._generation.get(provider.name, 0) + 1
-        self._generation[provider.name] = generation
-        thread = threading.Thread(
-            target=self._list_models,
-            args=(provider.name, generation),
-            name=f"ember-models-{provider.name}",
-            daemon=True,
+        name = provider.name
+        router = self.router
+        tasks().submit(
+            lambda: router.engine(name).list_models(),
+            partial(self._on_listed, name),
+            partial(self._on_list_failed, name),
+            key=(self._scope, "models", name),  # asked again: only the newest answer counts
+            lane="network",
+            receiver=self,
+            name=f"list the models of {name}",
         )
-        thread.start()
 
-    def _list_models(self, name: str, generation: int) -> None:  # its own thread
-        try:
-            models: list[str] | None = self.router.engine(name).list_models()
-            error: BaseException | None = None
-        except Exception as e:
-            models, error = None, e
-        with contextlib.suppress(RuntimeError):  # the catalog is gone (the app is closing)
-            self._listed.emit(name, generation, models, error)
-
-    @Slot(str, int, object, object)
-    def _on_listed(
-        self, name: str, generation: int, models: list[str] | None, error: BaseException | None
-    ) -> None:
+    def _on_listed(self, name: str, models: list[str]) -> None:
         entry = self._entries.get(name)
-        if entry is None or self._generation.get(name) != generation:
-            return  # removed or asked again since
-        now = time.monotonic()
-        if error is not None or models is None:
-            if not isinstance(error, RemoteError | ProviderKeyError):
-                log.warning("Listing the models of %s failed", name, exc_info=error)
-            self._entries[name] = dataclasses.replace(
-                entry,
-                status="error",
-                problem=problem_of(error) if error else "Not available",
-                error=str(error),
-                fetched_at=now,
-            )
-        else:
-            self._entries[name] = dataclasses.replace(
-                entry, models=tuple(models), status="ok", problem="", error="", fetched_at=now
-            )
+        if entry is None:
+            return  # removed since
+        self._entries[name] = dataclasses.replace(
+            entry,
+            models=tuple(models),
+            status="ok",
+            problem="",
+            error="",
+            fetched_at=time.monotonic(),
+        )
+        self.changed.emit()
+
+    def _on_list_failed(self, name: str, error: BaseException) -> None:
+        entry = self._entries.get(name)
+        if entry is None:
+            return
+        if not isinstance(error, RemoteError | ProviderKeyError):
+            log.warning("Listing the models of %s failed", name, exc_info=error)
+        self._entries[name] = dataclasses.replace(
+            entry,
+            status="error",
+            problem=problem_of(error),
+            error=str(error),
+            fetched_at=time.monotonic(),
+        )
         self.changed.emit()
