@@ -2,16 +2,16 @@
 the model library and its downloads, and the remote providers.
 
 ``Services.close()`` is the shutdown order from DESIGN.md: the ``on_close`` callbacks first
-(the API server registers its stop there, so no request is left half-served), then downloads
-pause (their partial files stay resumable), remote streams close, the engine worker's jobs
-are cancelled and it is joined, chats deleted this session are purged, the database closes.
-Idempotent.
+(the API server registers its stop there, so no request is left half-served), then background
+tasks stop (waiting ones dropped, running disk work waited for briefly, network work abandoned:
+app/ui/task_runner.py), then downloads pause (their partial files stay resumable), remote
+streams close, the engine worker's jobs are cancelled and it is joined, chats deleted this
+session are purged, the database closes. Idempotent.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -23,6 +23,7 @@ from app.library.downloads import DownloadManager
 from app.library.local import Library
 from app.ui.engine_session import EngineSession
 from app.ui.header.model_list import ModelCatalog
+from app.ui.task_runner import shutdown_tasks, tasks
 
 log = logging.getLogger(__name__)
 
@@ -47,15 +48,20 @@ class Services:
         Importing keyring and its D-Bus backend takes a quarter of a second, which even on
         another thread would hold the GIL while the window is being built."""
         providers = self.providers
-        probe = threading.Thread(target=lambda: providers.secrets, name="keyring-probe")
-        probe.daemon = True
-        probe.start()
+        # The network lane: a D-Bus keyring that never answers is abandoned at quit.
+        tasks().submit(lambda: providers.secrets, lane="network", name="probe the keyring")
 
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
-        for callback in (*reversed(self.on_close), self.downloads.shutdown, self.router.shutdown):
+        steps: tuple[Callable[[], object], ...] = (
+            *reversed(self.on_close),
+            shutdown_tasks,  # before what the tasks use (library, providers, store) closes
+            self.downloads.shutdown,
+            self.router.shutdown,
+        )
+        for callback in steps:
             try:
                 callback()
             except Exception:
