@@ -31,7 +31,7 @@ from app.server.catalog import (
 from app.server.config import ServerConfig
 from app.server.gateway import Gateway
 from app.server.runner import ServerRunner
-from app.server.security import check_bind
+from app.server.security import InsecureBindError, check_bind
 from app.server.status import ServerStartError
 
 
@@ -52,14 +52,24 @@ def add_parser(sub: Any) -> None:
         "--host",
         default=None,
         help="address to listen on (default: 127.0.0.1, this computer only); any other "
-        "address requires --api-key",
+        "address requires an API key of 16 characters or more",
     )
     p.add_argument("-p", "--port", type=int, default=None, help="port (default: 8434)")
-    p.add_argument(
+    keys = p.add_mutually_exclusive_group()
+    keys.add_argument(
         "--api-key",
         default=None,
         metavar="KEY",
-        help="require `Authorization: Bearer KEY` (default: $EMBER_API_KEY or the setting)",
+        help="require `Authorization: Bearer KEY` (default: $EMBER_API_KEY or the setting); "
+        "other users of this computer can read a key given here (ps): prefer EMBER_API_KEY "
+        "or --api-key-file",
+    )
+    keys.add_argument(
+        "--api-key-file",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="read the API key from FILE (one line)",
     )
     p.add_argument(
         "--cors-origin",
@@ -78,7 +88,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--log-requests",
         action="store_true",
-        help="append every request to EMBER_HOME/logs/requests.jsonl",
+        help="append every request (prompts and answers too) to EMBER_HOME/logs/requests.jsonl, "
+        "readable by you only",
     )
     add_load_flags(p)
     p.set_defaults(func=run)
@@ -90,7 +101,11 @@ def server_config(args: argparse.Namespace, settings: Settings) -> ServerConfig:
         overrides["host"] = args.host
     if args.port is not None:
         overrides["port"] = args.port
-    api_key = args.api_key if args.api_key is not None else os.environ.get("EMBER_API_KEY")
+    api_key = args.api_key
+    if api_key is None and args.api_key_file is not None:
+        api_key = read_key_file(args.api_key_file)
+    if api_key is None:
+        api_key = os.environ.get("EMBER_API_KEY")
     if api_key is not None:
         overrides["api_key"] = api_key
     if args.cors_origin is not None:
@@ -98,6 +113,26 @@ def server_config(args: argparse.Namespace, settings: Settings) -> ServerConfig:
     if args.log_requests:
         overrides["log_file"] = paths().logs_dir / "requests.jsonl"
     return ServerConfig.from_settings(settings, **overrides)
+
+
+def read_key_file(path: Path) -> str:
+    """The API key in ``path``: its one line, without surrounding whitespace."""
+    try:
+        key = path.expanduser().read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as e:
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        raise CliError(f"Cannot read the API key file {path}: {reason}.") from e
+    if not key:
+        raise CliError(f"The API key file {path} is empty; put the key on its first line.")
+    if "\n" in key:
+        raise CliError(f"The API key file {path} has several lines; keep only the key in it.")
+    if os.name == "posix" and path.expanduser().stat().st_mode & 0o077:
+        print(
+            f"ember: warning: other users can read {path}; `chmod 600 {path}` keeps the key yours",
+            file=sys.stderr,
+            flush=True,
+        )
+    return key
 
 
 def _library_catalog() -> ModelCatalog:
@@ -125,7 +160,11 @@ def _startup_model(name: str, library: ModelCatalog) -> CatalogModel:
 def run(args: argparse.Namespace) -> int:
     settings = Settings()
     config = server_config(args, settings)
-    check_bind(config)
+    try:
+        check_bind(config)
+    except InsecureBindError as e:
+        raise CliError(str(e)) from e
+    paths().ensure()  # private folders before the request log writes prompts into one
     library = _library_catalog()
     static = StaticCatalog()
     entry = _startup_model(args.model, library) if args.model else None

@@ -5,7 +5,11 @@ appended on the server thread and subscribers are called there, right after the 
 GUI must hand them to its own thread (a queued signal). Thread-safe.
 
 Routes add what only they know (model, tokens) through the :class:`LogNote` that the
-middleware puts in the ASGI scope under ``"ember.log"``.
+middleware puts in the ASGI scope under ``"ember.log"``. A request the security middleware
+refused (no key, wrong Host or Origin, too large) is recorded without its request body.
+
+The file (``--log-requests``) holds prompts and answers: it is created readable by this user
+only, and an older one is made so.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app.config import make_private_dirs, private_file, private_opener
 
 log = logging.getLogger(__name__)
 
@@ -55,9 +61,11 @@ class LogNote:
     completion_tokens: int | None = None
     stream: bool = False
     error: str | None = None
+    refused: bool = False  # by the security middleware, before the app saw the request
 
 
 def note_of(scope: Scope) -> LogNote:
+    """The request's note (a throwaway one when the request log is not installed)."""
     note = scope.get(SCOPE_KEY)
     return note if isinstance(note, LogNote) else LogNote()
 
@@ -75,6 +83,7 @@ class RequestLog:
         self._ids = itertools.count(1)
         self.file = file
         self.max_file_bytes = max_file_bytes
+        self._private: Path | None = None  # the file last made private (once per file)
 
     def next_id(self) -> int:
         with self._lock:
@@ -114,16 +123,21 @@ class RequestLog:
         return unsubscribe
 
     def _write(self, record: RequestRecord) -> None:
-        assert self.file is not None
+        file = self.file
+        assert file is not None
         line = json.dumps(asdict(record), ensure_ascii=False) + "\n"
         try:
-            self.file.parent.mkdir(parents=True, exist_ok=True)
-            if self.file.exists() and self.file.stat().st_size > self.max_file_bytes:
-                self.file.replace(self.file.with_suffix(self.file.suffix + ".1"))
-            with self.file.open("a", encoding="utf-8") as f:
+            make_private_dirs(file.parent)
+            if self._private != file:
+                private_file(file)  # written by an Ember that did not make it private yet
+                private_file(file.with_suffix(file.suffix + ".1"))
+                self._private = file
+            if file.exists() and file.stat().st_size > self.max_file_bytes:
+                file.replace(file.with_suffix(file.suffix + ".1"))
+            with open(file, "a", encoding="utf-8", opener=private_opener) as f:
                 f.write(line)
         except OSError as e:
-            log.warning("Could not write the request log %s: %s", self.file, e)
+            log.warning("Could not write the request log %s: %s", file, e)
 
 
 class _Capture:
@@ -220,7 +234,7 @@ class RequestLogMiddleware:
                 completion_tokens=note.completion_tokens,
                 stream=note.stream,
                 client=f"{client[0]}:{client[1]}" if client else None,
-                request_body=request_body.text(),
+                request_body="" if note.refused else request_body.text(),
                 response_body=response_body.text(),
                 error=error,
             )

@@ -2,13 +2,15 @@
 
 - Bound to loopback (the default), only requests whose ``Host`` is a loopback name are
   served: a web page that rebinds its own domain to 127.0.0.1 (DNS rebinding) is refused.
-- Bound to anything else, an API key is required (:func:`check_bind` refuses to start
-  without one); it may be set on loopback too. Keys are compared in constant time.
+- Bound to anything else, an API key of at least ``MIN_NETWORK_KEY_CHARS`` characters is
+  required (:func:`check_bind` refuses to start without one); it may be set on loopback too.
+  Keys are compared in constant time.
 - A request with an ``Origin`` header comes from a browser page; unless that origin is
   configured (``--cors-origin``), it is refused, so pages cannot drive the local server even
   with "simple" requests that skip the CORS preflight. Configured origins get CORS headers,
   and preflights are answered, including Private Network Access.
 - Request bodies above ``max_body_bytes`` are refused with 413 before the app sees them.
+- A refused request is marked in the request log's note, so the log keeps none of its body.
 """
 
 from __future__ import annotations
@@ -20,12 +22,19 @@ import secrets
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.server.config import ServerConfig
+from app.server.requestlog import note_of
 
 OPEN_PATHS = frozenset({"/health"})  # answered without an API key (nothing secret in them)
+# 16 hex characters are 64 bits: out of reach of guessing over the network, short to type.
+MIN_NETWORK_KEY_CHARS = 16
 
 
 class InsecureBindError(ValueError):
     """Binding to a network address without an API key."""
+
+
+class WeakApiKeyError(InsecureBindError):
+    """Binding to a network address with a key shorter than ``MIN_NETWORK_KEY_CHARS``."""
 
 
 def generate_api_key() -> str:
@@ -44,11 +53,20 @@ def is_loopback(host: str) -> bool:
 
 
 def check_bind(config: ServerConfig) -> None:
-    """Refuse to expose the API beyond this computer without an API key."""
-    if not is_loopback(config.host) and not config.api_key:
+    """Refuse to expose the API beyond this computer without an API key, or with a short one."""
+    if is_loopback(config.host):
+        return
+    if not config.api_key:
         raise InsecureBindError(
             f"Binding to {config.host} makes the API reachable from other computers; set an "
-            "API key (--api-key KEY, or the server.api_key setting) to do that."
+            "API key (EMBER_API_KEY, --api-key-file FILE, or the server.api_key setting) to "
+            "do that."
+        )
+    if len(config.api_key.strip()) < MIN_NETWORK_KEY_CHARS:
+        raise WeakApiKeyError(
+            f"The API key is {len(config.api_key.strip())} characters long; a key that guards "
+            f"the API on the network needs at least {MIN_NETWORK_KEY_CHARS} "
+            "(`openssl rand -hex 16` makes one)."
         )
 
 
@@ -78,6 +96,7 @@ class SecurityMiddleware:
         method = scope["method"]
         if self.check_host and not self._host_ok(headers.get("host")):
             await _reject(
+                scope,
                 send,
                 403,
                 "The Host header names a server other than this one; "
@@ -90,6 +109,7 @@ class SecurityMiddleware:
         if origin is not None:
             if not self._origin_ok(origin):
                 await _reject(
+                    scope,
                     send,
                     403,
                     f"Requests from web pages at {origin} are not allowed; add the origin to "
@@ -102,16 +122,16 @@ class SecurityMiddleware:
                 await _preflight(send, cors, headers)
                 return
         if self.key and scope["path"] not in OPEN_PATHS and not self._key_ok(headers):
-            await _reject(send, 401, *self._key_problem(headers), extra=cors)
+            await _reject(scope, send, 401, *self._key_problem(headers), extra=cors)
             return
         length = headers.get("content-length", "")
         if length.isdigit() and int(length) > self.config.max_body_bytes:
-            await _reject(send, 413, self._too_large(), "request_too_large", extra=cors)
+            await _reject(scope, send, 413, self._too_large(), "request_too_large", extra=cors)
             return
         if method in ("POST", "PUT", "PATCH"):
             body = await _read_body(receive, self.config.max_body_bytes)
             if body is None:
-                await _reject(send, 413, self._too_large(), "request_too_large", extra=cors)
+                await _reject(scope, send, 413, self._too_large(), "request_too_large", extra=cors)
                 return
             receive = _replay(body, receive)
         await self.app(scope, receive, _with_headers(send, cors) if cors else send)
@@ -155,14 +175,19 @@ class SecurityMiddleware:
 
 
 async def _reject(
+    scope: Scope,
     send: Send,
     status: int,
     message: str,
     code: str | None,
+    *,
     extra: list[tuple[bytes, bytes]] | None = None,
 ) -> None:
     from app.server.errors import error_bytes  # FastAPI: imported once a server runs
 
+    # Whoever was refused may have sent anything (a stranger's prompt, a huge body): the
+    # request log records that it happened, not what it said.
+    note_of(scope).refused = True
     body = error_bytes(status, message, code)
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     if status == 401:

@@ -3,7 +3,10 @@ servers (no model needed: these answers come before any engine work)."""
 
 from __future__ import annotations
 
+import json
+import queue
 from collections.abc import Iterator
+from dataclasses import asdict
 
 import httpx
 import pytest
@@ -11,8 +14,16 @@ import pytest
 from app.engine.worker import EngineWorker
 from app.server.config import ServerConfig
 from app.server.gateway import Gateway
+from app.server.requestlog import RequestLog, RequestRecord
 from app.server.runner import ServerRunner, bind_socket
-from app.server.security import InsecureBindError, check_bind, host_name, is_loopback
+from app.server.security import (
+    MIN_NETWORK_KEY_CHARS,
+    InsecureBindError,
+    WeakApiKeyError,
+    check_bind,
+    host_name,
+    is_loopback,
+)
 from app.server.status import PortInUseError
 
 KEY = "sk-test-0123456789"
@@ -166,3 +177,50 @@ def test_host_helpers() -> None:
     assert host_name("example.com") == "example.com"
     assert is_loopback("127.0.0.2") and is_loopback("::1") and is_loopback("app.localhost")
     assert not is_loopback("0.0.0.0") and not is_loopback("10.0.0.1")
+
+
+def test_network_bind_refuses_a_short_api_key() -> None:
+    """`--api-key 1234` on 0.0.0.0 would be guessed; on loopback a short key is the user's call."""
+    short = "a" * (MIN_NETWORK_KEY_CHARS - 1)
+    with pytest.raises(WeakApiKeyError, match=f"{len(short)} characters .* at least 16") as info:
+        check_bind(ServerConfig(host="0.0.0.0", api_key=short))
+    assert "\n" not in str(info.value)
+    with pytest.raises(WeakApiKeyError):  # spaces around a pasted key do not count
+        check_bind(ServerConfig(host="0.0.0.0", api_key=f"  {short}  \n"))
+    check_bind(ServerConfig(host="0.0.0.0", api_key="a" * MIN_NETWORK_KEY_CHARS))
+    check_bind(ServerConfig(host="127.0.0.1", api_key="1234"))
+
+
+def test_refused_requests_are_logged_without_their_bodies(worker: EngineWorker) -> None:
+    """A stranger's refused request is in the log (it happened) but what it said is not."""
+    records: queue.Queue[RequestRecord] = queue.Queue()
+    request_log = RequestLog()
+    request_log.subscribe(records.put)
+    config = ServerConfig(port=0, api_key=KEY, max_body_bytes=64 * 1024)
+    runner = ServerRunner(Gateway(worker), config, request_log=request_log)
+    runner.start()
+    secret = "my private prompt " * 10
+    body = {"model": "x", "messages": [{"role": "user", "content": secret}]}
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{runner.port}") as http:
+            no_key = http.post("/v1/chat/completions", json=body)
+            too_large = http.post(
+                "/v1/chat/completions",
+                json={**body, "padding": "x" * 100_000},
+                headers={**auth(), "Content-Type": "application/json"},
+            )
+            streamed = http.post(  # no Content-Length: read until too large, then refused
+                "/v1/chat/completions",
+                content=iter([json.dumps(body).encode(), b" " * 100_000]),
+                headers=auth(),
+            )
+            foreign = http.post("/v1/chat/completions", json=body, headers={"Host": "evil.example"})
+    finally:
+        runner.stop()
+    assert [r.status_code for r in (no_key, too_large, streamed, foreign)] == [401, 413, 413, 403]
+    logged = [records.get(timeout=30) for _ in range(4)]
+    assert [r.status for r in logged] == [401, 413, 413, 403]
+    for record in logged:
+        assert record.request_body == ""
+        assert secret.strip() not in json.dumps(asdict(record))
+        assert record.error  # why it was refused is kept

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import stat
 import subprocess
 from pathlib import Path
 
+import httpx
 import openai
+import pytest
 
 from app.server.runner import bind_socket
 from tests.helpers.cli import EMBER
@@ -82,3 +86,125 @@ def test_network_bind_without_key_is_refused(ember_home: Path) -> None:
     )
     assert r.returncode == 1
     assert r.stderr.count("\n") == 1 and "API key" in r.stderr
+
+
+def test_short_key_on_a_network_bind_is_refused(ember_home: Path) -> None:
+    r = subprocess.run(
+        [*EMBER, "serve", "--host", "0.0.0.0", "--port", "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "EMBER_HOME": str(ember_home), "EMBER_API_KEY": "secret"},
+        check=False,
+    )
+    assert r.returncode == 1
+    assert r.stderr.count("\n") == 1
+    assert r.stderr.startswith("ember: error: The API key is 6 characters long")
+    assert "at least 16" in r.stderr
+
+
+def test_unusable_key_files_are_one_line_each(ember_home: Path, tmp_path: Path) -> None:
+    empty = tmp_path / "empty.key"
+    empty.write_text("\n")
+    two = tmp_path / "two.key"
+    two.write_text("0123456789abcdef0123\nsecond line\n")
+    cases = {
+        tmp_path / "missing.key": "Cannot read the API key file",
+        empty: "is empty",
+        two: "has several lines",
+    }
+    for path, message in cases.items():
+        r = subprocess.run(
+            [*EMBER, "serve", "--port", "0", "--api-key-file", str(path)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "EMBER_HOME": str(ember_home)},
+            check=False,
+        )
+        assert r.returncode == 1, path
+        assert r.stderr.count("\n") == 1 and message in r.stderr, r.stderr
+
+
+def start_serve(ember_home: Path, *args: str, **env: str) -> tuple[subprocess.Popen[str], str]:
+    """`ember serve --port 0 ARGS` and the root URL it prints."""
+    process = subprocess.Popen(
+        [*EMBER, "serve", "--port", "0", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "EMBER_HOME": str(ember_home), **env},
+    )
+    assert process.stdout is not None
+    first = process.stdout.readline()
+    if not first.startswith("Ember API at "):
+        process.kill()
+        _, err = process.communicate()
+        raise AssertionError(f"ember serve did not start: {first}{err}")
+    root = first.removeprefix("Ember API at ").strip().removesuffix("/v1")
+    wait_for_health(root, process)
+    return process, root
+
+
+def stop_serve(process: subprocess.Popen[str]) -> str:
+    process.send_signal(signal.SIGTERM)
+    try:
+        _, err = process.communicate(timeout=20)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 0, err
+    return err
+
+
+@pytest.mark.skipif(os.name != "posix", reason="ps, /proc and file modes")
+def test_key_from_a_file_or_the_environment_stays_out_of_ps(
+    ember_home: Path, tmp_path: Path
+) -> None:
+    """The README's way to set a key must not show it to every local user through `ps`; the
+    request log holds prompts, so it is the user's only, and refusals leave their bodies out."""
+    key = "0123456789abcdef0123456789abcdef"
+    key_file = tmp_path / "api.key"
+    key_file.write_text(key + "\n")
+    key_file.chmod(0o600)
+    ember_home.chmod(0o755)  # as an older Ember left it
+    process, root = start_serve(ember_home, "--api-key-file", str(key_file), "--log-requests")
+    try:
+        cmdline = Path(f"/proc/{process.pid}/cmdline").read_bytes()
+        assert key.encode() not in cmdline
+        assert str(key_file).encode() in cmdline
+        secret = {"model": "x", "messages": [{"role": "user", "content": "my diary entry"}]}
+        assert httpx.post(f"{root}/v1/chat/completions", json=secret).status_code == 401
+        headers = {"Authorization": f"Bearer {key}"}
+        assert httpx.get(f"{root}/v1/models", headers=headers).status_code == 200
+    finally:
+        err = stop_serve(process)
+    assert "warning" not in err  # a 0600 key file is fine
+    log_file = ember_home / "logs" / "requests.jsonl"
+    assert stat.S_IMODE(log_file.stat().st_mode) == 0o600
+    assert stat.S_IMODE(log_file.parent.stat().st_mode) == 0o700
+    assert stat.S_IMODE(ember_home.stat().st_mode) == 0o700
+    lines = [json.loads(line) for line in log_file.read_text().splitlines()]
+    refused = next(line for line in lines if line["status"] == 401)
+    assert refused["request_body"] == "" and "diary" not in json.dumps(refused)
+    assert any(line["status"] == 200 and line["path"] == "/v1/models" for line in lines)
+
+    process, root = start_serve(ember_home, EMBER_API_KEY=key)
+    try:
+        assert key.encode() not in Path(f"/proc/{process.pid}/cmdline").read_bytes()
+        assert httpx.get(f"{root}/v1/models").status_code == 401
+        headers = {"Authorization": f"Bearer {key}"}
+        assert httpx.get(f"{root}/v1/models", headers=headers).status_code == 200
+    finally:
+        stop_serve(process)
+
+
+@pytest.mark.skipif(os.name != "posix", reason="file modes are POSIX permissions")
+def test_a_key_file_others_can_read_is_warned_about(ember_home: Path, tmp_path: Path) -> None:
+    key_file = tmp_path / "api.key"
+    key_file.write_text("0123456789abcdef0123456789abcdef")
+    key_file.chmod(0o644)
+    process, _ = start_serve(ember_home, "--api-key-file", str(key_file))
+    err = stop_serve(process)
+    assert f"ember: warning: other users can read {key_file}" in err
