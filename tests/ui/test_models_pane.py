@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from PySide6.QtCore import QTimer
+from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QApplication, QLabel, QMessageBox, QPushButton
 from pytestqt.qtbot import QtBot
 
@@ -416,6 +417,52 @@ def test_state_messages_wrap_without_being_cut_off(qtbot: QtBot, ember_app: obje
     for label in (panel.title, panel.text):
         assert label.width() >= 300
         assert label.height() >= label.heightForWidth(label.width())
+
+
+def test_one_search_result_is_one_result(qtbot: QtBot, open_pane: Opener, hub: FakeHub) -> None:
+    hub.add(repo("alice/Alpha-GGUF", downloads=1, likes=1))
+    hub.add(repo("bob/Beta-GGUF"))
+    pane, _ = open_pane()
+    pane.activate()
+    qtbot.keyClicks(pane.discover.search, "alpha")
+    qtbot.waitUntil(lambda: result_ids(pane) == ["alice/Alpha-GGUF"], timeout=TIMEOUT)
+    qtbot.waitUntil(lambda: "for" in pane.discover.caption.text(), timeout=TIMEOUT)
+    assert pane.discover.caption.text().startswith("1 result for “alpha”")
+    pane.discover.open_result("alice/Alpha-GGUF")
+    qtbot.waitUntil(lambda: "download" in pane.detail.meta.text(), timeout=TIMEOUT)
+    assert "1 download " in pane.detail.meta.text() and "1 like " in pane.detail.meta.text()
+
+
+def test_a_file_that_wont_fit_has_a_subdued_download_button(
+    qtbot: QtBot, ember_app: QApplication
+) -> None:
+    """The accent goes to the files that fit; one that will not keeps a usable, quieter
+    button."""
+    from app.library.hub import RemoteFile
+
+    def row_with(level: fit.FitLevel) -> FileRow:
+        part = RemoteFile(f"Big-{level}.gguf", 40 * 10**9, None, None)
+        row = FileRow(ModelFile("Big", "Q8_0", (part,)), None)  # type: ignore[arg-type]
+        qtbot.addWidget(row)
+        row.set_download(None, installed=False)
+        label = {"fits": "Fits", "tight": "Tight", "wont_fit": "Won't fit"}[level]
+        row.set_fit(fit.FitBadge(level, label, "why"))
+        row.resize(700, 50)
+        row.show()
+        qtbot.waitExposed(row)
+        return row
+
+    def fill(row: FileRow) -> str:
+        image = row.button.grab().toImage()
+        return image.pixelColor(6, image.height() // 2).name()
+
+    accent = QColor(theme.current().accent).name()
+    assert fill(row_with("fits")) == accent
+    assert fill(row_with("tight")) == accent
+    big = row_with("wont_fit")
+    assert fill(big) != accent
+    assert big.button.isEnabled() and big.button.text() == "Download"
+    assert "free memory" in big.button.toolTip()
 
 
 # --- background work: latest wins, few disk reads, rows kept ---------------------------------

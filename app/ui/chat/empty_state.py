@@ -27,6 +27,7 @@ from app.engine.types import LoadedModel
 from app.ui import icons
 from app.ui.engine_session import model_name
 from app.ui.header.model_list import ModelEntry
+from app.ui.models.widgets import ElidedLabel
 
 MAX_LISTED = 5
 SUGGESTIONS = (
@@ -57,7 +58,8 @@ class _ModelRow(QPushButton):
         self.entry = entry
         self.setCursor(Qt.CursorShape.PointingHandCursor)
         self.setToolTip(entry.path)
-        name = QLabel(entry.name, self)
+        # A long file name ends in "…" (full name in the tooltip) instead of being cut off.
+        self.name_label = name = ElidedLabel(entry.name, self)
         name.setObjectName("ModelRowName")
         detail = QLabel(entry.detail, self)
         detail.setObjectName("ModelRowDetail")

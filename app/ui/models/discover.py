@@ -32,7 +32,15 @@ from app.library.hub import RepoSummary, Sort
 from app.ui import theme
 from app.ui.models.repo_detail import RepoDetail
 from app.ui.models.runner import Runner
-from app.ui.models.widgets import Chip, ElidedLabel, StatePanel, compact_count, relative_time, stat
+from app.ui.models.widgets import (
+    Chip,
+    ElidedLabel,
+    StatePanel,
+    compact_count,
+    counted,
+    relative_time,
+    stat,
+)
 
 DEBOUNCE_MS = 350
 RESULT_LIMIT = 60
@@ -254,11 +262,12 @@ class DiscoverView(QWidget):
             return
         self.results_stack.setCurrentWidget(self.list)
         sort_label = self.sort_box.currentText().lower()
-        count = f"{len(result)}{'+' if len(result) >= RESULT_LIMIT else ''}"
+        n = len(result)
+        count = f"{n}{'+' if n >= RESULT_LIMIT else ''}"
         if q.text:
-            self.caption.setText(f"{count} results for “{q.text}”, {sort_label}")
+            self.caption.setText(f"{counted(n, 'result', count)} for “{q.text}”, {sort_label}")
         else:
-            self.caption.setText(f"{count} GGUF models, {sort_label}")
+            self.caption.setText(f"{counted(n, 'GGUF model', count)}, {sort_label}")
 
     def _fill(self, results: list[RepoSummary]) -> None:
         current = self.detail.summary.id if self.detail.summary is not None else None

@@ -13,6 +13,7 @@ from app.ui.models import fit
 from app.ui.models.widgets import Chip
 
 _FIT_KINDS = {"fits": "success", "tight": "warning", "wont_fit": "danger"}
+_WONT_FIT_TIP = "Probably too big for this computer's free memory (hover the badge for why)"
 
 
 class FileRow(QFrame):
@@ -50,16 +51,26 @@ class FileRow(QFrame):
         layout.addWidget(self.fit)
         layout.addWidget(self.button)
         self.state = "download"
+        self._icon = "download"
+
+    @property
+    def wont_fit(self) -> bool:
+        return self.button.property("fit") == "wont_fit"
 
     def set_fit(self, badge: fit.FitBadge | None, error: str | None = None) -> None:
         if badge is None:
             self.fit.setText("Unknown")
             self.fit.set_kind("plain")
             self.fit.setToolTip(f"Ember could not estimate the memory this file needs: {error}")
-            return
-        self.fit.setText(badge.label)
-        self.fit.set_kind(_FIT_KINDS[badge.level])
-        self.fit.setToolTip(badge.tooltip)
+        else:
+            self.fit.setText(badge.label)
+            self.fit.set_kind(_FIT_KINDS[badge.level])
+            self.fit.setToolTip(badge.tooltip)
+        # A file that will not fit keeps its button, subdued: the accent goes to those that do.
+        theme.set_style_property(self.button, "fit", badge.level if badge else "unknown")
+        self._refresh_icon()
+        if self.state == "download":
+            self.button.setToolTip(_WONT_FIT_TIP if self.wont_fit else "")
 
     def set_download(self, download: Download | None, installed: bool) -> None:
         """ "Downloaded", "Downloading 40%", "Paused 40%", "Retry" or "Download"."""
@@ -83,9 +94,15 @@ class FileRow(QFrame):
         self.button.setText(text)
         self.button.setEnabled(enabled)
         theme.set_style_property(self.button, "state", self.state)
-        role = "accent_text" if self.state in ("download", "retry") else "muted"
-        icons.set_icon(self.button, icon, role, 16)
+        self._icon = icon
+        self._refresh_icon()
         if download is not None and state == DownloadState.FAILED and download.error:
             self.button.setToolTip(download.error)
+        elif self.state == "download" and self.wont_fit:
+            self.button.setToolTip(_WONT_FIT_TIP)
         else:
             self.button.setToolTip("")
+
+    def _refresh_icon(self) -> None:
+        accent = self.state == "retry" or (self.state == "download" and not self.wont_fit)
+        icons.set_icon(self.button, self._icon, "accent_text" if accent else "muted", 16)

@@ -40,7 +40,7 @@ from app.ui.models.card import fetch_card, render_again
 from app.ui.models.download_bridge import DownloadBridge
 from app.ui.models.file_row import FileRow
 from app.ui.models.runner import Callback, Runner
-from app.ui.models.widgets import StatePanel, compact_count, relative_time
+from app.ui.models.widgets import StatePanel, compact_count, counted, relative_time
 
 # The Hub runner's keys for this view's jobs: a newer one supersedes the older (Runner).
 FILES_KEY = "repo-files"
@@ -238,8 +238,8 @@ class RepoDetail(QWidget):
     @staticmethod
     def _meta_text(s: RepoSummary) -> str:
         parts = [f"by {html.escape(s.author or s.id.split('/')[0])}"]
-        parts.append(f"{compact_count(s.downloads)} downloads")
-        parts.append(f"{compact_count(s.likes)} likes")
+        parts.append(counted(s.downloads, "download", compact_count(s.downloads)))
+        parts.append(counted(s.likes, "like", compact_count(s.likes)))
         updated = relative_time(s.last_modified)
         if updated:
             parts.append(f"updated {updated}")

@@ -31,6 +31,12 @@ def compact_count(n: int) -> str:
     return str(n)
 
 
+def counted(n: int, noun: str, text: str | None = None) -> str:
+    """ "1 result", "3 results", "1.2K downloads": the noun agrees with the number (``text``
+    is how the number is shown, ``str(n)`` by default)."""
+    return f"{str(n) if text is None else text} {noun}{'' if n == 1 else 's'}"
+
+
 def relative_time(when: datetime | None, now: datetime | None = None) -> str:
     """ "3 days ago", "2 months ago"; "" when unknown."""
     if when is None:

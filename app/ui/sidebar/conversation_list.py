@@ -7,10 +7,11 @@ a snippet with the matched words marked.
 from __future__ import annotations
 
 import html
+import re
 from datetime import datetime
 
 from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QRect, QSize, Qt
-from PySide6.QtGui import QColor, QFont, QPainter, QTextDocument
+from PySide6.QtGui import QColor, QFont, QFontMetricsF, QPainter, QTextDocument
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QFrame,
@@ -35,12 +36,16 @@ CHAT = "chat"
 AnyIndex = QModelIndex | QPersistentModelIndex
 
 
-def snippet_html(hit: SearchHit) -> str:
-    """The hit's snippet as HTML with the matched words in bold (the snippet is plain text)."""
-    text = hit.snippet
+Spans = tuple[tuple[int, int], ...]
+ELLIPSIS = "…"
+_WORDS = re.compile(r"\S+")
+
+
+def snippet_html(text: str, highlights: Spans) -> str:
+    """A plain-text snippet as HTML with the matched words in bold."""
     parts: list[str] = []
     last = 0
-    for start, end in sorted(hit.highlights):
+    for start, end in sorted(highlights):
         if start < last:
             continue
         parts.append(html.escape(text[last:start]))
@@ -48,6 +53,81 @@ def snippet_html(hit: SearchHit) -> str:
         last = end
     parts.append(html.escape(text[last:]))
     return "".join(parts)
+
+
+def fit_snippet(
+    text: str, highlights: Spans, width: int, plain: QFontMetricsF, bold: QFontMetricsF
+) -> tuple[str, Spans]:
+    """The part of a snippet that fits in ``width`` on one line: whole words around the first
+    match, with "…" where words were left out (instead of a line cut off mid-word)."""
+
+    def advance(candidate: str, spans: Spans) -> float:
+        total, last = 0.0, 0
+        for start, end in spans:
+            total += plain.horizontalAdvance(candidate[last:start])
+            total += bold.horizontalAdvance(candidate[start:end])
+            last = end
+        return total + plain.horizontalAdvance(candidate[last:])
+
+    if advance(text, highlights) <= width:
+        return text, highlights
+    words = [(m.start(), m.end()) for m in _WORDS.finditer(text)]
+    if not words:
+        return "", ()
+    anchor = min(highlights)[0] if highlights else 0
+    first = next((i for i, (_, end) in enumerate(words) if end > anchor), len(words) - 1)
+
+    def window(i: int, j: int) -> tuple[str, Spans]:
+        begin, end = words[i][0], words[j][1]
+        body = text[begin:end]
+        prefix = ELLIPSIS if i > 0 and not body.startswith(ELLIPSIS) else ""
+        suffix = ELLIPSIS if j < len(words) - 1 and not body.endswith(ELLIPSIS) else ""
+        shift = len(prefix) - begin
+        spans = tuple(
+            (max(start, begin) + shift, min(stop, end) + shift)
+            for start, stop in highlights
+            if start < end and stop > begin
+        )
+        return prefix + body + suffix, spans
+
+    i = j = first
+    best = window(i, j)
+    if advance(*best) > width:  # the matched word alone is too long: cut it
+        shown, spans = best
+        elided = plain.elidedText(shown, Qt.TextElideMode.ElideRight, width)
+        cut = len(elided) - 1 if elided.endswith(ELLIPSIS) else len(elided)
+        return elided, tuple((a, min(b, cut)) for a, b in spans if a < cut)
+    # Grow word by word while it fits: two words after the match for each one before it.
+    left, right = i > 0, j < len(words) - 1
+    added = 0
+    while left or right:
+        go_right = right and (not left or added % 3 != 2)
+        ni, nj = (i, j + 1) if go_right else (i - 1, j)
+        candidate = window(ni, nj)
+        if advance(*candidate) <= width:
+            i, j, best = ni, nj, candidate
+            added += 1
+        elif go_right:
+            right = False
+            continue
+        else:
+            left = False
+            continue
+        left, right = left and i > 0, right and j < len(words) - 1
+    return best
+
+
+def snippet_line(index: AnyIndex, font: QFont, width: int) -> tuple[QFont, str, Spans]:
+    """The font, text and bold spans a row's snippet is drawn with in ``width`` pixels."""
+    snippet = index.data(SNIPPET_ROLE)
+    text = str(snippet[0])  # Qt may hand the tuples back as lists
+    highlights = tuple((int(a), int(b)) for a, b in snippet[1])
+    small = QFont(font)
+    small.setPointSizeF(font.pointSizeF() * 0.88)
+    strong = QFont(small)
+    strong.setWeight(QFont.Weight.Bold)
+    shown, spans = fit_snippet(text, highlights, width, QFontMetricsF(small), QFontMetricsF(strong))
+    return small, shown, spans
 
 
 class _Delegate(QStyledItemDelegate):
@@ -100,16 +180,16 @@ class _Delegate(QStyledItemDelegate):
             title_rect, Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft, elided
         )
         if snippet:
+            width = rect.width() - 26
+            small, shown, spans = snippet_line(index, font, width)
             doc = QTextDocument()
-            small = QFont(font)
-            small.setPointSizeF(font.pointSizeF() * 0.88)
             doc.setDefaultFont(small)
             doc.setDocumentMargin(0)
             doc.setDefaultStyleSheet(f"body {{ color:{p.muted}; }} b {{ color:{p.text}; }}")
-            doc.setHtml(f"<body>{snippet}</body>")
-            doc.setTextWidth(rect.width() - 26)
+            doc.setHtml(f"<body>{snippet_html(shown, spans)}</body>")
+            doc.setTextWidth(width + 8)  # the fitted line never wraps
             painter.translate(rect.left() + 14, rect.top() + 30)
-            painter.setClipRect(QRect(0, 0, rect.width() - 26, 20))
+            painter.setClipRect(QRect(0, 0, width + 8, 20))
             doc.drawContents(painter)
         painter.restore()
 
@@ -144,8 +224,17 @@ class ConversationList(QListWidget):
         self._begin()
         self._add_header(f"{len(hits)} result{'s' if len(hits) != 1 else ''}")
         for hit in hits:
-            self._add_chat(hit.conversation.id, hit.conversation.title, snippet_html(hit))
+            snippet = (hit.snippet, tuple(sorted(hit.highlights)))
+            self._add_chat(hit.conversation.id, hit.conversation.title, snippet)
         self._end()
+
+    def shown_snippet(self, conversation_id: str) -> str:
+        """The snippet line a search hit's row shows at the list's current width."""
+        item = self.item_for(conversation_id)
+        if item is None or not item.data(SNIPPET_ROLE):
+            return ""
+        width = self.visualItemRect(item).width() - 26
+        return snippet_line(self.indexFromItem(item), self.font(), width)[1]
 
     def conversation_ids(self) -> list[str]:
         ids: list[str] = []
@@ -185,7 +274,9 @@ class ConversationList(QListWidget):
         item.setFlags(Qt.ItemFlag.NoItemFlags)
         self.addItem(item)
 
-    def _add_chat(self, conversation_id: str, title: str, snippet: str = "") -> None:
+    def _add_chat(
+        self, conversation_id: str, title: str, snippet: tuple[str, Spans] | None = None
+    ) -> None:
         item = QListWidgetItem(title)
         item.setData(KIND_ROLE, CHAT)
         item.setData(ID_ROLE, conversation_id)

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from PySide6.QtCore import QPoint, Qt, QTimer, Signal, Slot
-from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtCore import QEvent, QObject, QPoint, Qt, QTimer, Signal, Slot
+from PySide6.QtGui import QAction, QKeyEvent, QKeySequence
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
@@ -91,6 +91,7 @@ class Sidebar(QFrame):
         )
         self.search.textChanged.connect(self._on_search_text_changed)
         self.search.returnPressed.connect(self._on_search_return)
+        self.search.installEventFilter(self)
         self._search_timer = QTimer(self)
         self._search_timer.setSingleShot(True)
         self._search_timer.setInterval(SEARCH_DELAY_MS)
@@ -205,6 +206,25 @@ class Sidebar(QFrame):
             self.conversation_imported.emit(conversation.id)
 
     # -- events ---------------------------------------------------------------------------
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 (Qt override)
+        """Esc in a search with text clears it. The window's Esc (stop the answer) would take
+        the key first, so the field claims it, but only while there is something to clear."""
+        clearing = (
+            watched is self.search
+            and isinstance(event, QKeyEvent)
+            and event.key() == Qt.Key.Key_Escape
+            and bool(self.search.text())
+        )
+        if clearing and event.type() == QEvent.Type.ShortcutOverride:
+            event.accept()
+            return True
+        if clearing and event.type() == QEvent.Type.KeyPress:
+            self.search.clear()
+            self._search_timer.stop()
+            self.refresh()
+            return True
+        return super().eventFilter(watched, event)
 
     @Slot(str)
     def _on_search_text_changed(self, _text: str) -> None:
