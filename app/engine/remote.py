@@ -14,49 +14,91 @@ thread); like the worker's, they must be quick and thread-safe.
 Cancel closes the stream: each job opens its own connection and keeps a duplicate of its
 socket's descriptor, so ``job.cancel()`` shuts the socket down even while the thread is blocked
 reading; the server sees the disconnect and stops generating.
+
+The wire format lives in :mod:`app.engine.remote_wire`, the errors in
+:mod:`app.engine.remote_errors`, a job's own state in :mod:`app.engine.remote_job`.
 """
 
 from __future__ import annotations
 
-import contextlib
-import email.utils
 import json
 import logging
-import socket
 import ssl
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit, urlunsplit
 
 from app import __version__
+from app.engine.remote_errors import (
+    RemoteAuthError,
+    RemoteBadRequestError,
+    RemoteConnectionLostError,
+    RemoteContextOverflowError,
+    RemoteError,
+    RemoteModelNotFoundError,
+    RemoteRateLimitError,
+    RemoteServerError,
+    RemoteTimeoutError,
+    RemoteUnreachableError,
+)
+from app.engine.remote_job import Call, CancelledError, Progress
+from app.engine.remote_wire import (
+    clip,
+    error_message,
+    iter_sse_data,
+    message_of,
+    model_ids,
+    normalize_base_url,
+    request_body,
+    retry_after_seconds,
+    sampling_fields,
+    tool_call_delta,
+    usage_of,
+)
 from app.engine.types import (
     BadRequestError,
     ChatRequest,
     CompletionRequest,
-    ContextOverflowError,
     Delta,
     EngineCrashedError,
     EngineError,
     Failed,
     FinalEvent,
     Finished,
-    FinishReason,
-    ModelNotFoundError,
     Request,
-    SamplingParams,
     Started,
-    Timings,
-    ToolCallDelta,
-    Usage,
 )
 from app.engine.worker import Job, Sink
 
 if TYPE_CHECKING:  # httpx is imported where a request is made: the app starts faster
     import httpx
+
+__all__ = [
+    "CANCEL_GRACE",
+    "DEFAULT_TIMEOUT",
+    "LIST_TIMEOUT",
+    "NON_STREAM_READ_TIMEOUT",
+    "ProbeResult",
+    "RemoteAuthError",
+    "RemoteBadRequestError",
+    "RemoteConnectionLostError",
+    "RemoteContextOverflowError",
+    "RemoteEngine",
+    "RemoteError",
+    "RemoteModelNotFoundError",
+    "RemoteRateLimitError",
+    "RemoteServerError",
+    "RemoteTimeoutError",
+    "RemoteUnreachableError",
+    "error_message",
+    "iter_sse_data",
+    "normalize_base_url",
+    "request_body",
+    "retry_after_seconds",
+    "sampling_fields",
+]
 
 log = logging.getLogger(__name__)
 
@@ -65,366 +107,6 @@ DEFAULT_TIMEOUT = {"connect": 5.0, "read": 120.0, "write": 30.0, "pool": 5.0}
 LIST_TIMEOUT = {"connect": 5.0, "read": 15.0, "write": 15.0, "pool": 5.0}
 NON_STREAM_READ_TIMEOUT = 600.0  # a whole answer, not the gap between two chunks
 CANCEL_GRACE = 0.3  # seconds a cancelled job's thread gets to deliver its own final event
-
-_ENDPOINT_SUFFIXES = ("/chat/completions", "/completions", "/models")
-
-
-# ---- errors ----------------------------------------------------------------------------------
-
-
-class RemoteError(EngineError):
-    """A remote server failed a request. ``status`` is the HTTP status Ember's own API should
-    answer with when it forwards the request; ``upstream_status`` is what the server said."""
-
-    code = "remote_error"
-    status = 502
-
-    def __init__(self, message: str, upstream_status: int | None = None) -> None:
-        super().__init__(message)
-        self.upstream_status = upstream_status
-
-
-class RemoteUnreachableError(RemoteError):
-    code = "remote_unreachable"
-
-
-class RemoteTimeoutError(RemoteError):
-    code = "remote_timeout"
-    status = 504
-
-
-class RemoteAuthError(RemoteError):
-    code = "remote_auth"
-
-
-class RemoteModelNotFoundError(RemoteError, ModelNotFoundError):  # APIs answer it with 404
-    code = "remote_model_not_found"
-    status = 404
-
-
-class RemoteBadRequestError(RemoteError, BadRequestError):
-    code = "remote_bad_request"
-    status = 400
-
-
-class RemoteContextOverflowError(RemoteError, ContextOverflowError):
-    code = "remote_context_overflow"
-    status = 400
-
-
-class RemoteRateLimitError(RemoteError):
-    code = "remote_rate_limited"
-    status = 429
-
-
-class RemoteServerError(RemoteError):
-    code = "remote_server_error"
-
-
-class RemoteConnectionLostError(RemoteError):
-    code = "remote_connection_lost"
-
-
-# ---- base URLs -------------------------------------------------------------------------------
-
-
-def normalize_base_url(url: str) -> str:
-    """The API root, ending in its version segment: ``http://host:8000`` and
-    ``http://host:8000/v1/`` both become ``http://host:8000/v1``.
-
-    A path that already has a version segment (``/v1``, ``/v1beta/openai``) is kept; a pasted
-    endpoint (``…/v1/chat/completions``) is cut back to its root; no scheme means ``http``.
-    """
-    text = url.strip()
-    if not text:
-        raise ValueError("The base URL is empty.")
-    if "://" not in text:
-        text = "http://" + text
-    parts = urlsplit(text)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"{url!r} is not an http(s) URL.")
-    path = parts.path.rstrip("/")
-    for suffix in _ENDPOINT_SUFFIXES:
-        if path.endswith(suffix):
-            path = path[: -len(suffix)].rstrip("/")
-            break
-    if not any(_is_version(seg) for seg in path.split("/")):
-        path += "/v1"
-    return urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
-
-
-def _is_version(segment: str) -> bool:
-    return len(segment) >= 2 and segment[0] == "v" and segment[1].isdigit()
-
-
-# ---- request bodies --------------------------------------------------------------------------
-
-
-def sampling_fields(sampling: SamplingParams, *, chat: bool, llama_extras: bool) -> dict[str, Any]:
-    """Our sampling parameters as OpenAI request fields.
-
-    ``llama_extras`` adds the fields llama.cpp, vLLM, SGLang, LM Studio and Ollama understand
-    (top_k, min_p, repeat penalty, mirostat, grammar); OpenAI itself rejects unknown fields.
-    """
-    s = sampling
-    body: dict[str, Any] = {"temperature": s.temperature, "top_p": s.top_p}
-    if s.max_tokens is not None:
-        body["max_tokens"] = s.max_tokens
-    elif not chat and llama_extras:
-        body["max_tokens"] = None  # vLLM, llama.cpp: until the context is full (not 16)
-    if s.stop:
-        body["stop"] = list(s.stop)
-    if s.seed is not None:
-        body["seed"] = s.seed
-    if s.presence_penalty:
-        body["presence_penalty"] = s.presence_penalty
-    if s.frequency_penalty:
-        body["frequency_penalty"] = s.frequency_penalty
-    if s.logit_bias:
-        body["logit_bias"] = {str(k): v for k, v in s.logit_bias.items()}
-    if s.json_schema is not None and chat:
-        body["response_format"] = {
-            "type": "json_schema",
-            "json_schema": {"name": "response", "schema": s.json_schema},
-        }
-    if not llama_extras:
-        return body
-    body["top_k"] = s.top_k
-    body["min_p"] = s.min_p
-    if s.typical_p != 1.0:
-        body["typical_p"] = s.typical_p
-    if s.repeat_penalty != 1.0:
-        body["repeat_penalty"] = s.repeat_penalty  # llama.cpp's name
-        body["repetition_penalty"] = s.repeat_penalty  # vLLM's and SGLang's
-        body["repeat_last_n"] = s.repeat_last_n
-    if s.mirostat_mode:
-        body["mirostat"] = body["mirostat_mode"] = s.mirostat_mode
-        body["mirostat_tau"] = s.mirostat_tau
-        body["mirostat_eta"] = s.mirostat_eta
-    if s.grammar:
-        body["grammar"] = s.grammar
-    if s.json_schema is not None and not chat:
-        body["json_schema"] = s.json_schema  # llama-server's field for completions
-    return body
-
-
-def request_body(
-    request: ChatRequest | CompletionRequest, model: str, *, stream: bool, llama_extras: bool
-) -> dict[str, Any]:
-    """The JSON body for ``/chat/completions`` or ``/completions``."""
-    chat = isinstance(request, ChatRequest)
-    body: dict[str, Any] = {"model": model, "stream": stream}
-    if isinstance(request, ChatRequest):
-        body["messages"] = [dict(m) for m in request.messages]
-        if request.tools:
-            body["tools"] = request.tools
-    else:
-        body["prompt"] = request.prompt
-        if request.suffix is not None:
-            body["suffix"] = request.suffix
-        if request.echo:
-            body["echo"] = True
-    body.update(sampling_fields(request.sampling, chat=chat, llama_extras=llama_extras))
-    if stream:
-        body["stream_options"] = {"include_usage": True}
-    return body
-
-
-# ---- server-sent events ----------------------------------------------------------------------
-
-
-def iter_sse_data(lines: Iterable[str]) -> Iterator[str]:
-    """The ``data`` of each server-sent event (multi-line data joined by newlines); comments,
-    ``event:``/``id:`` fields and keep-alive pings are skipped."""
-    data: list[str] = []
-    for line in lines:
-        if not line:
-            if data:
-                yield "\n".join(data)
-                data = []
-            continue
-        if line.startswith(":"):
-            continue
-        name, _, value = line.partition(":")
-        if name == "data":
-            data.append(value.removeprefix(" "))
-    if data:  # a last event without its blank line: lenient, like browsers are not
-        yield "\n".join(data)
-
-
-def error_message(response: httpx.Response) -> str:
-    """The human part of an error body: OpenAI's ``{"error": {"message"}}``, FastAPI's
-    ``{"detail"}``, Ollama's and TGI's ``{"error": "…"}``, or the text itself."""
-    try:
-        data = response.json()
-    except ValueError:
-        return _clip(response.text.strip()) or response.reason_phrase
-    return _message_of(data) or _clip(response.text.strip()) or response.reason_phrase
-
-
-def _message_of(data: Any) -> str:
-    if isinstance(data, str):
-        return _clip(data)
-    if not isinstance(data, dict):
-        return ""
-    for key in ("error", "detail", "message"):
-        value = data.get(key)
-        if isinstance(value, dict):
-            return _message_of(value)
-        if isinstance(value, str) and value:
-            return _clip(value)
-        if isinstance(value, list) and value:
-            return _clip(
-                "; ".join(str(v.get("msg", v)) if isinstance(v, dict) else str(v) for v in value)
-            )
-    return ""
-
-
-def _clip(text: str, limit: int = 400) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def retry_after_seconds(response: httpx.Response, now: datetime | None = None) -> float | None:
-    """``Retry-After`` (seconds or an HTTP date) or OpenAI's ``retry-after-ms``, if any."""
-    ms = response.headers.get("retry-after-ms")
-    if ms:
-        try:
-            return max(0.0, float(ms) / 1000)
-        except ValueError:
-            pass
-    value = response.headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
-
-
-# ---- per-job state ---------------------------------------------------------------------------
-
-
-class _CancelledError(Exception):
-    """Raised inside a job's thread once it notices its job was cancelled."""
-
-
-@dataclass(slots=True)
-class _Progress:
-    """What a job has received so far; the source of its final event's usage and timings."""
-
-    started: float
-    parts: list[str] = field(default_factory=list)
-    chunks: int = 0
-    first_at: float | None = None
-    last_at: float | None = None
-    finish_reason: str | None = None
-    server_usage: Usage | None = None
-    responded: bool = False  # the server answered with a status line
-    done: bool = False  # [DONE] or a complete non-streamed body arrived
-
-    def output(self, text: str, chunks: int = 1) -> None:
-        now = time.perf_counter()
-        if self.first_at is None:
-            self.first_at = now
-        self.last_at = now
-        self.chunks += chunks
-        if text:
-            self.parts.append(text)
-
-    @property
-    def text(self) -> str:
-        return "".join(self.parts)
-
-    def usage(self) -> Usage:
-        if self.server_usage is not None:
-            return self.server_usage
-        return Usage(completion_tokens=self.chunks)  # servers stream about one token a chunk
-
-    def timings(self) -> Timings:
-        end = time.perf_counter()
-        if self.first_at is None:
-            return Timings(prompt_seconds=end - self.started)
-        usage = self.usage()
-        prompt_s = self.first_at - self.started
-        gen_s = (self.last_at or end) - self.first_at
-        n_out = usage.completion_tokens
-        if gen_s > 0 and n_out > 1:
-            gen_tps = (n_out - 1) / gen_s
-        elif n_out and prompt_s > 0 and self.chunks <= 1:  # one body: the overall rate
-            gen_tps = n_out / prompt_s
-        else:
-            gen_tps = 0.0
-        return Timings(
-            time_to_first_token=prompt_s,
-            prompt_seconds=prompt_s,
-            generation_seconds=gen_s,
-            prompt_tokens_per_second=usage.prompt_tokens / prompt_s if prompt_s > 0 else 0.0,
-            generation_tokens_per_second=gen_tps,
-        )
-
-    def reason(self) -> FinishReason:
-        if self.finish_reason == "length":
-            return "length"
-        if self.finish_reason in ("tool_calls", "function_call"):
-            return "tool_calls"
-        return "stop"
-
-
-class _Call:
-    """One running job and the sockets its thread reads from.
-
-    The job's thread emits and finishes while a cancel timer may finish it too: ``Job`` itself
-    keeps that ordered (one final event, nothing after it), so no lock is needed here."""
-
-    def __init__(self, job: Job) -> None:
-        self.job = job
-        self._sockets: list[socket.socket] = []
-        self._sock_lock = threading.Lock()
-        self._aborted = False
-
-    def trace(self, name: str, info: dict[str, Any]) -> None:
-        """httpcore's trace hook: keep a duplicate of each new connection's socket, so that
-        ``abort`` can shut it down from another thread (and after TLS wraps the original)."""
-        if name != "connection.connect_tcp.complete":
-            return
-        sock = info["return_value"].get_extra_info("socket")
-        if sock is None:
-            return
-        dup = sock.dup()
-        with self._sock_lock:
-            self._sockets.append(dup)
-            aborted = self._aborted
-        if aborted:
-            _shutdown(dup)
-
-    def abort(self) -> None:
-        with self._sock_lock:
-            self._aborted = True
-            sockets = list(self._sockets)
-        for sock in sockets:
-            _shutdown(sock)
-
-    def release(self) -> None:
-        with self._sock_lock:
-            sockets, self._sockets = self._sockets, []
-        for sock in sockets:
-            sock.close()
-
-
-def _shutdown(sock: socket.socket) -> None:
-    with contextlib.suppress(OSError):  # already closed by the other side
-        sock.shutdown(socket.SHUT_RDWR)
-
-
-# ---- the engine ------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -479,7 +161,7 @@ class RemoteEngine:
         self._ssl = ssl.create_default_context()
         self._client = httpx.Client(headers=self._headers, verify=self._ssl)
         self._lock = threading.Lock()
-        self._calls: dict[str, _Call] = {}
+        self._calls: dict[str, Call] = {}
         self._threads: dict[str, threading.Thread] = {}
         self._stream_options = True  # dropped if the server refuses them
         self._stopping = False
@@ -512,7 +194,7 @@ class RemoteEngine:
             data = response.json()
         except ValueError as e:
             raise RemoteServerError(f"{url} did not answer with JSON; check the base URL.") from e
-        return _model_ids(data)
+        return model_ids(data)
 
     def probe(self) -> ProbeResult:
         """List the models and time it: the "Test connection" of providers."""
@@ -533,7 +215,7 @@ class RemoteEngine:
             )
             job.finish(Failed(job.id, error))
             return job
-        call = _Call(job)
+        call = Call(job)
         thread = threading.Thread(
             target=self._run_job, args=(call, stream), name=f"ember-remote-{job.id}", daemon=True
         )
@@ -578,7 +260,7 @@ class RemoteEngine:
         timer.daemon = True
         timer.start()
 
-    def _force_cancelled(self, call: _Call) -> None:
+    def _force_cancelled(self, call: Call) -> None:
         # The thread could not be woken (still connecting, say): the final event goes now and
         # whatever the thread does later is dropped.
         if call.job.finish(Finished(call.job.id, "cancelled")):
@@ -586,13 +268,13 @@ class RemoteEngine:
 
     # -- a job's thread --------------------------------------------------------------------------
 
-    def _run_job(self, call: _Call, stream: bool) -> None:
+    def _run_job(self, call: Call, stream: bool) -> None:
         job = call.job
-        progress = _Progress(job.submitted_at)
+        progress = Progress(job.submitted_at)
         final: FinalEvent
         try:
             if job.cancelled.is_set():
-                raise _CancelledError
+                raise CancelledError
             job.emit(Started(job.id))
             self._generate(call, progress, stream)
             final = Finished(
@@ -607,7 +289,7 @@ class RemoteEngine:
                 self._threads.pop(job.id, None)
         job.finish(final)
 
-    def _final_for(self, job: Job, progress: _Progress, e: Exception) -> FinalEvent:
+    def _final_for(self, job: Job, progress: Progress, e: Exception) -> FinalEvent:
         if job.cancelled.is_set():  # whatever broke, it broke because the stream was closed
             return Finished(
                 job.id, "cancelled", progress.usage(), progress.timings(), progress.text
@@ -618,7 +300,7 @@ class RemoteEngine:
         error = EngineCrashedError(f"Talking to {self.label} failed: {e}")
         return Failed(job.id, error, progress.usage(), progress.timings())
 
-    def _generate(self, call: _Call, progress: _Progress, stream: bool) -> None:
+    def _generate(self, call: Call, progress: Progress, stream: bool) -> None:
         request = call.job.request
         assert isinstance(request, ChatRequest | CompletionRequest)
         model = request.model or self.default_model or self._first_model()
@@ -633,12 +315,12 @@ class RemoteEngine:
                 return
             attempt += 1
             if call.job.cancelled.wait(delay):
-                raise _CancelledError
+                raise CancelledError
 
     def _attempt(
         self,
-        call: _Call,
-        progress: _Progress,
+        call: Call,
+        progress: Progress,
         path: str,
         body: dict[str, Any],
         *,
@@ -674,7 +356,7 @@ class RemoteEngine:
                         self._read_whole(call, progress, response)
             except httpx.HTTPError as e:
                 if call.job.cancelled.is_set():
-                    raise _CancelledError from e
+                    raise CancelledError from e
                 raise self._transport_error(e, progress) from e
         return None
 
@@ -706,10 +388,10 @@ class RemoteEngine:
 
     # -- reading answers -------------------------------------------------------------------------
 
-    def _read_stream(self, call: _Call, progress: _Progress, response: httpx.Response) -> None:
+    def _read_stream(self, call: Call, progress: Progress, response: httpx.Response) -> None:
         for data in iter_sse_data(response.iter_lines()):
             if call.job.cancelled.is_set():
-                raise _CancelledError
+                raise CancelledError
             if data.strip() == "[DONE]":
                 progress.done = True
                 return
@@ -717,17 +399,17 @@ class RemoteEngine:
                 chunk = json.loads(data)
             except ValueError as e:
                 raise RemoteServerError(
-                    f"{self.label} sent something that is not JSON: {_clip(data, 120)}"
+                    f"{self.label} sent something that is not JSON: {clip(data, 120)}"
                 ) from e
             self._apply_chunk(call, progress, chunk)
         if progress.finish_reason is None:  # closed cleanly, but before the answer ended
             raise self._lost()
 
-    def _apply_chunk(self, call: _Call, progress: _Progress, chunk: Any) -> None:
+    def _apply_chunk(self, call: Call, progress: Progress, chunk: Any) -> None:
         if not isinstance(chunk, dict):
             return
         if "error" in chunk:
-            raise RemoteServerError(f"{self.label} failed mid-answer: {_message_of(chunk)}")
+            raise RemoteServerError(f"{self.label} failed mid-answer: {message_of(chunk)}")
         for choice in chunk.get("choices") or []:
             if choice.get("index", 0) != 0:
                 continue
@@ -739,29 +421,29 @@ class RemoteEngine:
                 call.job.emit(Delta(call.job.id, choice["text"]))
             if choice.get("finish_reason"):
                 progress.finish_reason = choice["finish_reason"]
-        usage = _usage(chunk.get("usage"))
+        usage = usage_of(chunk.get("usage"))
         if usage is not None:
             progress.server_usage = usage
 
-    def _apply_delta(self, call: _Call, progress: _Progress, delta: dict[str, Any]) -> None:
+    def _apply_delta(self, call: Call, progress: Progress, delta: dict[str, Any]) -> None:
         text = delta.get("content")
         if isinstance(text, str) and text:
             progress.output(text)
             call.job.emit(Delta(call.job.id, text))
         for tc in delta.get("tool_calls") or []:
             progress.output("", 1 if tc.get("function", {}).get("arguments") else 0)
-            call.job.emit(_tool_call_delta(call.job.id, tc))
+            call.job.emit(tool_call_delta(call.job.id, tc))
 
-    def _read_whole(self, call: _Call, progress: _Progress, response: httpx.Response) -> None:
+    def _read_whole(self, call: Call, progress: Progress, response: httpx.Response) -> None:
         try:
             data = response.json()
             choice = data["choices"][0]
         except (ValueError, KeyError, IndexError, TypeError) as e:
             raise RemoteServerError(
                 f"{self.label} answered with something that is not a completion: "
-                f"{_clip(response.text, 120)}"
+                f"{clip(response.text, 120)}"
             ) from e
-        usage = _usage(data.get("usage"))
+        usage = usage_of(data.get("usage"))
         progress.server_usage = usage
         message = choice.get("message") or {}
         text = message.get("content") if "message" in choice else choice.get("text")
@@ -770,13 +452,13 @@ class RemoteEngine:
         if text:
             call.job.emit(Delta(call.job.id, text, n))
         for i, tc in enumerate(message.get("tool_calls") or []):
-            call.job.emit(_tool_call_delta(call.job.id, {"index": i, **tc}))
+            call.job.emit(tool_call_delta(call.job.id, {"index": i, **tc}))
         progress.finish_reason = choice.get("finish_reason")
         progress.done = True
 
     # -- errors ----------------------------------------------------------------------------------
 
-    def _transport_error(self, e: httpx.HTTPError, progress: _Progress | None) -> RemoteError:
+    def _transport_error(self, e: httpx.HTTPError, progress: Progress | None) -> RemoteError:
         import httpx
 
         where = f"{self.label} at {self.base_url}"
@@ -867,40 +549,4 @@ def _shorter(a: httpx.Timeout, b: httpx.Timeout) -> httpx.Timeout:
         read=pick(a.read, b.read),
         write=pick(a.write, b.write),
         pool=pick(a.pool, b.pool),
-    )
-
-
-def _model_ids(data: Any) -> list[str]:
-    items = (data.get("data") or data.get("models") or []) if isinstance(data, dict) else data
-    ids: list[str] = []
-    for item in items if isinstance(items, list) else []:
-        if isinstance(item, str):
-            ids.append(item)
-        elif isinstance(item, dict):
-            value = item.get("id") or item.get("name") or item.get("model")
-            if isinstance(value, str) and value not in ids:
-                ids.append(value)
-    return ids
-
-
-def _usage(data: Any) -> Usage | None:
-    if not isinstance(data, dict):
-        return None
-    details = data.get("prompt_tokens_details")
-    cached = details.get("cached_tokens") if isinstance(details, dict) else None
-    return Usage(
-        prompt_tokens=int(data.get("prompt_tokens") or 0),
-        completion_tokens=int(data.get("completion_tokens") or 0),
-        cached_tokens=int(cached or 0),
-    )
-
-
-def _tool_call_delta(job_id: str, tc: dict[str, Any]) -> ToolCallDelta:
-    fn = tc.get("function") or {}
-    return ToolCallDelta(
-        job_id,
-        index=int(tc.get("index") or 0),
-        id=tc.get("id"),
-        name=fn.get("name"),
-        arguments=fn.get("arguments") or "",
     )
