@@ -18,6 +18,7 @@ id (``owner/repo`` never contains a colon) nor for a Windows path (``C:\\…`` h
 local file whose name contains ``::`` is given with a directory part (``./a::b.gguf``), which
 is not a provider name. Everywhere a model id is accepted (the model picker, conversations,
 Ember's API, ``ember run``), a string that parses as a remote id routes to :class:`RemoteRouter`.
+The ids and the presets are in :mod:`app.engine.provider_ids` (re-exported here).
 """
 
 from __future__ import annotations
@@ -34,16 +35,47 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from app.config import atomic_write_text, paths
+from app.engine.provider_ids import (
+    PRESETS,
+    REMOTE_ID_SEPARATOR,
+    Preset,
+    RemoteModelId,
+    format_remote_id,
+    is_remote_id,
+    parse_remote_id,
+    validate_provider_name,
+)
 from app.engine.remote import RemoteEngine, normalize_base_url
 from app.engine.types import BadRequestError, ChatRequest, CompletionRequest, EngineError, Request
 from app.engine.worker import Job, Sink
 
+__all__ = [
+    "KEYRING_SERVICE",
+    "PRESETS",
+    "REMOTE_ID_SEPARATOR",
+    "FileSecrets",
+    "KeyringSecrets",
+    "Preset",
+    "Provider",
+    "ProviderError",
+    "ProviderKeyError",
+    "ProviderNotFoundError",
+    "ProviderRegistry",
+    "RemoteModelId",
+    "RemoteRouter",
+    "SecretStore",
+    "engine_for",
+    "format_remote_id",
+    "is_remote_id",
+    "keyring_usable",
+    "make_provider",
+    "parse_remote_id",
+    "validate_provider_name",
+]
+
 log = logging.getLogger(__name__)
 
-REMOTE_ID_SEPARATOR = "::"
 KEYRING_SERVICE = "Ember"
-_NAME_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
-_NAME_MAX = 40
 _ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -59,74 +91,6 @@ class ProviderKeyError(ProviderError):
     """The provider's API key cannot be read (unset variable, keyring gone)."""
 
     code = "provider_key"
-
-
-# ---- presets --------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Preset:
-    name: str
-    label: str
-    base_url: str
-    llama_extras: bool = True  # accepts top_k, min_p, … beyond OpenAI's fields
-    needs_key: bool = False
-
-
-PRESETS: dict[str, Preset] = {
-    p.name: p
-    for p in (
-        Preset("vllm", "vLLM", "http://localhost:8000/v1"),
-        Preset("sglang", "SGLang", "http://localhost:30000/v1"),
-        Preset("tgi", "Text Generation Inference", "http://localhost:8080/v1"),
-        Preset("ollama", "Ollama", "http://localhost:11434/v1"),
-        Preset("lmstudio", "LM Studio", "http://localhost:1234/v1"),
-        Preset("llama-server", "llama.cpp server", "http://localhost:8080/v1"),
-        Preset("openai", "OpenAI", "https://api.openai.com/v1", llama_extras=False, needs_key=True),
-    )
-}
-
-
-# ---- remote model ids ------------------------------------------------------------------------
-
-
-def validate_provider_name(name: str) -> str:
-    if len(name) > _NAME_MAX or not _NAME_RE.match(name):
-        raise ValueError(
-            f"{name!r} is not a valid provider name: use lowercase letters, digits and single "
-            f"dashes, up to {_NAME_MAX} characters (like gpu-box)."
-        )
-    return name
-
-
-@dataclass(frozen=True, slots=True)
-class RemoteModelId:
-    """``provider::model``: a model served by a provider."""
-
-    provider: str
-    model: str
-
-    def __str__(self) -> str:
-        return f"{self.provider}{REMOTE_ID_SEPARATOR}{self.model}"
-
-
-def parse_remote_id(text: str) -> RemoteModelId | None:
-    """The remote id in ``text``, or None when it is not one (a path, a Hub id, a local name)."""
-    provider, sep, model = text.partition(REMOTE_ID_SEPARATOR)
-    if not sep or not model or not _NAME_RE.match(provider) or len(provider) > _NAME_MAX:
-        return None
-    return RemoteModelId(provider, model)
-
-
-def is_remote_id(text: str | None) -> bool:
-    return text is not None and parse_remote_id(text) is not None
-
-
-def format_remote_id(provider: str, model: str) -> str:
-    validate_provider_name(provider)
-    if not model:
-        raise ValueError("A remote model id needs a model name after the provider.")
-    return str(RemoteModelId(provider, model))
 
 
 # ---- providers --------------------------------------------------------------------------------
