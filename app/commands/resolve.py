@@ -5,18 +5,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from app.config import Settings
 from app.library.local import Library, LibraryError
 from app.library.local import ModelNotFoundError as LibraryModelNotFound
+from app.library.user_library import default_library
 
 # owner/repo, optionally :QUANT or :FILENAME — the shape `ember pull` accepts.
 HUB_SPEC = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+(:[^:/\\]+)?$")
-
-
-def default_library() -> Library:
-    """The library as the app sees it: Ember's models dir plus the user's extra folders."""
-    extra = Settings().get("library.extra_dirs")
-    return Library(extra_dirs=[Path(p) for p in extra])
 
 
 def looks_like_hub_spec(name: str) -> bool:
