@@ -86,3 +86,17 @@ def test_cancel_waiting_drops_the_jobs_not_started(qtbot: QtBot) -> None:
     runner.submit(jobs.job("d"), jobs.callback, key="k")  # a dropped key does not linger
     qtbot.waitUntil(lambda: not runner.busy, timeout=TIMEOUT)
     assert jobs.called[-1] == ("d", None)
+
+
+def test_a_coalesced_job_asked_while_it_runs_runs_once_more_after(qtbot: QtBot) -> None:
+    runner = Runner(1, "test")
+    jobs = Jobs()
+    runner.submit(jobs.job("scan 1", wait=True), jobs.callback, key="scan", coalesce=True)
+    assert jobs.started.wait(TIMEOUT / 1000)
+    runner.submit(jobs.job("scan 2"), jobs.callback, key="scan", coalesce=True)
+    runner.submit(jobs.job("scan 3"), jobs.callback, key="scan", coalesce=True)
+    assert runner.busy
+    jobs.gate.set()
+    qtbot.waitUntil(lambda: not runner.busy, timeout=TIMEOUT)
+    assert jobs.ran == ["scan 1", "scan 3"]  # the asks made meanwhile collapse into one
+    assert [name for name, _ in jobs.called] == ["scan 1", "scan 3"]

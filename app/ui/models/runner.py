@@ -9,6 +9,7 @@ runner with one thread serialises its jobs (the page's ``Library`` scans and imp
 Latest wins: a job submitted with a ``key`` supersedes this runner's earlier jobs with that
 key (waiting ones are dropped unrun, running ones' answers ignored). ``cancel_waiting()`` drops
 every job not started yet. Dropped jobs, and jobs of a deleted runner, never call back.
+``coalesce=True`` is "scan again if asked mid-scan" (see task_runner).
 """
 
 from __future__ import annotations
@@ -37,9 +38,15 @@ class Runner(QObject):
         return self._runner.busy(self._lane)
 
     def submit(
-        self, fn: Callable[[], Any], callback: Callback, key: Hashable | None = None
+        self,
+        fn: Callable[[], Any],
+        callback: Callback,
+        key: Hashable | None = None,
+        *,
+        coalesce: bool = False,
     ) -> None:
-        """Run ``fn()`` off the GUI thread; ``callback(result, error)`` later on it."""
+        """Run ``fn()`` off the GUI thread; ``callback(result, error)`` later on it.
+        ``coalesce`` (with a key): asked while that key's job runs, run once more after it."""
         if self._runner.closed:
             self._runner = tasks()
         self._runner.submit(
@@ -49,6 +56,7 @@ class Runner(QObject):
             key=None if key is None else (self._scope, key),
             lane=self._lane,
             receiver=self,
+            coalesce=coalesce,
             name=f"{self._lane.name}: {getattr(fn, '__qualname__', fn)}",
         )
 
