@@ -202,6 +202,14 @@ def owner_of(callback: Callable[..., object] | None) -> QObject | None:
     return owner if isinstance(owner, QObject) else None
 
 
+def _owner(*callbacks: Callable[..., object] | None) -> QObject | None:
+    for callback in callbacks:
+        owner = owner_of(callback)
+        if owner is not None:
+            return owner
+    return None
+
+
 class TaskRunner(QObject):
     """See the module docstring. Signal: ``settled(Task)`` (GUI thread), once per task, after
     its callback (if any) has run."""
@@ -252,7 +260,7 @@ class TaskRunner(QObject):
             key=key,
             lane=lane if isinstance(lane, Lane) else self.lanes[lane],
             token=token or CancelToken(),
-            receiver=receiver if receiver is not None else owner_of(on_done) or owner_of(on_error),
+            receiver=receiver if receiver is not None else _owner(on_done, on_error),
             coalesce=coalesce,
             name=name or str(getattr(fn, "__qualname__", fn)),
         )

@@ -193,6 +193,26 @@ def test_nothing_is_called_on_a_receiver_deleted_while_its_task_ran(
     assert calls == []
 
 
+class EmptyModel(Receiver):
+    """A receiver that is falsy (as a model with no rows may be)."""
+
+    def __len__(self) -> int:
+        return 0
+
+
+def test_a_falsy_receiver_is_still_the_receiver(
+    qtbot: QtBot, runner: TaskRunner, work: Work
+) -> None:
+    model = EmptyModel()
+    task = runner.submit(work.gated("a"), model.on_done, lambda _error: None, name="a")
+    assert task.receiver is model
+    work.wait_started("a")
+    shiboken6.delete(model)
+    with qtbot.waitSignal(runner.settled, timeout=TIMEOUT, check_params_cb=named("a")):
+        work.open("a")
+    assert task.state is TaskState.RECEIVER_GONE
+
+
 @pytest.fixture
 def shared() -> Iterator[TaskRunner]:
     """The app's runner, which the old entry points use; shut down afterwards."""
