@@ -6,10 +6,13 @@ from app.chats.models import (
     Conversation,
     Message,
     NotFoundError,
+    RecoveryReport,
     Role,
     SchemaVersionError,
     SearchHit,
     Status,
+    StoreDamagedError,
+    StoreLockedError,
 )
 from app.chats.store import ChatStore
 
@@ -19,9 +22,12 @@ __all__ = [
     "Conversation",
     "Message",
     "NotFoundError",
+    "RecoveryReport",
     "Role",
     "SchemaVersionError",
     "SearchHit",
     "Status",
+    "StoreDamagedError",
+    "StoreLockedError",
     "group_by_day",
 ]

@@ -6,6 +6,7 @@ All are immutable snapshots; the store hands out fresh ones on every call.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Final, Literal, get_args
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -14,6 +15,7 @@ Status = Literal["complete", "streaming", "stopped", "error"]
 ROLES: Final[tuple[str, ...]] = get_args(Role)
 STATUSES: Final[tuple[str, ...]] = get_args(Status)
 FINAL_STATUSES: Final[tuple[str, ...]] = ("complete", "stopped", "error")
+RECOVERED_TITLE: Final = "Recovered chat"
 
 
 class ChatStoreError(Exception):
@@ -26,6 +28,58 @@ class NotFoundError(ChatStoreError, LookupError):
 
 class SchemaVersionError(ChatStoreError):
     """The database was written by a newer Ember whose schema this version does not know."""
+
+
+class StoreLockedError(ChatStoreError):
+    """Another program held chats.db's write lock for longer than the store waits for it.
+    Nothing was changed by the call that raised it; trying again later is safe."""
+
+
+class StoreDamagedError(ChatStoreError):
+    """chats.db turned out to be damaged while in use. The store has already moved the damaged
+    file aside and recovered what it could read into a fresh file (``report``); the call that
+    raised this did nothing, and later calls use the fresh file."""
+
+    def __init__(self, message: str, report: RecoveryReport) -> None:
+        super().__init__(message)
+        self.report = report
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveryReport:
+    """What happened when chats.db was found damaged (``ChatStore.recovery``).
+
+    ``damaged_path`` is where the damaged file was kept (its -wal and -shm beside it, with the
+    same name plus ``-wal``/``-shm``); nothing was written into it. ``unreadable`` counts the
+    stretches of rows that could not be read (0: everything readable was recovered).
+    ``placeholder_conversations`` are chats whose own row was lost but whose messages were
+    not: they come back titled ``RECOVERED_TITLE``.
+    """
+
+    reason: str
+    damaged_path: Path
+    conversations: int
+    messages: int
+    unreadable: int
+    placeholder_conversations: int = 0
+    error: str | None = None  # why a whole table could not be read, if one could not
+
+    @property
+    def message(self) -> str:
+        """One paragraph for the user."""
+        chats = f"{self.conversations} {'chat' if self.conversations == 1 else 'chats'}"
+        messages = f"{self.messages} {'message' if self.messages == 1 else 'messages'}"
+        text = (
+            f"The chat history was damaged ({self.reason}). Ember recovered {chats} with "
+            f"{messages} into a fresh file"
+        )
+        if self.error and self.error != self.reason:
+            text += f"; the rest could not be read ({self.error})"
+        elif self.error:
+            text += "; nothing else could be read"
+        elif self.unreadable:
+            text += "; some parts could not be read"
+        return f"{text}. The damaged file was kept as {self.damaged_path}."
 
 
 @dataclass(frozen=True, slots=True)

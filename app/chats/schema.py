@@ -175,6 +175,10 @@ def ensure_search_index(conn: sqlite3.Connection, use_fts: bool) -> None:
         for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")
         if row[0] in _SEARCH_TRIGGERS
     }
+    if existing == (set(_SEARCH_TRIGGERS) if use_fts else set()):
+        # Nothing to change (the triggers and their tables are made together): no write
+        # lock, so the history opens while another program holds it.
+        return
     conn.execute("BEGIN IMMEDIATE")
     try:
         if use_fts:

@@ -8,7 +8,9 @@ simpler and as fast as a connection per thread here: SQLite serializes writers a
 
 Durability: WAL with ``synchronous=NORMAL``. Every write is its own ``BEGIN IMMEDIATE``
 transaction, so what a call wrote survives the process being killed right after it returns
-(only an OS crash or power cut may lose the last transactions).
+(only an OS crash or power cut may lose the last transactions). Opening checks the file; a
+damaged one is kept aside and recovered, and another program's lock is waited for, then
+reported (``app.chats.connection``). Every error a call raises on purpose is a ``ChatStoreError``.
 
 The message tree: each message has a parent (None for a first message). Versions of a message,
 from editing or regenerating, are siblings (same parent), ordered by ``seq``. A conversation's
@@ -20,24 +22,24 @@ from __future__ import annotations
 import enum
 import json
 import sqlite3
-import threading
 import time
 import uuid
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from app.chats import schema, search, transfer
+from app.chats import search, transfer, tree
+from app.chats.connection import BUSY_TIMEOUT, StoreConnection
 from app.chats.models import (
     FINAL_STATUSES,
     ROLES,
     STATUSES,
-    ChatStoreError,
     Conversation,
     Message,
     NotFoundError,
+    RecoveryReport,
     Role,
     SearchHit,
     Status,
@@ -59,12 +61,6 @@ class _Default(enum.Enum):
 CURRENT_LEAF = _Default.CURRENT_LEAF
 _UNSET = _Default.UNSET
 
-_SUBTREE = """
-    WITH RECURSIVE subtree(id) AS (
-        SELECT ? UNION ALL SELECT m.id FROM messages m JOIN subtree ON m.parent_id = subtree.id
-    )
-"""
-
 
 def _new_id() -> str:
     return str(uuid.uuid4())
@@ -78,54 +74,42 @@ class ChatStore:
     fallback (substring matching, case-insensitive for ASCII only).
     """
 
-    def __init__(self, path: Path, *, use_fts: bool | None = None) -> None:
+    def __init__(
+        self, path: Path, *, use_fts: bool | None = None, busy_timeout: float = BUSY_TIMEOUT
+    ) -> None:
         """Open (creating and migrating as needed) the database at ``path``.
 
         ``use_fts=None`` uses FTS5 when this SQLite has it; ``False`` forces the LIKE search.
-        Raises ``SchemaVersionError`` for a file from a newer Ember and ``ChatStoreError`` for
-        a file that is not a usable SQLite database.
+        ``busy_timeout``: seconds a call waits for another program's write lock.
+        A damaged file is kept aside and what it holds is recovered into a fresh one
+        (``recovery`` says so). Raises ``SchemaVersionError`` for a file from a newer Ember,
+        ``StoreLockedError`` when another program keeps it locked, and ``ChatStoreError`` when
+        it cannot be opened at all.
         """
         self.path = Path(path)
-        self._lock = threading.RLock()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            conn = sqlite3.connect(
-                self.path, timeout=10.0, isolation_level=None, check_same_thread=False
-            )
-        except sqlite3.Error as error:
-            raise ChatStoreError(f"Cannot open the chat history {self.path}: {error}.") from error
-        try:
-            conn.execute("PRAGMA foreign_keys = ON")
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = NORMAL")
-            schema.migrate(conn, self.path)
-            available = schema.fts5_available(conn)
-            self.has_fts = available if use_fts is None else use_fts and available
-            schema.ensure_search_index(conn, self.has_fts)
-        except sqlite3.DatabaseError as error:
-            conn.close()
-            hint = (
-                "Is another copy of Ember running?"
-                if "locked" in str(error)
-                else "If the file is damaged, move it away to start with an empty history."
-            )
-            raise ChatStoreError(
-                f"Cannot open the chat history {self.path}: {error}. {hint}"
-            ) from error
-        except BaseException:  # SchemaVersionError, or a migration that failed
-            conn.close()
-            raise
-        self._conn: sqlite3.Connection | None = conn
+        self._db = StoreConnection(self.path, use_fts=use_fts, busy_timeout=busy_timeout)
+        self._lock = self._db.lock
         self._last_time = 0.0
 
     # -- lifecycle ---------------------------------------------------------------------------
 
+    @property
+    def recovery(self) -> RecoveryReport | None:
+        """Set when the file was found damaged (at open or since): show ``.message`` to the
+        user. The history now lives in a fresh file; the damaged one was kept aside."""
+        return self._db.recovery
+
+    @property
+    def has_fts(self) -> bool:
+        return self._db.has_fts
+
+    @property
+    def _conn(self) -> sqlite3.Connection | None:
+        return self._db.connection
+
     def close(self) -> None:
         """Close the database. Idempotent; any later call raises ``ChatStoreError``."""
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
+        self._db.close()
 
     def __enter__(self) -> ChatStore:
         return self
@@ -138,24 +122,11 @@ class ChatStore:
     ) -> None:
         self.close()
 
-    @contextmanager
-    def _read(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            if self._conn is None:
-                raise ChatStoreError("The chat store is closed.")
-            yield self._conn
+    def _read(self) -> AbstractContextManager[sqlite3.Connection]:
+        return self._db.read()
 
-    @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        with self._read() as conn:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield conn
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
+    def _write(self) -> AbstractContextManager[sqlite3.Connection]:
+        return self._db.write()
 
     # -- conversations -------------------------------------------------------------------------
 
@@ -397,17 +368,17 @@ class ChatStore:
             in_subtree = (
                 leaf is not None
                 and conn.execute(
-                    f"{_SUBTREE} SELECT 1 FROM subtree WHERE id = ?", (message_id, leaf)
+                    f"{tree.SUBTREE} SELECT 1 FROM subtree WHERE id = ?", (message_id, leaf)
                 ).fetchone()
             )
             if in_subtree:
-                leaf = self._fallback_leaf(conn, message)
+                leaf = tree.fallback_leaf(conn, message)
                 conn.execute(
                     "UPDATE conversations SET current_leaf_id = ? WHERE id = ?",
                     (leaf, message.conversation_id),
                 )
             conn.execute(
-                f"DELETE FROM messages WHERE id IN ({_SUBTREE} SELECT id FROM subtree)",
+                f"DELETE FROM messages WHERE id IN ({tree.SUBTREE} SELECT id FROM subtree)",
                 (message_id,),
             )
             self._touch(conn, message.conversation_id)
@@ -454,7 +425,7 @@ class ChatStore:
                 message = self._get_message(conn, message_id)
                 conn.execute(
                     "UPDATE conversations SET current_leaf_id = ? WHERE id = ?",
-                    (self._latest_leaf(conn, message_id), message.conversation_id),
+                    (tree.latest_leaf(conn, message_id), message.conversation_id),
                 )
             return self.active_branch(message.conversation_id)
 
@@ -630,29 +601,3 @@ class ChatStore:
             (message_id, now, conversation_id),
         )
         return message_id
-
-    def _latest_leaf(self, conn: sqlite3.Connection, message_id: str) -> str:
-        """The newest message at or below ``message_id``. A child is always newer than its
-        parent, so this is a leaf, and its path is the most recent branch under the message.
-        """
-        row = conn.execute(
-            f"{_SUBTREE} SELECT m.id FROM subtree JOIN messages m ON m.id = subtree.id "
-            "ORDER BY m.seq DESC LIMIT 1",
-            (message_id,),
-        ).fetchone()
-        return str(row[0])
-
-    def _fallback_leaf(self, conn: sqlite3.Connection, deleted: Message) -> str | None:
-        """Where the view goes when the branch on screen is deleted at ``deleted``."""
-        rows = conn.execute(
-            "SELECT id, seq FROM messages WHERE conversation_id = ? AND parent_id IS ? "
-            "AND id != ? ORDER BY seq",
-            (deleted.conversation_id, deleted.parent_id, deleted.id),
-        ).fetchall()
-        before = [message_id for message_id, seq in rows if seq < deleted.seq]
-        after = [message_id for message_id, seq in rows if seq > deleted.seq]
-        if before:
-            return self._latest_leaf(conn, before[-1])
-        if after:
-            return self._latest_leaf(conn, after[0])
-        return deleted.parent_id

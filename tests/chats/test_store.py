@@ -1,5 +1,6 @@
 """ChatStore against real SQLite files: conversations, the message tree, search, migrations,
-crash recovery and threads. Export/import live in test_transfer.py, grouping in test_grouping.py.
+crash recovery and threads. Export/import live in test_transfer.py, grouping in test_grouping.py,
+damaged and locked files in test_damage.py.
 """
 
 from __future__ import annotations
@@ -119,13 +120,6 @@ def test_a_failing_migration_leaves_the_previous_version(
         ChatStore(db_path)
     assert raw(db_path, "PRAGMA user_version") == [(1,)]
     assert raw(db_path, "SELECT name FROM sqlite_master WHERE name = 'half_done'") == []
-
-
-def test_a_file_that_is_not_a_database_gives_a_clear_error(db_path: Path) -> None:
-    db_path.write_bytes(b"this is not sqlite" * 100)
-    with pytest.raises(ChatStoreError, match="Cannot open the chat history") as info:
-        ChatStore(db_path)
-    assert str(db_path) in str(info.value)
 
 
 def test_an_unopenable_path_gives_a_clear_error(tmp_path: Path) -> None:
