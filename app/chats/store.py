@@ -25,7 +25,6 @@ import sqlite3
 import time
 import uuid
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -89,6 +88,8 @@ class ChatStore:
         self.path = Path(path)
         self._db = StoreConnection(self.path, use_fts=use_fts, busy_timeout=busy_timeout)
         self._lock = self._db.lock
+        self._read = self._db.read  # the connection under the lock; errors made the store's
+        self._write = self._db.write  # the same, in a transaction committed at the end
         self._last_time = 0.0
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -121,12 +122,6 @@ class ChatStore:
         traceback: TracebackType | None,
     ) -> None:
         self.close()
-
-    def _read(self) -> AbstractContextManager[sqlite3.Connection]:
-        return self._db.read()
-
-    def _write(self) -> AbstractContextManager[sqlite3.Connection]:
-        return self._db.write()
 
     # -- conversations -------------------------------------------------------------------------
 
