@@ -155,7 +155,8 @@ def finish_linux(app_dir: Path, icon_dir: Path) -> None:
     share = app_dir / "share"
     shutil.rmtree(share, ignore_errors=True)
     (share / "applications").mkdir(parents=True)
-    shutil.copy2(cfg.HERE / "linux" / "ember.desktop", share / "applications" / "ember.desktop")
+    desktop = cfg.RESOURCES / "linux" / "ember.desktop"
+    shutil.copy2(desktop, share / "applications" / "ember.desktop")
     for size in icons.LINUX_SIZES:
         target = share / "icons" / "hicolor" / f"{size}x{size}" / "apps"
         target.mkdir(parents=True)

@@ -21,6 +21,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 ENTRY = HERE / "ember_entry.py"
 RUNTIME_HOOK = HERE / "rthook_ember.py"
+RESOURCES = ROOT / "resources"  # icons, stylesheets, the desktop entry (app/resources.py)
 
 APP_NAME = "Ember"  # the window/dock name, the .app and the GUI executable on Windows
 CLI_NAME = "ember"  # the command people type
@@ -322,12 +323,12 @@ def llama_binaries(lib_dir: Path | None = None) -> list[tuple[str, str]]:
 
 
 def datas() -> list[tuple[str, str]]:
-    """Package data read with importlib.resources (icons, the stylesheet template)."""
-    resources = ROOT / "app" / "ui" / "resources"
+    """The top-level ``resources/`` folder (icons, stylesheets, desktop entry), bound for
+    ``resources/`` in the bundle, where ``app.resources`` looks when frozen."""
     return [
-        (str(path), str(PurePosixPath("app/ui/resources", path.parent.relative_to(resources))))
-        for path in sorted(resources.rglob("*"))
-        if path.is_file() and path.suffix not in (".py", ".pyc")
+        (str(path), str(PurePosixPath("resources", path.parent.relative_to(RESOURCES))))
+        for path in sorted(RESOURCES.rglob("*"))
+        if path.is_file()
     ]
 
 

@@ -1,4 +1,4 @@
-"""The app icon for every OS, rendered from ``app/ui/resources/icon.svg`` with Qt.
+"""The app icon for every OS, rendered from ``resources/icon.svg`` with Qt.
 
 PNGs for Linux's hicolor theme, ``ember.ico`` (Windows) and ``ember.icns`` (macOS). Both
 containers hold PNG images, which Windows Vista+ and macOS 10.7+ read, so no Pillow is needed.
@@ -10,9 +10,9 @@ import os
 import struct
 from pathlib import Path
 
-from bundle_config import ROOT
+from bundle_config import RESOURCES
 
-SOURCE_SVG = ROOT / "app" / "ui" / "resources" / "icon.svg"
+SOURCE_SVG = RESOURCES / "icon.svg"
 LINUX_SIZES = (16, 24, 32, 48, 64, 128, 256, 512)
 ICO_SIZES = (16, 20, 24, 32, 40, 48, 64, 128, 256)
 # ICNS entry types holding PNG data, by pixel size (the @2x types reuse the larger renders).
