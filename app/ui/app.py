@@ -222,7 +222,10 @@ def _start_up_steps(
     click or a key press in between is handled)."""
 
     def start_services() -> None:
-        window.start_background_services(files + opener.pending)
+        given = files + opener.pending
+        if not any(f.lower().endswith(".gguf") for f in given):
+            window.controller.load_chat_model()  # the open chat's own model, not the last one
+        window.start_background_services(given)
         opener.pending.clear()
         opener.set_handler(window.open_files)
 

@@ -4,6 +4,14 @@
 thread and never waits: loading, unloading, chatting and tokenizing are jobs whose results come
 back as signals.
 
+Several answers may run at once (each chat has its own; the engine decides how many generate
+together, "Parallel answers" in Settings). ``running_answers`` counts them and
+``answers_changed`` says when the count changes; ``rate_changed`` is their combined tok/s.
+
+Switching models keeps the working one until the new one has loaded: model B loads beside A
+under its own id, and only B's success retires A (unloaded once the answers still being
+written with it are done). A load that fails leaves A loaded and says why.
+
 Remote models: a chat request whose model is a remote id (``provider::model``) goes to the
 ``RemoteRouter`` instead of the worker, through the same ``JobHandle`` signals. Selecting a
 remote model (``select_remote``) leaves the local model loaded: switching back costs nothing.
@@ -14,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from collections import deque
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal, Slot
@@ -29,6 +38,7 @@ from app.engine.types import (
     LoadedModel,
     LoadParams,
     LoadRequest,
+    OutOfMemoryError,
     Request,
     UnloadRequest,
 )
@@ -42,6 +52,7 @@ log = logging.getLogger(__name__)
 IDLE = "idle"
 LOADING = "loading"
 GENERATING = "generating"
+RATE_WINDOW = 2.0  # seconds of deltas the combined tok/s is measured over
 
 
 def load_params(settings: Settings) -> LoadParams:
@@ -86,10 +97,12 @@ class EngineSession(QObject):
 
     Signals (GUI thread): ``state_changed(str)`` idle/loading/generating;
     ``load_started(str path)``; ``load_progress(float)`` (0 to 1, as the weights are read);
-    ``model_loaded(LoadedModel)``; ``load_failed(str path,
-    EngineError)``; ``model_unloaded()``; ``rate_changed(float tok/s)`` while generating;
-    ``engine_failed(EngineError)`` when the engine itself broke; ``remote_selected(str |
-    None)`` when the chosen remote model changes (None: back to the local model).
+    ``model_loaded(LoadedModel)``; ``load_failed(str path, EngineError)`` (the model loaded
+    before, if any, is still loaded); ``model_unloaded()``; ``answers_changed(int)`` how many
+    answers are being written; ``rate_changed(float tok/s)`` all of them together, while
+    generating; ``engine_failed(EngineError)`` when the engine itself broke;
+    ``remote_selected(str | None)`` when the chosen remote model changes (None: back to the
+    local model).
     """
 
     state_changed = Signal(str)
@@ -98,6 +111,7 @@ class EngineSession(QObject):
     model_loaded = Signal(object)
     load_failed = Signal(str, object)
     model_unloaded = Signal()
+    answers_changed = Signal(int)
     rate_changed = Signal(float)
     engine_failed = Signal(object)
     remote_selected = Signal(object)
@@ -119,9 +133,9 @@ class EngineSession(QObject):
         self.loading_path: str | None = None
         self.load_fraction: float | None = None  # how far the load is, once llama.cpp says
         self._load_handle: JobHandle | None = None
-        self._generations: set[JobHandle] = set()
-        self._rate_tokens = 0
-        self._rate_started: float | None = None
+        self._generations: dict[JobHandle, str | None] = {}  # handle -> its model id
+        self._retiring: set[str] = set()  # model ids to unload once their answers are done
+        self._deltas: deque[tuple[float, int]] = deque()  # (time, tokens) within RATE_WINDOW
         self._state = IDLE
         self._closed = False
         self.router = router
@@ -137,6 +151,11 @@ class EngineSession(QObject):
     def state(self) -> str:
         return self._state
 
+    @property
+    def running_answers(self) -> int:
+        """Answers (chat jobs) submitted from the app and not finished yet."""
+        return len(self._generations)
+
     def _update_state(self) -> None:
         state = LOADING if self.loading_path else GENERATING if self._generations else IDLE
         if state != self._state:
@@ -146,26 +165,28 @@ class EngineSession(QObject):
     # -- models ---------------------------------------------------------------------------
 
     def load(self, path: str, params: LoadParams | None = None) -> JobHandle:
-        """Load a model (replacing the loaded one). The GUI hears back via signals."""
-        if self.loaded is not None and self.loaded.path != path:
-            # One model at a time in the app: free its memory before the next one loads.
-            self.bridge.submit(UnloadRequest(None))
+        """Load a model to chat with. The one loaded now stays until this one has loaded
+        (a reload of the same file replaces it). The GUI hears back via signals."""
+        previous = self._load_handle
         self.loading_path = path
+        self.load_fraction = None
         self.load_started.emit(path)
         self._update_state()
         request = LoadRequest(path, params or load_params(self.settings), api_model_id(path))
-        self.load_fraction = None
         handle = self.bridge.submit(request)
         self._load_handle = handle
         handle.progress.connect(self._on_load_progress)
         handle.finished.connect(self._on_load_finished)
         handle.failed.connect(self._on_load_failed)
+        if previous is not None and previous.final is None:
+            previous.cancel()  # the newer choice wins; what it loads anyway is unloaded
         return handle
 
     def unload(self) -> None:
         for handle in list(self._generations):
             handle.cancel()
         self.bridge.submit(UnloadRequest(None))
+        self._retiring.clear()
         if self.loaded is not None:
             self.loaded = None
             self.model_unloaded.emit()
@@ -178,29 +199,63 @@ class EngineSession(QObject):
 
     @Slot(object)
     def _on_load_finished(self, event: Finished) -> None:
+        result = event.result
+        if self.sender() is not self._load_handle:  # superseded by a newer load
+            if isinstance(result, LoadedModel) and not self._in_use(result.model_id):
+                self._retire(result.model_id)
+            return
         path = self.loading_path
         self.loading_path = None
-        result = event.result
+        self._load_handle = None
         if isinstance(result, LoadedModel):
+            previous = self.loaded
             self.loaded = result
+            self._retiring.discard(result.model_id)
             self.settings.set("ui.last_model", result.path)
             self.model_loaded.emit(result)
+            if previous is not None and previous.model_id != result.model_id:
+                self._retire(previous.model_id)
         elif event.reason == "cancelled":
             self.load_failed.emit(path or "", EngineError("Loading was cancelled."))
         self._update_state()
 
     @Slot(object)
     def _on_load_failed(self, event: Failed) -> None:
+        if self.sender() is not self._load_handle:
+            return
         path = self.loading_path or ""
         self.loading_path = None
+        self._load_handle = None
         self._update_state()
-        # A failed load leaves no model loaded (the previous one was unloaded first).
-        if self.loaded is not None and not self.worker.loaded_models():
+        loaded_ids = {m.model_id for m in self.worker.loaded_models()}
+        if self.loaded is not None and self.loaded.model_id not in loaded_ids:
+            # Only a reload of the same model replaces it before the new one is in.
             self.loaded = None
             self.model_unloaded.emit()
-        self.load_failed.emit(path, event.error)
-        if isinstance(event.error, EngineCrashedError):
-            self.engine_failed.emit(event.error)
+        error = event.error
+        if isinstance(error, OutOfMemoryError) and self.loaded is not None:
+            error = OutOfMemoryError(
+                f"{error} {model_name(self.loaded.path)} is still loaded and uses memory too: "
+                "unload it (model menu → Unload model) and try again.",
+                error.fits_n_ctx,
+            )
+        self.load_failed.emit(path, error)
+        if isinstance(error, EngineCrashedError):
+            self.engine_failed.emit(error)
+
+    def _in_use(self, model_id: str) -> bool:
+        """Whether the app chats with this model id, or is loading it again."""
+        loading = api_model_id(self.loading_path) if self.loading_path else None
+        current = self.loaded.model_id if self.loaded is not None else None
+        return model_id in (loading, current)
+
+    def _retire(self, model_id: str) -> None:
+        """Unload a model the app no longer chats with, once its answers are written."""
+        if any(mid == model_id for mid in self._generations.values()):
+            self._retiring.add(model_id)
+        else:
+            self._retiring.discard(model_id)
+            self.bridge.submit(UnloadRequest(model_id))
 
     # -- generation -----------------------------------------------------------------------
 
@@ -214,14 +269,15 @@ class EngineSession(QObject):
 
     def chat(self, request: ChatRequest) -> JobHandle:
         """A chat job on the loaded model, or on a remote one when ``request.model`` is a
-        remote id."""
+        remote id. Any number may run at once; each has its own handle to stop it."""
         remote = is_remote_id(request.model)
         handle = self.bridge.submit(request, self._submit_remote if remote else None)
-        self._generations.add(handle)
-        handle.started.connect(self._on_generation_started)
+        model_id = request.model or (self.loaded.model_id if self.loaded else None)
+        self._generations[handle] = None if remote else model_id
         handle.delta.connect(self._on_generation_delta)
         handle.done.connect(self._on_generation_done)
         self._update_state()
+        self.answers_changed.emit(len(self._generations))
         return handle
 
     def _submit_remote(self, request: Request, sink: Sink) -> Job:  # a bridge thread
@@ -229,28 +285,28 @@ class EngineSession(QObject):
             raise EngineError("Remote models are not available here.")
         return self.router.submit(request, sink)
 
-    @Slot()
-    def _on_generation_started(self) -> None:
-        self._rate_tokens = 0
-        self._rate_started = None
-
     @Slot(str, int)
     def _on_generation_delta(self, _text: str, tokens: int) -> None:
         now = time.perf_counter()
-        if self._rate_started is None:
-            self._rate_started = now
-            self._rate_tokens = 0
-            return
-        self._rate_tokens += tokens
-        elapsed = now - self._rate_started
-        if elapsed > 0.2:
-            self.rate_changed.emit(self._rate_tokens / elapsed)
+        deltas = self._deltas
+        deltas.append((now, tokens))
+        while deltas and now - deltas[0][0] > RATE_WINDOW:
+            deltas.popleft()
+        span = now - deltas[0][0]
+        if span > 0.2:
+            # The first delta's tokens were made before the window began.
+            self.rate_changed.emit((sum(n for _, n in deltas) - deltas[0][1]) / span)
 
     @Slot(object)
     def _on_generation_done(self, event: Finished | Failed) -> None:
         handle = self.sender()
-        if isinstance(handle, JobHandle):
-            self._generations.discard(handle)
+        if isinstance(handle, JobHandle) and handle in self._generations:
+            model_id = self._generations.pop(handle)
+            if model_id in self._retiring and model_id not in self._generations.values():
+                self._retire(model_id)
+            self.answers_changed.emit(len(self._generations))
+        if not self._generations:
+            self._deltas.clear()
         self._update_state()
         if isinstance(event, Failed) and isinstance(event.error, EngineCrashedError):
             self.engine_failed.emit(event.error)

@@ -93,6 +93,7 @@ class ChatPane(QWidget):
         c.context_changed.connect(self.composer.set_context)
         c.problem.connect(self._on_problem)
         c.conversation_opened.connect(self._on_conversation_opened)
+        c.draft_restored.connect(self._on_draft_restored)
         self.composer.send_requested.connect(self._on_send_requested)
         self.composer.stop_requested.connect(c.stop)
         self.composer.draft_changed.connect(c.set_draft)
@@ -134,6 +135,11 @@ class ChatPane(QWidget):
     @Slot(object)
     def _on_conversation_opened(self, _conversation: Conversation | None) -> None:
         self.banner.hide()
+
+    @Slot(str)
+    def _on_draft_restored(self, text: str) -> None:
+        if text != self.composer.text:
+            self.composer.set_text(text)
 
     @Slot(list, object)
     def _on_branch_changed(self, messages: list[Message], streaming_id: str | None) -> None:
@@ -220,6 +226,9 @@ class ChatPane(QWidget):
         self._refresh_empty_state()
         name = model_name(path) if path else "The model"
         text = f"{name} could not be loaded. {error}"
+        loaded = self.engine.loaded
+        if loaded is not None and loaded.path != path:
+            text += f" Still using {model_name(loaded.path)}."
         actions = []
         if isinstance(error, OutOfMemoryError) and error.fits_n_ctx:
             fits = error.fits_n_ctx

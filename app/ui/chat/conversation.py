@@ -1,12 +1,15 @@
-"""The open conversation's logic: send, stream into the store, stop, regenerate, edit, branches.
+"""The open conversation: what is on screen, its settings and draft, sending and branches.
 
 No widgets here: ``ConversationController`` talks to the ``ChatStore`` and the
 ``EngineSession`` and tells the chat pane what changed through signals (GUI thread).
 
-Persistence: the user's message is saved when sent; an answer is created in the store as a
-"streaming" message before the first token, its text is appended every ``SAVE_INTERVAL_MS``
-and at the end, then it is finished as complete / stopped / error with its stats. So closing or
-killing the app loses at most the last half second of an answer.
+Answers are written by the ``AnswerRunner`` (answers.py): one at a time per conversation, any
+number of conversations at once. The controller shows the open conversation's answer (opening a
+chat that is answering shows its answer live) and leaves the others to the runner, which saves
+them as they stream. The composer's text is kept per chat as it is typed (drafts.py).
+
+A chat remembers its model: an answer saves the model it was written with as the chat's model;
+chat_model.py keeps the open chat's model and the engine's in step.
 
 Remote models: a conversation whose model is a remote id (``provider::model``) is answered by
 that provider. The conversation's model and the engine's selected remote model follow each
@@ -19,48 +22,28 @@ used without a total.
 from __future__ import annotations
 
 import dataclasses
-import logging
-import time
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QObject, QTimer, Signal, Slot
+from PySide6.QtCore import QObject, Signal, Slot
 
-from app.chats.models import ChatStoreError, Conversation, Message, Status
+from app.chats.models import ChatStoreError, Conversation, Message
 from app.chats.store import ChatStore
 from app.config import Settings
-from app.engine.providers import is_remote_id
-from app.engine.types import (
-    ChatMessage,
-    ChatRequest,
-    ContextOverflowError,
-    EngineCrashedError,
-    EngineError,
-    Failed,
-    Finished,
-    LoadedModel,
-    SamplingParams,
-)
-from app.ui.bridge import JobHandle
-from app.ui.chat.context import (
-    PER_MESSAGE_OVERHEAD,
-    PROMPT_OVERHEAD,
-    TokenCounter,
-    Turn,
-    answer_room,
-    estimate_tokens,
-    plan_context,
-)
-from app.ui.engine_session import EngineSession, model_name
+from app.engine.types import SamplingParams
+from app.ui.chat.answers import NO_MODEL_TEXT, Answer, AnswerRunner
+from app.ui.chat.chat_model import ChatModelSync, model_file, remote_model
+from app.ui.chat.chat_record import with_gui_keys, with_partial_stats
+from app.ui.chat.context import PER_MESSAGE_OVERHEAD, PROMPT_OVERHEAD, TokenCounter, estimate_tokens
+from app.ui.chat.drafts import DraftKeeper
+from app.ui.engine_session import EngineSession
 from app.ui.settings import presets
 
-log = logging.getLogger(__name__)
+__all__ = ["NO_MODEL_TEXT", "ConversationController", "title_from"]
 
-SAVE_INTERVAL_MS = 500
 DEFAULT_TITLE = "New chat"
-BUSY_TEXT = "Ember is still answering. Stop the answer (Esc) first."
-NO_MODEL_TEXT = "No model is loaded. Pick one from the model menu at the top, or open a GGUF file."
+BUSY_TEXT = (
+    "Ember is still answering in this chat. Stop the answer (Esc) first, or ask in another chat."
+)
 UNKNOWN_CONTEXT = -1  # context_changed's total for a remote model: its size is not known
 
 
@@ -69,43 +52,29 @@ def title_from(text: str) -> str:
     return line if len(line) <= 60 else line[:57].rstrip() + "…"
 
 
-@dataclass(slots=True)
-class _Answer:
-    """The answer being generated."""
-
-    conversation_id: str
-    message_id: str
-    model_path: str
-    model: str
-    history: list[Message]
-    handle: JobHandle | None = None
-    text: str = ""
-    unsaved: list[str] = field(default_factory=list)
-    tokens: int = 0
-    prompt_tokens: int = 0
-    dropped: int = 0
-    n_ctx: int = 0
-    waiting_for_model: bool = False
-    started_at: float = field(default_factory=time.perf_counter)
-
-
 class ConversationController(QObject):
-    """The conversation on screen and the answer being written.
+    """The conversation on screen; the answers being written (``answers``).
 
     Signals (GUI thread):
     ``conversation_opened(Conversation | None)``; ``conversations_changed()`` (the sidebar
     should refresh); ``branch_changed(list[Message], str | None streaming_id)``;
     ``message_added(Message, bool streaming)``; ``message_changed(Message)``;
-    ``stream_text(str message_id, str text)``; ``context_notice(str message_id, int dropped,
-    int n_ctx)``; ``busy_changed(bool)``; ``context_changed(int used, int n_ctx)`` (n_ctx 0:
-    no model, ``UNKNOWN_CONTEXT``: a remote model of unknown context);
-    ``problem(str kind, str text)`` with kind need_model, busy, error or engine;
-    ``answer_finished(Message)``; ``settings_flush_requested()`` before the conversation
-    changes or a message is sent (editors of the chat's settings save pending edits).
+    ``stream_text(str message_id, str text)`` (the open chat's answer only);
+    ``context_notice(str message_id, int dropped, int n_ctx)``; ``busy_changed(bool)`` whether
+    the open chat is answering (also when another chat is opened);
+    ``context_changed(int used, int n_ctx)`` (n_ctx 0: no model, ``UNKNOWN_CONTEXT``: a remote
+    model of unknown context); ``problem(str kind, str text)`` with kind need_model, busy,
+    error or engine; ``answer_finished(Message)`` for an answer of any chat;
+    ``settings_flush_requested()`` before the conversation changes or a message is sent
+    (editors of the chat's settings save pending edits); ``settings_changed()`` when the chat's
+    model changed other than through its settings panel; ``draft_restored(str)`` the unsent
+    text of the chat just opened, for the composer.
     """
 
     conversation_opened = Signal(object)
     settings_flush_requested = Signal()
+    settings_changed = Signal()
+    draft_restored = Signal(str)
     conversations_changed = Signal()
     branch_changed = Signal(list, object)
     message_added = Signal(object, bool)
@@ -130,20 +99,25 @@ class ConversationController(QObject):
         self.settings = settings
         self.conversation: Conversation | None = None
         self.branch: list[Message] = []
-        self.answer: _Answer | None = None
         self.counter = TokenCounter(engine, self)
-        self._draft: dict[str, Any] = self._new_draft()
+        self.answers = AnswerRunner(store, engine, self.counter, self)
+        self.drafts = DraftKeeper(store, settings, self)
+        self._new_chat: dict[str, Any] = self._new_chat_settings()
         self._draft_text = ""
-        self._following_engine = False
-        self._save_timer = QTimer(self)
-        self._save_timer.setInterval(SAVE_INTERVAL_MS)
-        self._save_timer.timeout.connect(self.save_streamed_text)
-        engine.model_loaded.connect(self._on_model_loaded)
-        engine.load_failed.connect(self._on_model_load_failed)
+        self.answers.text_added.connect(self._on_answer_text)
+        self.answers.context_notice.connect(self._on_answer_context_notice)
+        self.answers.finished.connect(self._on_answer_finished)
+        self.answers.problem.connect(self.problem)
+        engine.model_loaded.connect(self.refresh_context)
         engine.model_unloaded.connect(self.refresh_context)
-        engine.remote_selected.connect(self._on_remote_selected)
+        self.models = ChatModelSync(self)
 
     # -- queries --------------------------------------------------------------------------
+
+    @property
+    def answer(self) -> Answer | None:
+        """The open chat's answer being written, if any."""
+        return self.answers.get(self.conversation_id)
 
     @property
     def busy(self) -> bool:
@@ -157,16 +131,17 @@ class ConversationController(QObject):
         return next((m for m in self.branch if m.id == message_id), None)
 
     def last_answer_text(self) -> str | None:
+        answer = self.answer
         for message in reversed(self.branch):
             if message.role == "assistant" and message.content:
-                if self.answer is not None and message.id == self.answer.message_id:
-                    return self.answer.text or None
+                if answer is not None and message.id == answer.message_id:
+                    return answer.text or None
                 return message.content
         return None
 
     # -- conversation settings ------------------------------------------------------------
 
-    def _new_draft(self) -> dict[str, Any]:
+    def _new_chat_settings(self) -> dict[str, Any]:
         values = presets.global_defaults(self.settings)
         return {
             "model": self.engine.remote_model,  # a new chat keeps the chosen remote model
@@ -175,9 +150,10 @@ class ConversationController(QObject):
         }
 
     def conversation_settings(self) -> tuple[str | None, str, dict[str, Any]]:
-        """(model path or None, system prompt, settings blob) of the open or draft chat."""
+        """(model path or None, system prompt, settings blob) of the open or new chat."""
         if self.conversation is None:
-            return self._draft["model"], self._draft["system_prompt"], self._draft["settings"]
+            new = self._new_chat
+            return new["model"], new["system_prompt"], new["settings"]
         c = self.conversation
         return c.model, c.system_prompt, c.settings
 
@@ -192,54 +168,47 @@ class ConversationController(QObject):
         self, model: str | None, system_prompt: str, settings_blob: dict[str, Any]
     ) -> None:
         if self.conversation is None:
-            self._draft = {
+            self._new_chat = {
                 "model": model,
                 "system_prompt": system_prompt,
                 "settings": settings_blob,
             }
         else:
+            conversation_id = self.conversation.id
             self.conversation = self.store.update_conversation_settings(
-                self.conversation.id,
+                conversation_id,
                 model=model,
                 system_prompt=system_prompt,
-                settings=settings_blob,
+                settings=with_gui_keys(self.store, conversation_id, settings_blob),
             )
-        self._select_engine_model()
+        self.models.select_engine_model()
         self.refresh_context()
 
+    def set_model(self, model: str | None) -> None:
+        """Make ``model`` the open chat's model, keeping its other settings."""
+        self.settings_flush_requested.emit()  # pending edits first, with the old model
+        if self.conversation is None:
+            self._new_chat["model"] = model
+        elif self.conversation.model != model:
+            self.conversation = self.store.update_conversation_settings(
+                self.conversation.id, model=model
+            )
+        self.settings_changed.emit()
+
     def remote_target(self) -> str | None:
-        """The remote model (``provider::model``) of the open or draft chat, if it has one."""
-        model, _, _ = self.conversation_settings()
-        return model if is_remote_id(model) else None
+        """The remote model (``provider::model``) of the open or new chat, if it has one."""
+        return remote_model(self.conversation_settings()[0])
 
-    def _select_engine_model(self) -> None:
-        """Make the engine's remote selection match the chat (None: the local model)."""
-        if not self._following_engine:
-            self.engine.select_remote(self.remote_target())
-
-    @Slot(object)
-    def _on_remote_selected(self, model_id: str | None) -> None:
-        """The picker chose a remote model (or the local one): the chat follows."""
-        if self._following_engine:
-            return
-        self._following_engine = True
-        try:
-            self.settings_flush_requested.emit()  # pending edits first, with the old model
-            model, system_prompt, blob = self.conversation_settings()
-            if model_id is not None and model != model_id:
-                self.update_settings(model_id, system_prompt, blob)
-            elif model_id is None and is_remote_id(model):
-                self.update_settings(None, system_prompt, blob)
-            else:
-                self.refresh_context()
-        finally:
-            self._following_engine = False
+    def load_chat_model(self) -> bool:
+        """At start-up: load the open chat's model file if no model is loaded or loading
+        (before the last model would be restored); False when there is nothing to do."""
+        return self.models.load_chat_model()
 
     # -- opening --------------------------------------------------------------------------
 
     def open_conversation(self, conversation_id: str | None) -> None:
         self.settings_flush_requested.emit()
-        self.save_streamed_text()
+        self.drafts.flush()
         conversation: Conversation | None = None
         if conversation_id:
             try:
@@ -250,20 +219,26 @@ class ConversationController(QObject):
                 conversation = None
         self.conversation = conversation
         if conversation is None:
-            self._draft = self._new_draft()
+            self._new_chat = self._new_chat_settings()
             self.branch = []
         else:
-            self.branch = self.store.active_branch(conversation.id)
-        self._select_engine_model()
+            self.branch = with_partial_stats(
+                self.store.active_branch(conversation.id), conversation
+            )
+        self.models.select_engine_model()
+        self.models.pick_chat_model()
         self.settings.set("ui.last_conversation", conversation.id if conversation else "")
-        streaming_id = self._streaming_id_on_screen()
-        if streaming_id and self.answer is not None:
+        answer = self.answer
+        streaming_id = answer.message_id if answer is not None else None
+        if answer is not None:
             self.branch = [
-                _with_content(m, self.answer.text) if m.id == streaming_id else m
+                dataclasses.replace(m, content=answer.text) if m.id == streaming_id else m
                 for m in self.branch
             ]
         self.conversation_opened.emit(conversation)
         self.branch_changed.emit(list(self.branch), streaming_id)
+        self.busy_changed.emit(answer is not None)
+        self.draft_restored.emit(self.drafts.text_for(conversation))
         self.refresh_context()
 
     def new_conversation(self) -> None:
@@ -279,24 +254,26 @@ class ConversationController(QObject):
                 return
             self.conversation_opened.emit(self.conversation)
 
-    def _streaming_id_on_screen(self) -> str | None:
-        answer = self.answer
-        if answer is not None and answer.conversation_id == self.conversation_id:
-            return answer.message_id
-        return None
-
     # -- sending --------------------------------------------------------------------------
 
     def target_model(self) -> str | None:
         """The model the next answer uses: the chat's own choice, else the loaded one."""
         preferred, _, _ = self.conversation_settings()
-        if is_remote_id(preferred):
-            return preferred
-        if preferred and Path(preferred).is_file():
-            return preferred
+        chosen = remote_model(preferred) or model_file(preferred)
+        if chosen is not None:
+            return chosen
         if self.engine.loaded is not None:
             return self.engine.loaded.path
         return self.engine.loading_path
+
+    def _can_answer(self) -> bool:
+        if self.busy:
+            self.problem.emit("busy", BUSY_TEXT)
+            return False
+        if self.target_model() is None:
+            self.problem.emit("need_model", NO_MODEL_TEXT)
+            return False
+        return True
 
     def send(self, text: str) -> bool:
         """Send a user message and start the answer; False (nothing saved) when it cannot."""
@@ -304,17 +281,14 @@ class ConversationController(QObject):
         if not text:
             return False
         self.settings_flush_requested.emit()
-        if self.answer is not None:
-            self.problem.emit("busy", BUSY_TEXT)
-            return False
-        if self.target_model() is None:
-            self.problem.emit("need_model", NO_MODEL_TEXT)
+        if not self._can_answer():
             return False
         if self.conversation is None:
             model, system_prompt, blob = self.conversation_settings()
             self.conversation = self.store.create_conversation(
                 title_from(text), model=model, system_prompt=system_prompt, settings=blob
             )
+            self.drafts.forget_new_chat()
             self.settings.set("ui.last_conversation", self.conversation.id)
             self.conversation_opened.emit(self.conversation)
         elif not self.branch and self.conversation.title == DEFAULT_TITLE:
@@ -331,17 +305,11 @@ class ConversationController(QObject):
 
     def regenerate(self, message_id: str) -> None:
         """A new version of an answer (or an answer to a question): a sibling branch."""
-        if self.answer is not None:
-            self.problem.emit("busy", BUSY_TEXT)
-            return
         message = self.message(message_id)
-        if message is None:
+        if message is None or not self._can_answer():
             return
         question = message if message.role == "user" else self.message(message.parent_id or "")
         if question is None:
-            return
-        if self.target_model() is None:
-            self.problem.emit("need_model", NO_MODEL_TEXT)
             return
         index = self.branch.index(question)
         self.branch = self.branch[: index + 1]
@@ -351,14 +319,8 @@ class ConversationController(QObject):
     def edit_and_resend(self, message_id: str, text: str) -> None:
         """Send an edited question as a new version; the old one keeps its branch."""
         text = text.strip()
-        if self.answer is not None:
-            self.problem.emit("busy", BUSY_TEXT)
-            return
         message = self.message(message_id)
-        if message is None or message.role != "user" or not text:
-            return
-        if self.target_model() is None:
-            self.problem.emit("need_model", NO_MODEL_TEXT)
+        if message is None or message.role != "user" or not text or not self._can_answer():
             return
         edited = self.store.add_sibling(message_id, text)
         index = self.branch.index(message)
@@ -368,18 +330,67 @@ class ConversationController(QObject):
         self.conversations_changed.emit()
 
     def stop(self) -> None:
-        answer = self.answer
-        if answer is None:
-            return
-        if answer.handle is not None:
-            answer.handle.cancel()  # the final "cancelled" event finishes it as stopped
-        else:
-            self._finish_answer("stopped", {})
+        """Stop the open chat's answer (answers of other chats go on)."""
+        self.answers.stop(self.conversation_id)
+
+    def _start_answer(self, question: Message) -> None:
+        assert self.conversation is not None
+        path = self.target_model()
+        assert path is not None
+        if self.conversation.model != path:  # the chat remembers the model it answers with
+            self.set_model(path)
+        _, system_prompt, _ = self.conversation_settings()
+        index = self.branch.index(question)
+        history = [
+            m
+            for m in self.branch[: index + 1]
+            if not (m.role == "assistant" and m.status == "error" and not m.content)
+        ]
+        _, streaming = self.answers.start(
+            self.conversation.id,
+            question,
+            history=history,
+            model_path=path,
+            system_prompt=system_prompt,
+            sampling=self.sampling_params(),
+        )
+        self.branch.append(streaming)
+        self.message_added.emit(streaming, True)
+        self.busy_changed.emit(True)
+        self.refresh_context()
+
+    # -- the answers ----------------------------------------------------------------------
+
+    @Slot(str, str, str)
+    def _on_answer_text(self, conversation_id: str, message_id: str, text: str) -> None:
+        if conversation_id == self.conversation_id:
+            self.stream_text.emit(message_id, text)
+            self.refresh_context()
+
+    @Slot(str, str, int, int)
+    def _on_answer_context_notice(
+        self, conversation_id: str, message_id: str, dropped: int, n_ctx: int
+    ) -> None:
+        if conversation_id == self.conversation_id:
+            self.context_notice.emit(message_id, dropped, n_ctx)
+
+    @Slot(str, object)
+    def _on_answer_finished(self, conversation_id: str, message: Message | None) -> None:
+        on_screen = conversation_id == self.conversation_id
+        if on_screen and message is not None:
+            self.branch = [message if m.id == message.id else m for m in self.branch]
+            self.message_changed.emit(message)
+        if on_screen:
+            self.busy_changed.emit(False)
+        self.conversations_changed.emit()
+        self.refresh_context()
+        if message is not None:
+            self.answer_finished.emit(message)
 
     # -- branches and messages ------------------------------------------------------------
 
     def switch_sibling(self, message_id: str, step: int) -> None:
-        if self.answer is not None and self.answer.conversation_id == self.conversation_id:
+        if self.busy:
             self.problem.emit("busy", BUSY_TEXT)
             return
         siblings = self.store.siblings(message_id)
@@ -389,212 +400,34 @@ class ConversationController(QObject):
         target = ids.index(message_id) + step
         if not 0 <= target < len(ids) or ids[target] == message_id:
             return
-        self.branch = self.store.switch_to_sibling(ids[target])
+        self.branch = self._with_stats(self.store.switch_to_sibling(ids[target]))
         self.branch_changed.emit(list(self.branch), None)
         self.refresh_context()
 
     def delete_message(self, message_id: str) -> None:
         """Delete a message and everything after it on its branch."""
-        if self.answer is not None and self.answer.conversation_id == self.conversation_id:
+        if self.busy:
             self.problem.emit("busy", BUSY_TEXT)
             return
         if self.conversation is None or self.message(message_id) is None:
             return
         self.store.delete_message(message_id)
-        self.branch = self.store.active_branch(self.conversation.id)
+        self.branch = self._with_stats(self.store.active_branch(self.conversation.id))
         self.branch_changed.emit(list(self.branch), None)
         self.conversations_changed.emit()
         self.refresh_context()
 
-    # -- the answer -----------------------------------------------------------------------
+    def _with_stats(self, messages: list[Message]) -> list[Message]:
+        if self.conversation is None:
+            return messages
+        return with_partial_stats(messages, self.store.get_conversation(self.conversation.id))
 
-    def _start_answer(self, question: Message) -> None:
-        assert self.conversation is not None
-        path = self.target_model()
-        assert path is not None
-        remote = is_remote_id(path)
-        name = path if remote else model_name(path)
-        index = self.branch.index(question)
-        history = [
-            m
-            for m in self.branch[: index + 1]
-            if not (m.role == "assistant" and m.status == "error" and not m.content)
-        ]
-        streaming = self.store.begin_streaming_message(
-            self.conversation.id, parent_id=question.id, metadata={"model": name}
-        )
-        self.branch.append(streaming)
-        self.answer = _Answer(self.conversation.id, streaming.id, path, name, history)
-        self.message_added.emit(streaming, True)
-        self.busy_changed.emit(True)
-        self._save_timer.start()
-        if remote:
-            self._submit_remote_answer()
-            return
-        loaded = self.engine.loaded
-        if loaded is not None and loaded.path == path:
-            self._count_and_submit()
-            return
-        self.answer.waiting_for_model = True
-        if self.engine.loading_path != path:
-            self.engine.load(path)
-
-    @Slot(object)
-    def _on_model_loaded(self, _loaded: LoadedModel) -> None:
-        if self.answer is not None and self.answer.waiting_for_model:
-            self.answer.waiting_for_model = False
-            self._count_and_submit()
-        self.refresh_context()
-
-    @Slot(str, object)
-    def _on_model_load_failed(self, _path: str, error: EngineError) -> None:
-        if self.answer is not None and self.answer.waiting_for_model:
-            self._finish_answer("error", {"error": f"The model could not be loaded: {error}"})
-
-    def _count_and_submit(self) -> None:
-        answer = self.answer
-        if answer is None:
-            return
-        _, system_prompt, _ = self.conversation_settings()
-        texts = [system_prompt, *(m.content for m in answer.history)]
-        self.counter.ensure(texts, self._submit_answer)
-
-    def _submit_answer(self) -> None:
-        answer = self.answer
-        loaded = self.engine.loaded
-        if answer is None or answer.handle is not None:
-            return
-        if loaded is None:
-            self._finish_answer("error", {"error": NO_MODEL_TEXT})
-            return
-        _, system_prompt, _ = self.conversation_settings()
-        sampling = self.sampling_params()
-        count = self.counter.count_or_estimate
-        turns = [Turn(m.role, m.content, count(m.content)) for m in answer.history]
-        room = answer_room(loaded.n_ctx, sampling.max_tokens)
-        plan = plan_context(system_prompt, count(system_prompt), turns, loaded.n_ctx, room)
-        answer.n_ctx = loaded.n_ctx
-        answer.prompt_tokens = plan.prompt_tokens
-        if not plan.fits:
-            self._finish_answer(
-                "error",
-                {
-                    "error": f"Your message is too long for this model's context (about "
-                    f"{plan.prompt_tokens:,} tokens, with {loaded.n_ctx:,} available and "
-                    f"{room:,} kept for the answer). Shorten it, or load the model with a "
-                    "longer context (Settings → Model loading)."
-                },
-            )
-            return
-        answer.dropped = plan.dropped
-        if plan.dropped:
-            self.context_notice.emit(answer.message_id, plan.dropped, loaded.n_ctx)
-        self._run_answer(ChatRequest(plan.messages, sampling, model=loaded.model_id))
-
-    def _submit_remote_answer(self) -> None:
-        """The whole history to the provider: only it knows its context length, and it says
-        so clearly when the chat outgrows it."""
-        answer = self.answer
-        if answer is None or answer.handle is not None:
-            return
-        _, system_prompt, _ = self.conversation_settings()
-        messages: list[ChatMessage] = []
-        if system_prompt:
-            messages.append({"role": "system", "content": system_prompt})
-        messages += [{"role": m.role, "content": m.content} for m in answer.history]
-        answer.prompt_tokens = PROMPT_OVERHEAD + sum(
-            estimate_tokens(m.get("content") or "") + PER_MESSAGE_OVERHEAD for m in messages
-        )
-        self._run_answer(ChatRequest(messages, self.sampling_params(), model=answer.model_path))
-
-    def _run_answer(self, request: ChatRequest) -> None:
-        assert self.answer is not None
-        handle = self.engine.chat(request)
-        self.answer.handle = handle
-        handle.delta.connect(self._on_answer_delta)
-        handle.finished.connect(self._on_answer_finished)
-        handle.failed.connect(self._on_answer_failed)
-        self.refresh_context()
-
-    def _is_current(self, handle: object) -> bool:
-        return self.answer is not None and handle is self.answer.handle
-
-    @Slot(str, int)
-    def _on_answer_delta(self, text: str, tokens: int) -> None:
-        if not self._is_current(self.sender()):
-            return
-        assert self.answer is not None
-        self.answer.text += text
-        self.answer.unsaved.append(text)
-        self.answer.tokens += tokens
-        if self.answer.conversation_id == self.conversation_id:
-            self.stream_text.emit(self.answer.message_id, text)
-            self.refresh_context()
-
-    @Slot(object)
-    def _on_answer_finished(self, event: Finished) -> None:
-        if not self._is_current(self.sender()):
-            return
-        status: Status = "stopped" if event.reason == "cancelled" else "complete"
-        self._finish_answer(status, _stats(event.usage, event.timings, event.reason))
-
-    @Slot(object)
-    def _on_answer_failed(self, event: Failed) -> None:
-        if not self._is_current(self.sender()):
-            return
-        error = event.error
-        text = str(error)
-        if isinstance(error, ContextOverflowError):
-            text += " Start a new chat, or delete some earlier messages."
-        metadata = {**_stats(event.usage, event.timings, "error"), "error": text}
-        self._finish_answer("error", metadata)
-        if isinstance(error, EngineCrashedError):
-            self.problem.emit("engine", text)
-
-    @Slot()
-    def save_streamed_text(self) -> None:
-        """Append the text streamed since the last save (called every SAVE_INTERVAL_MS)."""
-        answer = self.answer
-        if answer is None or not answer.unsaved:
-            return
-        chunk = "".join(answer.unsaved)
-        answer.unsaved.clear()
-        try:
-            self.store.append_to_message(answer.message_id, chunk)
-        except (ChatStoreError, ValueError):
-            log.exception("Could not save the streamed answer")
-
-    def _finish_answer(self, status: Status, metadata: dict[str, Any]) -> None:
-        answer = self.answer
-        if answer is None:
-            return
-        self.save_streamed_text()
-        self.answer = None
-        self._save_timer.stop()
-        metadata = {"model": answer.model, "model_path": answer.model_path, **metadata}
-        if answer.dropped:
-            metadata["dropped_turns"] = answer.dropped
-            metadata["n_ctx"] = answer.n_ctx
-        try:
-            message = self.store.finish_message(
-                answer.message_id, status, metadata, content=answer.text
-            )
-        except (ChatStoreError, ValueError):
-            log.exception("Could not finish the answer in the chat history")
-            self.busy_changed.emit(False)
-            return
-        if answer.conversation_id == self.conversation_id:
-            self.branch = [message if m.id == message.id else m for m in self.branch]
-            self.message_changed.emit(message)
-        self.busy_changed.emit(False)
-        self.conversations_changed.emit()
-        self.refresh_context()
-        self.answer_finished.emit(message)
-
-    # -- the context meter ----------------------------------------------------------------
+    # -- the context meter and the draft --------------------------------------------------
 
     def set_draft(self, text: str) -> None:
+        """The composer's text changed: keep it as the chat's draft, update the meter."""
         self._draft_text = text
+        self.drafts.changed(self.conversation_id, text)
         self.refresh_context()
 
     @Slot()
@@ -612,7 +445,7 @@ class ConversationController(QObject):
         """Tokens the conversation fills: exact after an answer, else counted or estimated."""
         answer = self.answer
         draft = estimate_tokens(self._draft_text) if self._draft_text.strip() else 0
-        if answer is not None and answer.conversation_id == self.conversation_id:
+        if answer is not None:
             return answer.prompt_tokens + answer.tokens
         last = self.branch[-1] if self.branch else None
         if last is not None and last.role == "assistant":
@@ -630,27 +463,7 @@ class ConversationController(QObject):
     # -- shutdown -------------------------------------------------------------------------
 
     def shutdown(self) -> None:
-        """Save an answer in progress as far as it got (marked stopped) and cancel it."""
-        answer = self.answer
-        if answer is None:
-            return
-        handle = answer.handle
-        self._finish_answer("stopped", {"interrupted": True})
-        if handle is not None:
-            handle.cancel()
-
-
-def _with_content(message: Message, content: str) -> Message:
-    return dataclasses.replace(message, content=content)
-
-
-def _stats(usage: Any, timings: Any, reason: str) -> dict[str, Any]:
-    return {
-        "tokens": usage.completion_tokens,
-        "prompt_tokens": usage.prompt_tokens,
-        "cached_tokens": usage.cached_tokens,
-        "ttft": round(timings.time_to_first_token, 4),
-        "tps": round(timings.generation_tokens_per_second, 2),
-        "generation_seconds": round(timings.generation_seconds, 3),
-        "finish_reason": reason,
-    }
+        """Keep the draft, and save every answer in progress as far as it got (marked
+        interrupted, with its stats so far) before cancelling it."""
+        self.drafts.flush()
+        self.answers.shutdown()

@@ -77,8 +77,8 @@ class ConversationPanel(QFrame):
         self.model_combo.setObjectName("ModelCombo")
         self.model_combo.currentIndexChanged.connect(self._on_changed)
         model_help = QLabel(
-            "A chat with its own model loads it when you send a message. Remote models are "
-            "listed under their provider.",
+            "A chat remembers the model it answers with and loads it again when you open it or "
+            "send a message. Remote models are listed under their provider.",
             body,
         )
         model_help.setObjectName("FieldHelp")
@@ -132,7 +132,7 @@ class ConversationPanel(QFrame):
         self.remote = controller.engine.remote_catalog
         if self.remote is not None:
             self.remote.changed.connect(self._on_remote_models_changed)
-        controller.engine.remote_selected.connect(self._on_remote_selected)
+        controller.settings_changed.connect(self._on_model_changed)
         self.load_from_controller()
 
     # -- load / save ----------------------------------------------------------------------
@@ -205,8 +205,8 @@ class ConversationPanel(QFrame):
     def _on_remote_models_changed(self) -> None:
         self._on_models_changed(self.catalog.models)
 
-    @Slot(object)
-    def _on_remote_selected(self, _model_id: str | None) -> None:
-        # The controller has made the choice the chat's model already (and saved our edits).
+    @Slot()
+    def _on_model_changed(self) -> None:
+        # The chat's model changed elsewhere (the picker, an answer); our edits were saved.
         model, _, _ = self.controller.conversation_settings()
         self._fill_models(self.catalog.models, model)

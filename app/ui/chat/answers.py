@@ -1,0 +1,377 @@
+"""Answers being written: at most one per conversation, any number of conversations at once.
+
+``AnswerRunner`` starts an answer (a "streaming" message in the store), waits for its model if
+that is still loading, fits the history into the context, submits the chat job, collects the
+streamed text, and finishes the message as complete / stopped / error with the engine's stats.
+It does not know which chat is on screen: the ConversationController shows what concerns the
+open one. Each answer has its own job, so stopping one never stops another; how many generate
+together is the engine's business ("Parallel answers").
+
+Persistence: every ``SAVE_INTERVAL_MS`` the text streamed since the last save is appended to
+the message, and the stats so far (measured here: tokens, time to first token, tok/s) are kept
+in the conversation's settings blob (chat_record.py). So closing or killing the app loses at
+most the last half second of an answer, and an interrupted answer still shows its stats.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from PySide6.QtCore import QObject, QTimer, Signal, Slot
+
+from app.chats.models import ChatStoreError, Message, Status
+from app.chats.store import ChatStore
+from app.engine.providers import is_remote_id
+from app.engine.types import (
+    ChatMessage,
+    ChatRequest,
+    ContextOverflowError,
+    EngineCrashedError,
+    EngineError,
+    Failed,
+    Finished,
+    LoadedModel,
+    SamplingParams,
+)
+from app.ui.bridge import JobHandle
+from app.ui.chat.chat_record import save_partial_stats
+from app.ui.chat.context import (
+    PER_MESSAGE_OVERHEAD,
+    PROMPT_OVERHEAD,
+    TokenCounter,
+    Turn,
+    answer_room,
+    estimate_tokens,
+    plan_context,
+)
+from app.ui.engine_session import EngineSession, model_name
+
+log = logging.getLogger(__name__)
+
+SAVE_INTERVAL_MS = 500
+NO_MODEL_TEXT = "No model is loaded. Pick one from the model menu at the top, or open a GGUF file."
+
+
+@dataclass(slots=True)
+class Answer:
+    """One answer being written, and what it was asked with (fixed when it started)."""
+
+    conversation_id: str
+    message_id: str
+    model_path: str
+    model: str
+    history: list[Message]
+    system_prompt: str
+    sampling: SamplingParams
+    handle: JobHandle | None = None
+    text: str = ""
+    unsaved: list[str] = field(default_factory=list)
+    tokens: int = 0
+    prompt_tokens: int = 0
+    dropped: int = 0
+    n_ctx: int = 0
+    waiting_for_model: bool = False
+    submitted_at: float | None = None
+    first_delta_at: float | None = None
+    first_delta_tokens: int = 0
+    last_delta_at: float | None = None
+    saved_stats_tokens: int = 0  # ``tokens`` when the stats so far were last saved
+
+    @property
+    def remote(self) -> bool:
+        return is_remote_id(self.model_path)
+
+    def stats_so_far(self) -> dict[str, Any]:
+        """What was produced so far, measured on the GUI thread (the engine's own timings
+        arrive only with the final event)."""
+        stats: dict[str, Any] = {"tokens": self.tokens, "prompt_tokens": self.prompt_tokens}
+        first, last = self.first_delta_at, self.last_delta_at
+        if self.submitted_at is not None and first is not None:
+            stats["ttft"] = round(first - self.submitted_at, 4)
+        if first is not None and last is not None and last > first:
+            stats["tps"] = round((self.tokens - self.first_delta_tokens) / (last - first), 2)
+            stats["generation_seconds"] = round(last - first, 3)
+        return stats
+
+
+class AnswerRunner(QObject):
+    """See the module docstring. GUI thread only.
+
+    Signals: ``text_added(str conversation_id, str message_id, str text)``;
+    ``context_notice(str conversation_id, str message_id, int dropped, int n_ctx)`` when older
+    turns were left out; ``finished(str conversation_id, Message | None)`` once an answer is
+    finished and saved (None: saving it failed); ``problem(str kind, str text)`` when the
+    engine itself broke.
+    """
+
+    text_added = Signal(str, str, str)
+    context_notice = Signal(str, str, int, int)
+    finished = Signal(str, object)
+    problem = Signal(str, str)
+
+    def __init__(
+        self,
+        store: ChatStore,
+        engine: EngineSession,
+        counter: TokenCounter,
+        parent: QObject | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.store = store
+        self.engine = engine
+        self.counter = counter
+        self._answers: dict[str, Answer] = {}  # conversation id -> its answer
+        self._save_timer = QTimer(self)
+        self._save_timer.setInterval(SAVE_INTERVAL_MS)
+        self._save_timer.timeout.connect(self.save_all)
+        engine.model_loaded.connect(self._on_model_loaded)
+        engine.load_failed.connect(self._on_model_load_failed)
+
+    # -- queries --------------------------------------------------------------------------
+
+    def get(self, conversation_id: str | None) -> Answer | None:
+        return self._answers.get(conversation_id) if conversation_id else None
+
+    def all(self) -> list[Answer]:
+        return list(self._answers.values())
+
+    def local_models_in_use(self) -> set[str]:
+        """Paths of the local models the running answers use or wait for."""
+        return {a.model_path for a in self._answers.values() if not a.remote}
+
+    # -- starting -------------------------------------------------------------------------
+
+    def start(
+        self,
+        conversation_id: str,
+        question: Message,
+        *,
+        history: list[Message],
+        model_path: str,
+        system_prompt: str,
+        sampling: SamplingParams,
+    ) -> tuple[Answer, Message]:
+        """Begin an answer to ``question`` (the last of ``history``) with ``model_path`` (a
+        file or a remote id); returns it and its streaming message."""
+        if conversation_id in self._answers:
+            raise RuntimeError(f"Conversation {conversation_id} is answering already")
+        remote = is_remote_id(model_path)
+        name = model_path if remote else model_name(model_path)
+        streaming = self.store.begin_streaming_message(
+            conversation_id, parent_id=question.id, metadata={"model": name}
+        )
+        answer = Answer(
+            conversation_id, streaming.id, model_path, name, history, system_prompt, sampling
+        )
+        self._answers[conversation_id] = answer
+        self._save_timer.start()
+        if remote:
+            self._submit_remote(answer)
+            return answer, streaming
+        loaded = self.engine.loaded
+        if loaded is not None and loaded.path == model_path:
+            self._count_and_submit(answer)
+        else:
+            answer.waiting_for_model = True
+            if self.engine.loading_path != model_path:
+                self.engine.load(model_path)
+        return answer, streaming
+
+    @Slot(object)
+    def _on_model_loaded(self, loaded: LoadedModel) -> None:
+        for answer in self.all():
+            # One that wanted another model, no longer coming, answers with this one.
+            if answer.waiting_for_model and self.engine.loading_path != answer.model_path:
+                self._answer_with(answer, loaded)
+
+    @Slot(str, object)
+    def _on_model_load_failed(self, path: str, error: EngineError) -> None:
+        loaded = self.engine.loaded
+        for answer in self.all():
+            if not answer.waiting_for_model or self.engine.loading_path == answer.model_path:
+                continue
+            if answer.model_path == path or loaded is None:
+                text = f"{model_name(path)} could not be loaded: {error}"
+                self._finish(answer, "error", {"error": text})
+            else:
+                self._answer_with(answer, loaded)
+
+    def _answer_with(self, answer: Answer, loaded: LoadedModel) -> None:
+        answer.waiting_for_model = False
+        answer.model_path, answer.model = loaded.path, model_name(loaded.path)
+        self._count_and_submit(answer)
+
+    def _count_and_submit(self, answer: Answer) -> None:
+        texts = [answer.system_prompt, *(m.content for m in answer.history)]
+        self.counter.ensure(texts, lambda: self._submit(answer))
+
+    def _submit(self, answer: Answer) -> None:
+        loaded = self.engine.loaded
+        if self._answers.get(answer.conversation_id) is not answer or answer.handle is not None:
+            return  # stopped while its tokens were being counted
+        if loaded is None:
+            self._finish(answer, "error", {"error": NO_MODEL_TEXT})
+            return
+        count = self.counter.count_or_estimate
+        turns = [Turn(m.role, m.content, count(m.content)) for m in answer.history]
+        room = answer_room(loaded.n_ctx, answer.sampling.max_tokens)
+        prompt = answer.system_prompt
+        plan = plan_context(prompt, count(prompt), turns, loaded.n_ctx, room)
+        answer.n_ctx = loaded.n_ctx
+        answer.prompt_tokens = plan.prompt_tokens
+        if not plan.fits:
+            self._finish(
+                answer,
+                "error",
+                {
+                    "error": f"Your message is too long for this model's context (about "
+                    f"{plan.prompt_tokens:,} tokens, with {loaded.n_ctx:,} available and "
+                    f"{room:,} kept for the answer). Shorten it, or load the model with a "
+                    "longer context (Settings → Model loading)."
+                },
+            )
+            return
+        answer.dropped = plan.dropped
+        if plan.dropped:
+            self.context_notice.emit(
+                answer.conversation_id, answer.message_id, plan.dropped, loaded.n_ctx
+            )
+        self._run(answer, ChatRequest(plan.messages, answer.sampling, model=loaded.model_id))
+
+    def _submit_remote(self, answer: Answer) -> None:
+        """The whole history to the provider: only it knows its context length, and it says
+        so clearly when the chat outgrows it."""
+        messages: list[ChatMessage] = []
+        if answer.system_prompt:
+            messages.append({"role": "system", "content": answer.system_prompt})
+        messages += [{"role": m.role, "content": m.content} for m in answer.history]
+        answer.prompt_tokens = PROMPT_OVERHEAD + sum(
+            estimate_tokens(m.get("content") or "") + PER_MESSAGE_OVERHEAD for m in messages
+        )
+        self._run(answer, ChatRequest(messages, answer.sampling, model=answer.model_path))
+
+    def _run(self, answer: Answer, request: ChatRequest) -> None:
+        answer.submitted_at = time.perf_counter()
+        handle = self.engine.chat(request)
+        answer.handle = handle
+        handle.delta.connect(self._on_delta)
+        handle.finished.connect(self._on_job_finished)
+        handle.failed.connect(self._on_job_failed)
+
+    # -- streaming ------------------------------------------------------------------------
+
+    def _answer_of(self, handle: object) -> Answer | None:
+        return next((a for a in self._answers.values() if a.handle is handle), None)
+
+    @Slot(str, int)
+    def _on_delta(self, text: str, tokens: int) -> None:
+        answer = self._answer_of(self.sender())
+        if answer is None:
+            return
+        now = time.perf_counter()
+        if answer.first_delta_at is None:
+            answer.first_delta_at = now
+            answer.first_delta_tokens = tokens
+        answer.last_delta_at = now
+        answer.text += text
+        answer.unsaved.append(text)
+        answer.tokens += tokens
+        self.text_added.emit(answer.conversation_id, answer.message_id, text)
+
+    @Slot(object)
+    def _on_job_finished(self, event: Finished) -> None:
+        answer = self._answer_of(self.sender())
+        if answer is not None:
+            status: Status = "stopped" if event.reason == "cancelled" else "complete"
+            self._finish(answer, status, _stats(event.usage, event.timings, event.reason))
+
+    @Slot(object)
+    def _on_job_failed(self, event: Failed) -> None:
+        answer = self._answer_of(self.sender())
+        if answer is None:
+            return
+        error = event.error
+        text = str(error)
+        if isinstance(error, ContextOverflowError):
+            text += " Start a new chat, or delete some earlier messages."
+        metadata = {**_stats(event.usage, event.timings, "error"), "error": text}
+        self._finish(answer, "error", metadata)
+        if isinstance(error, EngineCrashedError):
+            self.problem.emit("engine", text)
+
+    # -- saving and finishing -------------------------------------------------------------
+
+    @Slot()
+    def save_all(self) -> None:
+        """Save every answer's new text and stats so far (every SAVE_INTERVAL_MS)."""
+        for answer in self.all():
+            self.save(answer)
+
+    def save(self, answer: Answer) -> None:
+        try:
+            if answer.unsaved:
+                chunk = "".join(answer.unsaved)
+                answer.unsaved.clear()
+                self.store.append_to_message(answer.message_id, chunk)
+            if answer.tokens != answer.saved_stats_tokens:
+                answer.saved_stats_tokens = answer.tokens
+                save_partial_stats(
+                    self.store, answer.conversation_id, answer.message_id, answer.stats_so_far()
+                )
+        except (ChatStoreError, ValueError):
+            log.exception("Could not save the streamed answer")
+
+    def stop(self, conversation_id: str | None) -> None:
+        """Stop the answer of that conversation (only that one)."""
+        answer = self.get(conversation_id)
+        if answer is None:
+            return
+        if answer.handle is not None:
+            answer.handle.cancel()  # its final "cancelled" event finishes it as stopped
+        else:
+            self._finish(answer, "stopped", answer.stats_so_far())
+
+    def _finish(self, answer: Answer, status: Status, metadata: dict[str, Any]) -> None:
+        if self._answers.get(answer.conversation_id) is not answer:
+            return
+        self.save(answer)
+        del self._answers[answer.conversation_id]
+        if not self._answers:
+            self._save_timer.stop()
+        metadata = {"model": answer.model, "model_path": answer.model_path, **metadata}
+        if answer.dropped:
+            metadata["dropped_turns"] = answer.dropped
+            metadata["n_ctx"] = answer.n_ctx
+        message: Message | None = None
+        try:
+            message = self.store.finish_message(
+                answer.message_id, status, metadata, content=answer.text
+            )
+            if answer.saved_stats_tokens:  # the message carries its stats now
+                save_partial_stats(self.store, answer.conversation_id, answer.message_id, None)
+        except (ChatStoreError, ValueError):
+            log.exception("Could not finish the answer in the chat history")
+        self.finished.emit(answer.conversation_id, message)
+
+    def shutdown(self) -> None:
+        """Save every answer in progress as far as it got (marked interrupted) and cancel it."""
+        for answer in self.all():
+            handle = answer.handle
+            self._finish(answer, "stopped", {**answer.stats_so_far(), "interrupted": True})
+            if handle is not None:
+                handle.cancel()
+
+
+def _stats(usage: Any, timings: Any, reason: str) -> dict[str, Any]:
+    return {
+        "tokens": usage.completion_tokens,
+        "prompt_tokens": usage.prompt_tokens,
+        "cached_tokens": usage.cached_tokens,
+        "ttft": round(timings.time_to_first_token, 4),
+        "tps": round(timings.generation_tokens_per_second, 2),
+        "generation_seconds": round(timings.generation_seconds, 3),
+        "finish_reason": reason,
+    }

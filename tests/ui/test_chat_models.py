@@ -1,0 +1,138 @@
+"""A chat remembers its model (issue 11, item 8); choosing a model that fails to load keeps
+the one that works and says why (item 9). On the fake engine, with files standing for models."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from PySide6.QtWidgets import QApplication
+from pytestqt.qtbot import QtBot
+
+from app.engine.types import EngineError
+from app.ui.engine_session import api_model_id
+from app.ui.main_window import MainWindow
+from tests.ui.fake_app import (
+    WAIT_MS,
+    ask,
+    fake_services,
+    load_fake,
+    model_file,
+    show_window,
+)
+from tests.ui.parallel_fake import ParallelFakeWorker
+
+BROKEN = "This file is not a GGUF model (it does not start with 'GGUF'). Download it again."
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> dict[str, str]:
+    return {name: model_file(tmp_path, f"{name}.gguf") for name in ("alpha", "beta", "broken")}
+
+
+@pytest.fixture
+def worker(files: dict[str, str]) -> Iterator[ParallelFakeWorker]:
+    worker = ParallelFakeWorker(failing={files["broken"]: EngineError(BROKEN)})
+    load_fake(worker, files["alpha"])
+    yield worker
+    worker.shutdown()
+
+
+@pytest.fixture
+def window(
+    qtbot: QtBot, ember_app: QApplication, worker: ParallelFakeWorker
+) -> Iterator[MainWindow]:
+    services = fake_services(worker, max_tokens=40)
+    window = show_window(qtbot, services)
+    yield window
+    window.close()
+    services.close()
+
+
+def _answer(qtbot: QtBot, window: MainWindow, text: str) -> str:
+    message_id = ask(qtbot, window, text)
+    store = window.services.store
+    qtbot.waitUntil(lambda: store.get_message(message_id).status != "streaming", timeout=WAIT_MS)
+    return message_id
+
+
+def _loaded_ids(worker: ParallelFakeWorker) -> list[str]:
+    return [m.model_id for m in worker.loaded_models()]
+
+
+def test_a_chat_remembers_its_model_and_opening_it_loads_it_again(
+    qtbot: QtBot, window: MainWindow, worker: ParallelFakeWorker, files: dict[str, str]
+) -> None:
+    engine, store, controller = window.services.engine, window.services.store, window.controller
+    answer = _answer(qtbot, window, "Asked with alpha")
+    alpha_chat = controller.conversation_id
+    assert alpha_chat is not None
+    assert store.get_conversation(alpha_chat).model == files["alpha"]
+    assert store.get_message(answer).metadata["model_path"] == files["alpha"]
+
+    window.new_chat()
+    with qtbot.waitSignal(engine.model_loaded, timeout=WAIT_MS):
+        window.header.picker.load(files["beta"])
+    _answer(qtbot, window, "Asked with beta")
+    beta_chat = controller.conversation_id
+    assert beta_chat is not None
+    assert store.get_conversation(beta_chat).model == files["beta"]
+    assert store.get_conversation(alpha_chat).model == files["alpha"]  # untouched
+    qtbot.waitUntil(lambda: _loaded_ids(worker) == ["beta"], timeout=WAIT_MS)
+
+    # Reopening the first chat picks its model again (and the chat settings show it).
+    with qtbot.waitSignal(engine.model_loaded, timeout=WAIT_MS) as loaded:
+        window.sidebar.conversation_selected.emit(alpha_chat)
+    assert loaded.args[0].path == files["alpha"]
+    assert window.panel.model_combo.currentData() == files["alpha"]
+    qtbot.waitUntil(lambda: _loaded_ids(worker) == ["alpha"], timeout=WAIT_MS)
+    follow_up = _answer(qtbot, window, "Again")
+    assert store.get_message(follow_up).metadata["model"] == "alpha"
+
+    with qtbot.waitSignal(engine.model_loaded, timeout=WAIT_MS) as loaded:
+        controller.open_conversation(beta_chat)
+    assert loaded.args[0].path == files["beta"]
+
+
+def test_a_model_that_fails_to_load_keeps_the_working_one_and_says_why(
+    qtbot: QtBot, window: MainWindow, worker: ParallelFakeWorker, files: dict[str, str]
+) -> None:
+    engine, controller = window.services.engine, window.controller
+    _answer(qtbot, window, "Hello")
+    chat = controller.conversation_id
+    assert chat is not None
+    with qtbot.waitSignal(engine.load_failed, timeout=WAIT_MS) as failed:
+        window.header.picker.load(files["broken"])
+    assert failed.args[0] == files["broken"]
+    assert engine.loaded is not None and engine.loaded.path == files["alpha"]
+    assert _loaded_ids(worker) == [api_model_id(files["alpha"])]
+    banner = window.chat.banner
+    assert banner.isVisible() and banner.kind == "error"
+    text = banner.text.text()
+    assert "broken could not be loaded" in text and BROKEN in text and "Still using alpha" in text
+    assert engine.state == "idle"
+    # The chat keeps the model that works, and goes on answering with it.
+    assert window.services.store.get_conversation(chat).model == files["alpha"]
+    answer = _answer(qtbot, window, "Still there?")
+    assert window.services.store.get_message(answer).status == "complete"
+
+
+def test_a_chat_whose_model_cannot_load_says_why_in_the_answer(
+    qtbot: QtBot, window: MainWindow, files: dict[str, str]
+) -> None:
+    store, controller = window.services.store, window.controller
+    _answer(qtbot, window, "Hello")
+    chat = controller.conversation_id
+    assert chat is not None
+    store.update_conversation_settings(chat, model=files["broken"])
+    controller.open_conversation(chat)
+    window.chat.composer.set_text("And now?")
+    with qtbot.waitSignal(controller.answer_finished, timeout=WAIT_MS) as done:
+        window.chat.composer.send_button.click()
+    message = done.args[0]
+    assert message.status == "error"
+    assert "broken could not be loaded" in message.metadata["error"]
+    assert BROKEN in message.metadata["error"]
+    assert window.services.engine.loaded is not None
+    assert window.services.engine.loaded.path == files["alpha"]
