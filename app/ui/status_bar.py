@@ -1,5 +1,9 @@
 """The status bar: what the engine is doing, the memory Ember uses, the API server's state.
 
+"Generating at 41.0 tok/s" for one answer, "2 answers running · 80.5 tok/s" for several (each
+chat writes its own). In a narrow window the engine's text is cut short with "…" and the
+memory goes, so the API switch always stays whole.
+
 Signals: ``server_page_requested()`` when the API server's label is clicked.
 """
 
@@ -8,8 +12,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import psutil
-from PySide6.QtCore import Qt, QTimer, Signal, Slot
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QStatusBar, QToolButton, QWidget
+from PySide6.QtCore import QSize, Qt, QTimer, Signal, Slot
+from PySide6.QtGui import QPainter, QPaintEvent, QResizeEvent
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QStatusBar,
+    QToolButton,
+    QWidget,
+)
 
 from app.engine.gguf import human_bytes
 from app.engine.providers import parse_remote_id
@@ -23,6 +35,43 @@ if TYPE_CHECKING:
     from app.ui.server.controller import ServerController
 
 MEMORY_INTERVAL_MS = 2000
+MEMORY_MIN_WIDTH = 620  # px of status bar below which the memory label hides
+
+
+class _ElidedLabel(QLabel):
+    """A label that asks for no width of its own and shows what fits, ending in "…" (its
+    ``text()`` stays whole; the tooltip shows it when cut)."""
+
+    def setText(self, text: str) -> None:  # noqa: N802 (Qt override)
+        super().setText(text)
+        self._refresh_tip()
+
+    def minimumSizeHint(self) -> QSize:  # noqa: N802 (Qt override)
+        return QSize(0, super().minimumSizeHint().height())
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt override)
+        super().resizeEvent(event)
+        self._refresh_tip()
+
+    def _shown_text(self) -> str:
+        width = self.contentsRect().width()
+        return self.fontMetrics().elidedText(self.text(), Qt.TextElideMode.ElideRight, width)
+
+    def _refresh_tip(self) -> None:
+        self.setToolTip(self.text() if self._shown_text() != self.text() else "")
+
+    def paintEvent(self, _event: QPaintEvent) -> None:  # noqa: N802 (Qt override)
+        painter = QPainter(self)
+        self.style().drawItemText(
+            painter,
+            self.contentsRect(),
+            int(self.alignment()),
+            self.palette(),
+            self.isEnabled(),
+            self._shown_text(),
+            self.foregroundRole(),
+        )
+        painter.end()
 
 
 class _Dot(QLabel):
@@ -103,7 +152,7 @@ class StatusBar(QStatusBar):
         left_layout.setContentsMargins(12, 0, 0, 0)
         left_layout.setSpacing(8)
         self.dot = _Dot(left)
-        self.state_label = QLabel(left)
+        self.state_label = _ElidedLabel(left)
         self.state_label.setObjectName("StatusText")
         left_layout.addWidget(self.dot, 0, Qt.AlignmentFlag.AlignVCenter)
         left_layout.addWidget(self.state_label)
@@ -112,12 +161,13 @@ class StatusBar(QStatusBar):
         self.memory_label = QLabel(self)
         self.memory_label.setObjectName("StatusText")
         self.memory_label.setToolTip("Memory used by Ember, including the loaded model")
+        self.memory_separator = _separator(self)
         self.server_toggle = ServerToggle(self)
         self.server_toggle.label.clicked.connect(self.server_page_requested)
         self.server_toggle.switch.clicked.connect(self._on_server_switch_clicked)
         self.server: ServerController | None = None
         self.addPermanentWidget(self.memory_label)
-        self.addPermanentWidget(_separator(self))
+        self.addPermanentWidget(self.memory_separator)
         self.addPermanentWidget(self.server_toggle)
         self.addPermanentWidget(QLabel(" ", self))
 
@@ -127,6 +177,7 @@ class StatusBar(QStatusBar):
         self._memory_timer.start()
         engine.state_changed.connect(self._on_state_changed)
         engine.rate_changed.connect(self._on_rate_changed)
+        engine.answers_changed.connect(self.refresh_state)
         engine.model_loaded.connect(self._on_model_loaded)
         engine.model_unloaded.connect(self.refresh_state)
         engine.remote_selected.connect(self.refresh_state)
@@ -165,11 +216,12 @@ class StatusBar(QStatusBar):
         state = self.engine.state
         loaded = self.engine.loaded
         remote = parse_remote_id(self.engine.remote_model or "")
+        answers = self._answers_text()
         if state == LOADING:
             text = f"Loading {model_name(self.engine.loading_path or '')}…"
-        elif state == GENERATING:
-            rate = f" at {self._rate:.1f} tok/s" if self._rate > 0 else "…"
-            text = f"Generating{rate}"
+            text += f" · {answers}" if answers else ""
+        elif answers:
+            text = answers
         elif remote is not None:
             text = f"Idle · {remote.model} on {remote.provider}"
         elif loaded is not None:
@@ -179,6 +231,22 @@ class StatusBar(QStatusBar):
         self.state_label.setText(text)
         ready = loaded is not None or remote is not None
         self.dot.set_state(state if ready or state != "idle" else "none")
+
+    def _answers_text(self) -> str:
+        running = self.engine.running_answers
+        rate = f"{self._rate:.1f} tok/s" if self._rate > 0 else ""
+        if running == 1:
+            return f"Generating at {rate}" if rate else "Generating…"
+        if running > 1:
+            return f"{running} answers running" + (f" · {rate}" if rate else "…")
+        return ""
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt override)
+        super().resizeEvent(event)
+        wide = event.size().width() >= MEMORY_MIN_WIDTH
+        if self.memory_label.isVisibleTo(self) != wide:
+            self.memory_label.setVisible(wide)
+            self.memory_separator.setVisible(wide)
 
     @Slot(str)
     def _on_state_changed(self, state: str) -> None:
@@ -190,7 +258,7 @@ class StatusBar(QStatusBar):
     @Slot(float)
     def _on_rate_changed(self, rate: float) -> None:
         self._rate = rate
-        if self.engine.state == GENERATING:
+        if self.engine.running_answers:
             self.refresh_state()
 
     @Slot(object)

@@ -52,6 +52,7 @@ PAGES = (
     ("Data", "folder"),
 )
 KV_TYPES = ("f16", "q8_0", "q4_0")
+MAX_PARALLEL = 16
 
 
 def _page(title: str, subtitle: str) -> tuple[QWidget, QVBoxLayout]:
@@ -237,6 +238,11 @@ class SettingsDialog(QDialog):
         self.n_threads = self._spin("load.n_threads", 0, 256, 1, "Automatic (one per core)")
         self.n_gpu_layers = self._spin("load.n_gpu_layers", -1, 1000, 1, "All layers")
         self.n_batch = self._spin("load.n_batch", 32, 8192, 32, None)
+        self.parallel = self._spin("load.parallel", 1, MAX_PARALLEL, 1, "1 (one at a time)")
+        self.parallel.setToolTip(
+            "How many answers the loaded model writes at the same time, for your chats and API "
+            "clients together; more wait their turn. Applies the next time a model loads."
+        )
         self.cache_type = QComboBox(page)
         self.cache_type.setObjectName("load_cache_type")
         for value in KV_TYPES:
@@ -257,6 +263,7 @@ class SettingsDialog(QDialog):
         form.addRow(theme.form_label("CPU threads", self.n_threads, page), self.n_threads)
         form.addRow(theme.form_label("GPU layers", self.n_gpu_layers, page), self.n_gpu_layers)
         form.addRow(theme.form_label("Batch size", self.n_batch, page), self.n_batch)
+        form.addRow(theme.form_label("Parallel answers", self.parallel, page), self.parallel)
         form.addRow(theme.form_label("KV cache", self.cache_type, page), self.cache_type)
         layout.addLayout(form)
         for key, label in (
