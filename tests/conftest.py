@@ -39,6 +39,15 @@ def ember_home(
     yield home
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test that uses the real model is ``slow``, however it gets it (directly, or through
+    a loaded worker, a window or a served API: ``fixturenames`` holds them all), so
+    ``pytest -m "not slow"`` is the quick loop and no model test can be left unmarked."""
+    for item in items:
+        if "gemma_path" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(scope="session")
 def gemma_path() -> Path:
     """The real Gemma 3 270M Q4_K_M GGUF (about 250 MB), assembled once per machine."""

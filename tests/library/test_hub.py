@@ -230,7 +230,6 @@ def test_fetch_header_errors(hub: FakeHub, monkeypatch: pytest.MonkeyPatch) -> N
         fetch_header("bob/Locked-GGUF", "../x.gguf")
 
 
-@pytest.mark.slow
 def test_real_model_header_and_fit(hub: FakeHub, gemma_path: Path) -> None:
     """The real Gemma file: its 6.5 MB header is fetched in a few ranged requests."""
     hub.add(FakeRepo("google/gemma-3-270m-GGUF", {"gemma-3-270m-Q4_K_M.gguf": gemma_path}))
@@ -244,7 +243,6 @@ def test_real_model_header_and_fit(hub: FakeHub, gemma_path: Path) -> None:
     assert result.level == "fits" and result.estimate.weights_bytes > 100_000_000
 
 
-@pytest.mark.slow
 def test_real_model_download_end_to_end(hub: FakeHub, gemma_path: Path, ember_home: Path) -> None:
     """Search, list, download and verify the real 250 MB model; the library then lists it."""
     hub.add(FakeRepo("google/gemma-3-270m-GGUF", {"gemma-3-270m-Q4_K_M.gguf": gemma_path}))
