@@ -52,6 +52,7 @@ from tests.helpers.net import free_port
 GREEDY = SamplingParams(temperature=0.0, max_tokens=8)
 LONG = SamplingParams(temperature=0.0, max_tokens=600)
 KEY = "sk-test-secret"
+WAIT = 60.0  # seconds: a failsafe for waits on events, never a timing target (see bench/)
 DISCONNECTED = "Disconnected from client"  # what llama_cpp.server logs when a client hangs up
 
 
@@ -104,9 +105,11 @@ def test_lists_models_with_any_base_url_form(
     engine = engines(server.root_url + suffix)
     assert engine.base_url == server.base_url
     assert engine.list_models() == [MODEL_ALIAS]
+    before = time.perf_counter()
     probe = engine.probe()
+    took = time.perf_counter() - before
     assert probe.models == [MODEL_ALIAS]
-    assert 0 < probe.seconds < 5
+    assert 0 < probe.seconds <= took  # the listing's own time, measured inside the call
 
 
 def test_chat_streams_deltas_then_one_final(
@@ -172,17 +175,16 @@ def test_cancel_closes_the_stream_fast(
     disconnects = server.log_count(DISCONNECTED)
     job = engine.submit(CompletionRequest("Once upon a time", LONG))
     seen: list[str] = []
-    cancelled_at = 0.0
-    for event in job.events(timeout=60):
+    for event in job.events(timeout=WAIT):
         if isinstance(event, Delta):
             seen.append(event.text)
             if len(seen) == 3:
-                cancelled_at = time.perf_counter()
                 job.cancel()
-    final = job.wait(1)
-    assert time.perf_counter() - cancelled_at < 0.5
+    final = job.wait(WAIT)
     assert isinstance(final, Finished)
     assert final.reason == "cancelled"
+    # The text so far comes with the final event only from the job's own thread: it saw the
+    # stream close instead of the grace timer finishing the job for it.
     assert final.result == "".join(seen)
     assert len(seen) < 100
     # The server noticed the disconnect and stopped generating (its own log says so), and
@@ -211,7 +213,7 @@ def test_remote_generation_does_not_block_local_jobs(
     finally:
         worker.shutdown()
         remote.cancel()
-    assert remote.wait(2).reason == "cancelled"
+    assert remote.wait(WAIT).reason == "cancelled"
 
 
 def test_shutdown_cancels_running_jobs(server: LlamaServer) -> None:
@@ -223,7 +225,7 @@ def test_shutdown_cancels_running_jobs(server: LlamaServer) -> None:
     )
     assert started.wait(30)
     engine.shutdown()
-    assert job.wait(1).reason == "cancelled"
+    assert job.wait(WAIT).reason == "cancelled"
 
 
 def test_wrong_or_missing_key_is_a_clear_401(
@@ -263,7 +265,7 @@ def test_server_dying_mid_answer_keeps_the_text_so_far(
         job = engine.submit(CompletionRequest("Once upon a time", LONG), sink)
         assert three.wait(30)
         doomed.kill()
-        final = job.wait(5)
+        final = job.wait(WAIT)
     assert isinstance(final, Failed)
     assert isinstance(final.error, RemoteConnectionLostError)
     assert "was lost mid-answer; the text so far is kept" in final.error.message
@@ -280,7 +282,7 @@ def test_connection_refused(engines: Callable[..., RemoteEngine]) -> None:
     with pytest.raises(RemoteUnreachableError) as e:
         engine.list_models()
     assert str(e.value) == f"Can't reach test-server at {url} — is the server running?"
-    final = engine.submit(hello(model="m")).wait(10)
+    final = engine.submit(hello(model="m")).wait(WAIT)
     assert isinstance(final, Failed)
     assert final.error.message == str(e.value)
 
@@ -385,7 +387,7 @@ def stub() -> Iterator[Stub]:
 
 def test_stub_answer_with_usage(stub: Stub, engines: Callable[..., RemoteEngine]) -> None:
     stub.routes[("POST", "/v1/chat/completions")] = sse_answer
-    final = engines(stub.url).submit(hello(model="alpha")).wait(10)
+    final = engines(stub.url).submit(hello(model="alpha")).wait(WAIT)
     assert isinstance(final, Finished)
     assert final.result == "Hello"
     assert (final.usage.prompt_tokens, final.usage.completion_tokens) == (5, 2)
@@ -406,7 +408,7 @@ def test_429_honours_retry_after(stub: Stub, engines: Callable[..., RemoteEngine
             sse_answer(h)
 
     stub.routes[("POST", "/v1/chat/completions")] = limited_once
-    final = engines(stub.url).submit(hello(model="alpha")).wait(10)
+    final = engines(stub.url).submit(hello(model="alpha")).wait(WAIT)
     assert isinstance(final, Finished)
     assert final.result == "Hello"
     assert len(calls) == 2
@@ -419,7 +421,7 @@ def test_429_asking_too_long_fails_at_once(
     stub.routes[("POST", "/v1/chat/completions")] = lambda h: send_json(
         h, 429, {"error": {"message": "quota exceeded"}}, {"Retry-After": "3600"}
     )
-    final = engines(stub.url).submit(hello(model="alpha")).wait(5)
+    final = engines(stub.url).submit(hello(model="alpha")).wait(WAIT)
     assert isinstance(final, Failed)
     assert isinstance(final.error, RemoteRateLimitError)
     assert "quota exceeded" in final.error.message
@@ -431,7 +433,7 @@ def test_5xx_message_comes_from_the_body(stub: Stub, engines: Callable[..., Remo
     stub.routes[("POST", "/v1/completions")] = lambda h: send_json(
         h, 500, {"error": {"message": "CUDA out of memory", "type": "server_error"}}
     )
-    final = engines(stub.url).submit(CompletionRequest("x", GREEDY, model="alpha")).wait(5)
+    final = engines(stub.url).submit(CompletionRequest("x", GREEDY, model="alpha")).wait(WAIT)
     assert isinstance(final, Failed)
     assert isinstance(final.error, RemoteServerError)
     assert final.error.message == "test-server failed (HTTP 500): CUDA out of memory"
@@ -443,7 +445,7 @@ def test_unknown_model_lists_what_is_served(
     stub.routes[("POST", "/v1/chat/completions")] = lambda h: send_json(
         h, 404, {"error": {"message": "The model `gamma` does not exist."}}
     )
-    final = engines(stub.url).submit(hello(model="gamma")).wait(5)
+    final = engines(stub.url).submit(hello(model="gamma")).wait(WAIT)
     assert isinstance(final, Failed)
     assert isinstance(final.error, RemoteModelNotFoundError)
     assert final.error.message == "gamma is not served by test-server; it serves: alpha, beta."
@@ -460,7 +462,7 @@ def test_silence_before_the_answer_times_out(
 ) -> None:
     stub.routes[("POST", "/v1/chat/completions")] = lambda h: time.sleep(1.5)
     engine = engines(stub.url, timeout=httpx.Timeout(5.0, read=0.3))
-    final = engine.submit(hello(model="alpha")).wait(5)
+    final = engine.submit(hello(model="alpha")).wait(WAIT)
     assert isinstance(final, Failed)
     assert isinstance(final.error, RemoteTimeoutError)
     assert "did not answer within 0.3 s" in final.error.message
@@ -477,7 +479,7 @@ def test_silence_mid_answer_times_out_and_keeps_the_text(
     stub.routes[("POST", "/v1/chat/completions")] = stall
     engine = engines(stub.url, timeout=httpx.Timeout(5.0, read=0.3))
     job = engine.submit(hello(model="alpha"))
-    events = drain(job, 5)
+    events = drain(job, WAIT)
     final = events[-1]
     assert isinstance(final, Failed)
     assert isinstance(final.error, RemoteTimeoutError)
@@ -488,10 +490,16 @@ def test_silence_mid_answer_times_out_and_keeps_the_text(
 def test_cancel_wakes_a_thread_blocked_on_a_silent_server(
     stub: Stub, engines: Callable[..., RemoteEngine]
 ) -> None:
+    hung_up = threading.Event()
+
     def stall(h: BaseHTTPRequestHandler) -> None:
         start_sse(h)
         send_event(h, chunk("Hel"))
-        time.sleep(3)
+        # Silent (no data), until the client closes its end: a read then sees EOF.
+        h.connection.settimeout(WAIT)
+        with contextlib.suppress(OSError):
+            if h.connection.recv(1) == b"":
+                hung_up.set()
 
     stub.routes[("POST", "/v1/chat/completions")] = stall
     got: list[Event] = []
@@ -503,11 +511,10 @@ def test_cancel_wakes_a_thread_blocked_on_a_silent_server(
             first.set()
 
     job = engines(stub.url).submit(hello(model="alpha"), sink)
-    assert first.wait(5)
-    start = time.perf_counter()
+    assert first.wait(WAIT)
     job.cancel()
-    final = job.wait(1)
-    assert time.perf_counter() - start < 0.75  # the socket was shut down, not the 3 s waited out
+    final = job.wait(WAIT)
+    assert hung_up.wait(WAIT)  # the socket was shut down while the server said nothing
     assert isinstance(final, Finished)
     assert final.reason == "cancelled"
     assert final.result == "Hel"  # from the job's own thread, with the text so far
@@ -522,7 +529,7 @@ def test_error_event_mid_stream_fails_the_job(
         send_event(h, {"error": {"message": "KV cache exhausted"}})
 
     stub.routes[("POST", "/v1/chat/completions")] = broken
-    final = engines(stub.url).submit(hello(model="alpha")).wait(5)
+    final = engines(stub.url).submit(hello(model="alpha")).wait(WAIT)
     assert isinstance(final, Failed)
     assert final.error.message == "test-server failed mid-answer: KV cache exhausted"
 
@@ -556,7 +563,7 @@ def test_tool_calls_stream_as_tool_call_deltas(
         send_event(h, "[DONE]")
 
     stub.routes[("POST", "/v1/chat/completions")] = tool_call
-    events = drain(engines(stub.url).submit(hello(model="alpha")), 5)
+    events = drain(engines(stub.url).submit(hello(model="alpha")), WAIT)
     calls = [e for e in events if isinstance(e, ToolCallDelta)]
     assert [(c.id, c.name, c.arguments) for c in calls] == [
         ("call_1", "weather", ""),
@@ -573,7 +580,7 @@ def test_bad_request_keeps_the_servers_words(
     stub.routes[("POST", "/v1/chat/completions")] = lambda h: send_json(
         h, 400, {"error": "temperature must be at most 2"}
     )
-    final = engines(stub.url).submit(hello(model="alpha")).wait(5)
+    final = engines(stub.url).submit(hello(model="alpha")).wait(WAIT)
     assert isinstance(final, Failed)
     assert isinstance(final.error, RemoteBadRequestError)
     assert "temperature must be at most 2" in final.error.message
