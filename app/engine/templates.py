@@ -1,8 +1,11 @@
 """Chat templates: the model's own Jinja template, rendered in a sandbox, or a plain fallback.
 
 Templates come from model files downloaded from the internet, so they run in Jinja's
-``ImmutableSandboxedEnvironment``: no attribute access to Python internals, no mutation of
-the objects passed in.
+``ImmutableSandboxedEnvironment`` (no attribute access to Python internals, no mutation of
+the objects passed in) with a budget per render (``app.engine.template_sandbox``: loop
+steps, time, sizes, depth). Whatever goes wrong in a template, over budget or a plain
+``1/0``, is a :class:`ChatTemplateError` (a ``BadRequestError``) that names the template:
+the engine answers that request with it and goes on serving the others.
 
 Fallback (a model without ``tokenizer.chat_template``, typically a base model): a plain-text
 transcript that base models continue naturally::
@@ -25,9 +28,18 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from jinja2 import TemplateError
-from jinja2.sandbox import ImmutableSandboxedEnvironment
+from jinja2 import Template, TemplateError
 
+from app.engine.template_sandbox import (
+    DEFAULT_LIMITS,
+    BudgetedSandbox,
+    OverBudget,
+    TemplateLimits,
+    TemplateRefused,
+    activate,
+    budget_for,
+    deactivate,
+)
 from app.engine.types import BadRequestError, ChatMessage
 
 FALLBACK_STOP = ("\nUser:", "\nAssistant:")
@@ -48,19 +60,32 @@ def _strftime_now(fmt: str) -> str:
     return datetime.now().strftime(fmt)
 
 
-def _tojson(value: Any, indent: int | None = None, **_: Any) -> str:
+MAX_TOJSON_INDENT = 64
+MAX_SOURCE_CHARS = 100_000  # real ones are under 20,000; compiling (~1 s here) is not budgeted
+
+
+class ChatTemplateError(BadRequestError):
+    """The chat template could not render these messages; the message names the template."""
+
+    code = "chat_template"
+
+
+def _tojson(value: Any, indent: int | str | None = None, **_: Any) -> str:
     # HF's transformers renders tojson without HTML escaping; templates rely on that.
+    width = len(indent) if isinstance(indent, str) else indent or 0
+    if width > MAX_TOJSON_INDENT:  # json.dumps writes it on every line, before any check
+        raise OverBudget(f"tojson with an indent of {width:,}")
     return json.dumps(value, ensure_ascii=False, indent=indent)
 
 
-def _make_env() -> ImmutableSandboxedEnvironment:
-    env = ImmutableSandboxedEnvironment(
+def _make_env() -> BudgetedSandbox:
+    env = BudgetedSandbox(
         trim_blocks=True,
         lstrip_blocks=True,
         extensions=["jinja2.ext.loopcontrols"],
         autoescape=False,
     )
-    env.filters["tojson"] = _tojson
+    env.add_filter("tojson", _tojson)
     env.globals["raise_exception"] = _raise_exception
     env.globals["strftime_now"] = _strftime_now
     return env
@@ -70,22 +95,45 @@ _ENV = _make_env()
 
 
 class ChatTemplate:
-    """Renders OpenAI-style message lists into a prompt string for one model."""
+    """Renders OpenAI-style message lists into a prompt string for one model.
 
-    def __init__(self, source: str | None, bos_token: str = "", eos_token: str = "") -> None:
+    ``name`` says whose template it is in errors ("qwen2.5-7b-instruct-q4_k_m.gguf"); ``limits``
+    bound every render (see ``app.engine.template_sandbox``)."""
+
+    def __init__(
+        self,
+        source: str | None,
+        bos_token: str = "",
+        eos_token: str = "",
+        *,
+        name: str = "",
+        limits: TemplateLimits = DEFAULT_LIMITS,
+    ) -> None:
         self.source = source
         self.bos_token = bos_token
         self.eos_token = eos_token
-        self._template = None
-        if source:
-            try:
-                self._template = _ENV.from_string(source)
-            except TemplateError as e:
-                raise BadRequestError(f"The model's chat template does not compile: {e}") from e
+        self.limits = limits
+        self._label = f"The chat template of {name}" if name else "The model's chat template"
+        self._template: Template | None = None
+        # A template that cannot compile fails each chat request, not the model's load:
+        # completions and embeddings still work, and the error says what to do.
+        self._broken: str | None = None
+        if not source:
+            return
+        if len(source) > MAX_SOURCE_CHARS:
+            self._broken = (
+                f"{self._label} is {len(source):,} characters long, over the "
+                f"{MAX_SOURCE_CHARS:,} Ember accepts; use another GGUF of this model."
+            )
+            return
+        try:
+            self._template = _ENV.from_string(source)
+        except Exception as e:  # TemplateSyntaxError, or RecursionError on deep nesting
+            self._broken = f"{self._label} does not compile: {e}; use another GGUF of this model."
 
     @property
     def uses_fallback(self) -> bool:
-        return self._template is None
+        return not self.source
 
     def render(
         self,
@@ -95,19 +143,44 @@ class ChatTemplate:
     ) -> RenderedPrompt:
         if not messages:
             raise BadRequestError("A chat request needs at least one message.")
+        if self._broken is not None:
+            raise ChatTemplateError(self._broken)
         if self._template is None:
             return RenderedPrompt(_fallback(messages, add_generation_prompt), FALLBACK_STOP, True)
+        copies = [dict(m) for m in messages]
+        token = activate(budget_for(copies, tools, self.limits))
         try:
             text = self._template.render(
-                messages=[dict(m) for m in messages],
+                messages=copies,
                 add_generation_prompt=add_generation_prompt,
                 bos_token=self.bos_token,
                 eos_token=self.eos_token,
                 tools=tools,
             )
-        except TemplateError as e:
-            raise BadRequestError(f"The model's chat template rejected the messages: {e}") from e
+        except Exception as e:
+            raise self._error(e) from None  # the message says it all; the stack is the template's
+        finally:
+            deactivate(token)
         return RenderedPrompt(text, (), False)
+
+    def _error(self, e: Exception) -> ChatTemplateError:
+        """One sentence that names the template, says what happened and what to do."""
+        label = self._label
+        if isinstance(e, OverBudget):
+            return ChatTemplateError(
+                f"{label} did too much work ({e}) and was stopped; the template is broken or "
+                "hostile, so use another GGUF of this model."
+            )
+        if isinstance(e, TemplateRefused):
+            return ChatTemplateError(
+                f"{label} cannot be used: {e}, which chat templates may not do; use another "
+                "GGUF of this model."
+            )
+        if isinstance(e, TemplateError):  # raise_exception(...), an undefined name, the sandbox
+            return ChatTemplateError(f"{label} rejected the messages: {e}")
+        # A bug in the template (1/0, a type error, runaway recursion): the request's fault
+        # as far as the server can tell, never an internal error.
+        return ChatTemplateError(f"{label} failed on these messages: {type(e).__name__}: {e}")
 
 
 def _fallback(messages: list[ChatMessage], add_generation_prompt: bool) -> str:
