@@ -36,7 +36,9 @@ MIN_N_CTX: Final = 512
 SWA_FULL: Final = True
 TIGHT_FRACTION: Final = 0.75  # "tight" above this share of the free memory
 _KV_PAD: Final = 256  # llama.cpp pads KV cache sizes to 256 cells
-_FALLBACK_CONTEXT: Final = 4096  # when a model does not say its trained context
+# What a model that does not say its trained context (a damaged or hand-made header) is taken
+# to have: everywhere below, so the memory model and the context plan agree on it.
+UNKNOWN_TRAINED_CONTEXT: Final = 4096
 
 
 def available_memory() -> int:
@@ -101,7 +103,7 @@ def estimate_memory(
     """
     if n_ctx < 0 or n_batch <= 0 or n_seq <= 0:
         raise ValueError("n_ctx must be >= 0, n_batch and n_seq > 0")
-    n_ctx = n_ctx or info.context_length or _FALLBACK_CONTEXT
+    n_ctx = n_ctx or trained_context(info)
     k_type, v_type = ggml_type(cache_type_k), ggml_type(cache_type_v)
     cells = _kv_cells(info, n_ctx, n_batch, n_seq, swa_full)
     layer_kv = _layer_kv_bytes(info, cells, (k_type, v_type))
@@ -135,7 +137,7 @@ def max_context_for_memory(
     Capped by the trained context, which is returned as is when it fits. 0 when not even 256
     tokens fit, e.g. when the weights alone are too big.
     """
-    trained = info.context_length or _FALLBACK_CONTEXT
+    trained = trained_context(info)
 
     def fits(n_ctx: int) -> bool:
         estimate = estimate_memory(
@@ -267,7 +269,7 @@ def max_context(info: GGUFInfo, params: LoadParams, available: int) -> int:
 
 
 def trained_context(info: GGUFInfo) -> int:
-    return info.context_length or DEFAULT_N_CTX
+    return info.context_length or UNKNOWN_TRAINED_CONTEXT
 
 
 def default_context(info: GGUFInfo) -> int:

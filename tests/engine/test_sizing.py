@@ -279,3 +279,17 @@ def test_fit_check_levels() -> None:
     assert fit_check(info, 4096).available_bytes == pytest.approx(
         sizing.available_memory(), rel=0.5
     )
+
+
+def test_a_model_without_a_trained_context_is_sized_by_one_assumption() -> None:
+    """A header that does not say its trained context: the memory model, the largest context
+    that fits and the automatic plan all take the same length for it."""
+    info = dataclasses.replace(
+        parse_gguf_bytes(gguf_bytes(embedding_length=256, block_count=4)), context_length=None
+    )
+    assumed = sizing.trained_context(info)
+    plenty = 10**12
+    assert sizing.estimate_memory(info, 0).n_ctx == assumed
+    assert sizing.max_context(info, LoadParams(), plenty) == assumed
+    plan = sizing.plan_context(info, LoadParams(), plenty)
+    assert plan.trained == plan.n_ctx == plan.max_context == assumed
