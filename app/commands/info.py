@@ -11,7 +11,8 @@ from app.cli import COMMANDS
 from app.commands.options import add_load_flags, load_params
 from app.commands.resolve import resolve_model
 from app.engine import gguf, sizing
-from app.engine.llamacpp import available_memory, inspect_model_file
+from app.engine.llamacpp import inspect_model_file
+from app.engine.sizing import available_memory
 
 
 def add_parser(sub: Any) -> None:
