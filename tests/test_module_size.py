@@ -15,8 +15,6 @@ LIMIT = 600
 KNOWN_OVER = {
     "app/engine/llamacpp.py": 853,
     "app/library/local.py": 764,
-    "app/ui/settings/providers_page.py": 662,
-    "app/chats/store.py": 658,
 }
 
 
