@@ -26,8 +26,10 @@ header".
 Fault injection: ``fail_next`` (answer N matching requests with a status, optionally after
 skipping some: "fail the 3rd request"), ``drop_next`` (cut the connection after N body bytes),
 ``corrupt`` (serve one flipped byte), ``throttle_bps`` (slow bodies down, so pause/cancel can be
-tested), ``latency`` (every answer waits that many seconds first: a slow Hub). Every request
-is logged (``requests``, ``body_bytes``) so tests can assert what was asked.
+tested), ``latency`` (every answer waits that many seconds first: a slow Hub), ``hold()`` /
+``release()`` (answers wait until released: ``held`` counts them, so a test can prove a caller
+did not wait for the Hub without timing it). Every request is logged (``requests``,
+``body_bytes``) so tests can assert what was asked.
 
 Point huggingface_hub at it by passing ``endpoint=hub.url`` (HfApi, hf_hub_url, hf_hub_download),
 or set ``HF_ENDPOINT`` for Ember: Ember reads ``HF_ENDPOINT`` when each call is made, while
@@ -52,6 +54,7 @@ from urllib.parse import parse_qs, quote, unquote, urlencode, urlsplit
 
 CHUNK = 64 * 1024
 LFS_POINTER_SIZE = 134
+HOLD_FAILSAFE = 60.0  # seconds a held request waits for release() before it is answered 504
 
 
 @dataclass
@@ -236,6 +239,9 @@ class FakeHub:
         self.lfs_redirect = lfs_redirect
         self.throttle_bps: int | None = None
         self.latency = 0.0  # seconds every answer waits first: a slow Hub
+        self.held = 0  # requests waiting for release() (see hold)
+        self._open = threading.Event()
+        self._open.set()
         self.requests: list[RequestLog] = []
         self._rules: list[_Rule] = []
         self._corrupt: set[tuple[str, str]] = set()
@@ -260,8 +266,18 @@ class FakeHub:
         self._thread.start()
         return self
 
+    def hold(self) -> None:
+        """Answer nothing until :meth:`release`: requests wait at the Hub (``held`` counts them).
+        One held past HOLD_FAILSAFE seconds is answered 504, so a caller stuck waiting for it
+        fails instead of hanging the test."""
+        self._open.clear()
+
+    def release(self) -> None:
+        self._open.set()
+
     def stop(self) -> None:
         self._closed = True
+        self._open.set()
         if self._server is None:
             return
         self._server.shutdown()
@@ -394,6 +410,9 @@ class FakeHub:
         )
         with self._lock:
             self.requests.append(log)
+        if not self._wait_for_release():
+            self._error(h, log, 504, None, "The fake Hub was held and never released")
+            return
         if self.latency:
             time.sleep(self.latency)
         try:
@@ -450,6 +469,17 @@ class FakeHub:
     ) -> None:
         all_headers = {"Content-Type": "application/json; charset=utf-8", **(headers or {})}
         self._send(h, log, 200, json.dumps(data).encode(), all_headers)
+
+    def _wait_for_release(self) -> bool:
+        if self._open.is_set():
+            return True
+        with self._lock:
+            self.held += 1
+        try:
+            return self._open.wait(HOLD_FAILSAFE)
+        finally:
+            with self._lock:
+                self.held -= 1
 
     def _error(
         self, h: _Handler, log: RequestLog, status: int, code: str | None, message: str
