@@ -89,6 +89,40 @@ def test_interactive_through_a_pipe_keeps_history(gemma_path: Path) -> None:
     assert summaries[1]["usage"]["cached_tokens"] >= summaries[0]["usage"]["prompt_tokens"]
 
 
+def test_interactive_with_a_small_context_drops_old_turns_and_keeps_answering(
+    gemma_path: Path,
+) -> None:
+    """With 256 tokens of context, eight turns outgrow it by far: the chat leaves the oldest
+    turns out (and says so) instead of failing with a context overflow; a message too long
+    to ever fit is refused with what to do, and the chat goes on."""
+    ask = "Please answer in one short sentence about its history and culture. What is {} known for?"
+    cities = ["Paris", "London", "Rome", "Berlin", "Madrid", "Lisbon", "Vienna", "Prague"]
+    lines = [ask.format(city) for city in cities]
+    lines.insert(4, "word " * 400)
+    r = ember(
+        "run",
+        str(gemma_path),
+        "-c",
+        "256",
+        "--temp",
+        "0",
+        "-n",
+        "24",
+        "--system",
+        "You are brief.",
+        "--json",
+        stdin="\n".join([*lines, "/bye"]) + "\n",
+    )
+    assert r.returncode == 0, r.stderr
+    summaries = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+    assert len(summaries) == len(cities), r.stderr  # every question answered, the long one not
+    assert [s["finish_reason"] for s in summaries if "error" in s] == [], r.stderr
+    assert all(s["usage"]["total_tokens"] <= 256 for s in summaries)
+    assert "earlier messages no longer fit in the 256-token context" in r.stderr
+    assert "Your message is too long for this model's context" in r.stderr
+    assert "--ctx" in r.stderr
+
+
 def test_interactive_end_of_input_leaves_cleanly(gemma_path: Path) -> None:
     r = ember("run", str(gemma_path), "-c", "1024", stdin="")
     assert r.returncode == 0, r.stderr

@@ -12,6 +12,7 @@ from typing import Any, Protocol, TextIO
 from app.cli import COMMANDS
 from app.commands.options import add_load_flags, add_sampling_flags, load_params, sampling_params
 from app.commands.resolve import LibraryModelNotFound, looks_like_hub_spec, resolve_model
+from app.engine.fitting import ContextPlan, answer_room, fit_messages
 from app.engine.types import (
     ChatMessage,
     ChatRequest,
@@ -23,6 +24,7 @@ from app.engine.types import (
     LoadedModel,
     Request,
     SamplingParams,
+    TokenizeRequest,
 )
 from app.engine.worker import EngineWorker, Job, Sink
 
@@ -96,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
             f"Chatting with {loaded.model_id} ({loaded.n_ctx} tokens of context). "
             "Type /help for help, /bye to leave."
         )
-        return _interactive(worker, banner, sampling, args)
+        return _interactive(worker, banner, sampling, args, ContextFitter(worker, loaded))
     finally:
         worker.shutdown()
 
@@ -180,8 +182,62 @@ def _read_line(prompt: str) -> str | None:
             print("\nUse Ctrl+D or /bye to leave.", file=sys.stderr)
 
 
+class ContextFitter:
+    """The core context-fitting rule (``app.engine.fitting``) with exact token counts from
+    the loaded model, cached by text so each turn only tokenizes its new messages."""
+
+    def __init__(self, worker: EngineWorker, loaded: LoadedModel) -> None:
+        self._worker = worker
+        self._model = loaded.model_id
+        self.n_ctx = loaded.n_ctx
+        self._counts: dict[str, int] = {}
+
+    def count(self, text: str) -> int:
+        if not text:
+            return 0
+        if text not in self._counts:
+            request = TokenizeRequest(text, model=self._model, add_special=False)
+            self._counts[text] = len(self._worker.submit(request).result())
+        return self._counts[text]
+
+    def plan(self, messages: list[ChatMessage], max_tokens: int | None) -> ContextPlan:
+        return fit_messages(messages, self.count, self.n_ctx, max_tokens)
+
+    def too_long(self, plan: ContextPlan, max_tokens: int | None) -> str:
+        room = answer_room(self.n_ctx, max_tokens)
+        return (
+            f"Your message is too long for this model's context (about {plan.prompt_tokens:,} "
+            f"tokens, with {self.n_ctx:,} available and {room:,} kept for the answer). "
+            "Shorten it, or load the model with a longer context (--ctx)."
+        )
+
+
+def _fitted(
+    fitter: ContextFitter | None, messages: list[ChatMessage], sampling: SamplingParams
+) -> list[ChatMessage] | None:
+    """What to send of the conversation: all of it, or without the oldest turns when the
+    context is full (said on stderr). None when the newest message alone is too long."""
+    if fitter is None:  # a remote model: only its server knows its context
+        return list(messages)
+    plan = fitter.plan(messages, sampling.max_tokens)
+    if not plan.fits:
+        print(f"ember: error: {fitter.too_long(plan, sampling.max_tokens)}", file=sys.stderr)
+        return None
+    if plan.dropped:
+        print(
+            f"({plan.dropped} earlier messages no longer fit in the {fitter.n_ctx:,}-token "
+            "context and were left out; the system prompt was kept.)",
+            file=sys.stderr,
+        )
+    return plan.messages
+
+
 def _interactive(
-    worker: _Engine, banner: str, sampling: SamplingParams, args: argparse.Namespace
+    worker: _Engine,
+    banner: str,
+    sampling: SamplingParams,
+    args: argparse.Namespace,
+    fitter: ContextFitter | None = None,
 ) -> int:
     if sys.stdin.isatty():
         import readline  # noqa: F401  (line editing and history for input())
@@ -202,7 +258,11 @@ def _interactive(
             print("Conversation cleared.", file=sys.stderr)
             continue
         messages.append({"role": "user", "content": text})
-        final = _stream(worker.submit(ChatRequest(list(messages), sampling)), sys.stdout)
+        sent = _fitted(fitter, messages, sampling)
+        if sent is None:
+            messages.pop()  # never sent: the conversation goes on without it
+            continue
+        final = _stream(worker.submit(ChatRequest(sent, sampling)), sys.stdout)
         answer = (
             final.result if isinstance(final, Finished) and isinstance(final.result, str) else ""
         )

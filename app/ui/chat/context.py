@@ -1,25 +1,29 @@
-"""What fits in the model's context: counting tokens and dropping the oldest turns.
+"""Exact token counts for the chat window; the context-fitting rule itself is in the core.
 
-The defined behaviour when a conversation outgrows the context: the system prompt is always
-kept, the newest user message is always kept, and the oldest turns are left out, whole (a
-question with its answer), until the prompt plus room for the answer fits. The answer then
-says how many messages were left out.
-
-``TokenCounter`` asks the engine for exact counts (tokenize jobs, cached by text) and falls
-back to an estimate for very old messages, so preparing a prompt costs a few milliseconds of
-engine time and no waiting on the GUI thread.
+What is dropped when a conversation outgrows the context is decided by
+``app.engine.fitting`` (re-exported here for the chat pane); this module only gives it exact
+counts. ``TokenCounter`` asks the engine (tokenize jobs, cached by text) and falls back to an
+estimate for very old messages, so preparing a prompt costs a few milliseconds of engine time
+and no waiting on the GUI thread.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, Qt, Signal, Slot
 
+from app.engine.fitting import (
+    PER_MESSAGE_OVERHEAD,
+    PROMPT_OVERHEAD,
+    ContextPlan,
+    Turn,
+    answer_room,
+    estimate_tokens,
+    plan_context,
+)
 from app.engine.types import (
-    ChatMessage,
     EngineError,
     Event,
     Failed,
@@ -28,63 +32,19 @@ from app.engine.types import (
 )
 from app.ui.engine_session import EngineSession
 
-PER_MESSAGE_OVERHEAD = 8  # role markers a chat template adds around each message
-PROMPT_OVERHEAD = 16  # BOS, the generation prompt
-DEFAULT_ANSWER_ROOM = 512
+__all__ = [
+    "MAX_EXACT_COUNTS",
+    "PER_MESSAGE_OVERHEAD",
+    "PROMPT_OVERHEAD",
+    "ContextPlan",
+    "TokenCounter",
+    "Turn",
+    "answer_room",
+    "estimate_tokens",
+    "plan_context",
+]
+
 MAX_EXACT_COUNTS = 40  # tokenize jobs per prompt; older messages are estimated
-
-
-def estimate_tokens(text: str) -> int:
-    """A cautious estimate (real text averages closer to 4 characters a token)."""
-    return math.ceil(len(text) / 3.2)
-
-
-def answer_room(n_ctx: int, max_tokens: int | None) -> int:
-    """Context kept free for the answer."""
-    room = max_tokens if max_tokens else DEFAULT_ANSWER_ROOM
-    return max(32, min(room, n_ctx // 2))
-
-
-@dataclass(frozen=True, slots=True)
-class Turn:
-    role: str
-    content: str
-    tokens: int
-
-
-@dataclass(frozen=True, slots=True)
-class ContextPlan:
-    messages: list[ChatMessage]
-    dropped: int  # messages left out (not counting the system prompt)
-    prompt_tokens: int  # estimated tokens of what is sent
-    fits: bool  # False when even the newest message alone does not fit
-
-
-def plan_context(
-    system_prompt: str,
-    system_tokens: int,
-    turns: Sequence[Turn],
-    n_ctx: int,
-    room: int,
-) -> ContextPlan:
-    """Choose the messages to send (see the module docstring)."""
-    budget = n_ctx - room - PROMPT_OVERHEAD
-    fixed = system_tokens + PER_MESSAGE_OVERHEAD if system_prompt else 0
-    costs = [t.tokens + PER_MESSAGE_OVERHEAD for t in turns]
-    start = 0
-    total = fixed + sum(costs)
-    while total > budget and start < len(turns) - 1:
-        # Drop one whole turn: a message and the replies that follow it up to the next question.
-        total -= costs[start]
-        start += 1
-        while start < len(turns) - 1 and turns[start].role != "user":
-            total -= costs[start]
-            start += 1
-    messages: list[ChatMessage] = []
-    if system_prompt:
-        messages.append({"role": "system", "content": system_prompt})
-    messages += [{"role": t.role, "content": t.content} for t in turns[start:]]
-    return ContextPlan(messages, start, total + PROMPT_OVERHEAD, total <= budget)
 
 
 class TokenCounter(QObject):
