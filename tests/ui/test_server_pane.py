@@ -10,9 +10,9 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import openai
@@ -299,16 +299,32 @@ def _stream_in_thread(base_url: str, model: str) -> tuple[threading.Thread, thre
 
 
 def test_starting_and_stopping_with_a_stream_open_never_block_the_gui(
-    qtbot: QtBot, server_window: MainWindow, engine_worker: EngineWorker, port: int
+    qtbot: QtBot,
+    server_window: MainWindow,
+    engine_worker: EngineWorker,
+    port: int,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    from app.server.runner import ServerRunner
+
+    ran_on: dict[str, threading.Thread] = {}  # where the server's start and stop ran
+    for name in ("start", "stop"):
+        real = getattr(ServerRunner, name)
+
+        def recording(
+            self: object, *args: object, _name: str = name, _real: Any = real, **kwargs: object
+        ) -> Any:
+            ran_on.setdefault(_name, threading.current_thread())
+            return _real(self, *args, **kwargs)
+
+        monkeypatch.setattr(ServerRunner, name, recording)
     window = server_window
     ticker = _Ticker()
     ticker.timer.start()
-    began = time.perf_counter()
     click_switch(qtbot, window)
-    assert time.perf_counter() - began < 0.5  # a start on the GUI thread imports and binds
     assert window.server.wanted and pane(window).switch.isChecked()
     wait_state(qtbot, window.server, "running")
+    assert ran_on["start"] is not threading.main_thread()  # it imports and binds: not here
 
     url = window.server.base_url
     assert url is not None
@@ -317,11 +333,10 @@ def test_starting_and_stopping_with_a_stream_open_never_block_the_gui(
     gateway = window.server.gateway
     assert gateway is not None and gateway.active_jobs == 1
 
-    began = time.perf_counter()
     ticks = ticker.ticks
     qtbot.mouseClick(pane(window).switch, Qt.MouseButton.LeftButton)
-    assert time.perf_counter() - began < 0.5  # the click returned: stop runs elsewhere
     wait_state(qtbot, window.server, "stopped")
+    assert ran_on["stop"] is not threading.main_thread()  # it waits for the open stream
     assert ticker.ticks > ticks  # the GUI kept turning while the server stopped
     ticker.timer.stop()
     thread.join(15)
@@ -339,10 +354,8 @@ def test_closing_the_window_with_a_stream_open_does_not_hang(
     thread, first, _outcome = _stream_in_thread(url, loaded_stem(engine_worker))
     qtbot.waitUntil(first.is_set, timeout=ANSWER_TIMEOUT)
 
-    began = time.perf_counter()
-    window.close()
+    window.close()  # returns: the server's graceful shutdown does not wait for the stream
     window.services.close()
-    assert time.perf_counter() - began < 8
     thread.join(15)
     assert not thread.is_alive()
     assert nothing_listens(port)
