@@ -13,7 +13,6 @@ LIMIT = 600
 # Over the limit today, each being split by whoever works on it: a ceiling that may only go
 # down. Remove an entry once its module is under LIMIT.
 KNOWN_OVER = {
-    "app/engine/llamacpp.py": 853,
     "app/library/local.py": 764,
 }
 
