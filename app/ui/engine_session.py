@@ -25,7 +25,7 @@ import time
 from collections import deque
 from pathlib import Path
 
-from PySide6.QtCore import QObject, Signal, Slot
+from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
 from app.config import Settings, paths
 from app.engine.providers import RemoteRouter, is_remote_id
@@ -53,6 +53,7 @@ IDLE = "idle"
 LOADING = "loading"
 GENERATING = "generating"
 RATE_WINDOW = 2.0  # seconds of deltas the combined tok/s is measured over
+RATE_INTERVAL_MS = 500  # how often rate_changed says it while generating
 
 
 def load_params(settings: Settings) -> LoadParams:
@@ -136,6 +137,9 @@ class EngineSession(QObject):
         self._generations: dict[JobHandle, str | None] = {}  # handle -> its model id
         self._retiring: set[str] = set()  # model ids to unload once their answers are done
         self._deltas: deque[tuple[float, int]] = deque()  # (time, tokens) within RATE_WINDOW
+        self._rate_timer = QTimer(self)
+        self._rate_timer.setInterval(RATE_INTERVAL_MS)
+        self._rate_timer.timeout.connect(self._on_rate_timer)
         self._state = IDLE
         self._closed = False
         self.router = router
@@ -208,13 +212,14 @@ class EngineSession(QObject):
         self.loading_path = None
         self._load_handle = None
         if isinstance(result, LoadedModel):
-            previous = self.loaded
             self.loaded = result
             self._retiring.discard(result.model_id)
             self.settings.set("ui.last_model", result.path)
             self.model_loaded.emit(result)
-            if previous is not None and previous.model_id != result.model_id:
-                self._retire(previous.model_id)
+            # One model at a time in the app: the others go (the API may have loaded some).
+            for model in self.worker.loaded_models():
+                if model.model_id != result.model_id:
+                    self._retire(model.model_id)
         elif event.reason == "cancelled":
             self.load_failed.emit(path or "", EngineError("Loading was cancelled."))
         self._update_state()
@@ -287,11 +292,21 @@ class EngineSession(QObject):
 
     @Slot(str, int)
     def _on_generation_delta(self, _text: str, tokens: int) -> None:
+        # Every answer's deltas, all of them a few times a second: a status line need not
+        # change with each one (each change lays the window's status bar out again).
+        self._deltas.append((time.perf_counter(), tokens))
+        if not self._rate_timer.isActive():
+            self._rate_timer.start()
+
+    @Slot()
+    def _on_rate_timer(self) -> None:
         now = time.perf_counter()
         deltas = self._deltas
-        deltas.append((now, tokens))
         while deltas and now - deltas[0][0] > RATE_WINDOW:
             deltas.popleft()
+        if not deltas:
+            self._rate_timer.stop()
+            return
         span = now - deltas[0][0]
         if span > 0.2:
             # The first delta's tokens were made before the window began.
@@ -307,6 +322,7 @@ class EngineSession(QObject):
             self.answers_changed.emit(len(self._generations))
         if not self._generations:
             self._deltas.clear()
+            self._rate_timer.stop()
         self._update_state()
         if isinstance(event, Failed) and isinstance(event.error, EngineCrashedError):
             self.engine_failed.emit(event.error)

@@ -136,3 +136,26 @@ def test_a_chat_whose_model_cannot_load_says_why_in_the_answer(
     assert BROKEN in message.metadata["error"]
     assert window.services.engine.loaded is not None
     assert window.services.engine.loaded.path == files["alpha"]
+
+
+def test_switching_models_mid_answer_lets_the_answer_finish_then_frees_the_old_model(
+    qtbot: QtBot, window: MainWindow, worker: ParallelFakeWorker, files: dict[str, str]
+) -> None:
+    engine, controller = window.services.engine, window.controller
+    worker.tokens_per_second = 100
+    window.services.settings.set("sampling.max_tokens", 20_000)
+    window.new_chat()
+    message_id = ask(qtbot, window, "A long one, please")
+    with qtbot.waitSignal(engine.model_loaded, timeout=WAIT_MS):
+        window.header.picker.load(files["beta"])
+    # Both are loaded while the answer is still being written with the first one.
+    assert sorted(_loaded_ids(worker)) == ["alpha", "beta"]
+    answer = controller.answer
+    assert answer is not None and answer.message_id == message_id
+    tokens = answer.tokens
+    qtbot.waitUntil(lambda: answer.tokens > tokens, timeout=WAIT_MS)
+    controller.stop()
+    qtbot.waitUntil(lambda: _loaded_ids(worker) == ["beta"], timeout=WAIT_MS)
+    saved = window.services.store.get_message(message_id)
+    assert saved.status == "stopped" and saved.metadata["model"] == "alpha"
+    assert saved.content.startswith("Sure.")
