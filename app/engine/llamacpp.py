@@ -1,7 +1,15 @@
-"""The llama.cpp engine: the only module that imports ``llama_cpp``.
+"""The llama.cpp engine: the module that loads models and drives llama.cpp's low-level API.
 
-A ``LlamaCppModel`` is one loaded model. It is created, used and closed on the engine worker
-thread only (llama.cpp contexts are not thread-safe); the worker serialises every call.
+A :class:`LlamaCppModel` is one loaded model: its weights, one llama.cpp context with
+``n_parallel`` generating sequences plus idle sequences that keep recent prompts' KV cache
+(see :mod:`app.engine.prefix_cache`), a reusable batch, and a second context for embeddings
+made on first use. It satisfies :class:`app.engine.types.Model`; the scheduler
+(:mod:`app.engine.scheduler`) drives it. Created, used and closed on the engine worker thread
+only (llama.cpp contexts are not thread-safe); only ``abort`` may be set from other threads.
+
+The KV cache is unified (``kv_unified``): every sequence draws cells from one pool of
+``n_ctx``, so one long conversation can use the whole context while the others are short, and a
+shared prefix (``llama_memory_seq_cp``) costs no memory.
 """
 
 from __future__ import annotations
@@ -9,15 +17,12 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
-import json
 import logging
 import os
-import random
 import sys
 import threading
 import time
-from collections.abc import Callable, Generator, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,24 +30,22 @@ import numpy as np
 import psutil
 
 from app.engine import gguf, sizing
+from app.engine.load_settings import kv_cache_type_id
+from app.engine.sampling import Sampler, VocabIndex
 from app.engine.templates import ChatTemplate, RenderedPrompt
-from app.engine.textstream import StopMatcher, Utf8Stream
 from app.engine.types import (
     BadRequestError,
     ChatRequest,
     CompletionRequest,
     ContextOverflowError,
     EngineError,
-    FinishReason,
     LoadedModel,
     LoadParams,
     ModelFileError,
     ModelNotFoundError,
     NotGGUFError,
     SamplingParams,
-    Timings,
     TruncatedModelError,
-    Usage,
 )
 
 log = logging.getLogger(__name__)
@@ -52,68 +55,15 @@ log = logging.getLogger(__name__)
 DEFAULT_N_CTX = sizing.DEFAULT_N_CTX
 MIN_N_CTX = sizing.MIN_N_CTX
 SWA_FULL = sizing.SWA_FULL
-
-_KV_TYPES = {
-    "f32": 0,
-    "f16": 1,
-    "q4_0": 2,
-    "q4_1": 3,
-    "q5_0": 6,
-    "q5_1": 7,
-    "q8_0": 8,
-    "bf16": 30,
-}
-
+# Idle sequences kept beside the generating ones, each holding a recent prompt's KV cache.
+CACHED_SEQUENCES = 8
+# Tokens per decode of the embedding context: its logits buffer is n_vocab x this many floats.
+EMBED_CHUNK = 128
+# Most tokens one embedding input may have (the embedding context's KV cache is this long).
+EMBED_MAX_TOKENS = 8192
 
 _native_log = logging.getLogger("llama.cpp")
 _log_callbacks: list[Any] = []  # keeps the ctypes callback alive: C holds only a pointer
-
-
-_progress_local = threading.local()
-_progress_hook: dict[str, Any] = {}  # "original": llama_model_default_params, once wrapped
-_progress_hook_lock = threading.Lock()
-
-
-@contextlib.contextmanager
-def _load_progress(progress: Callable[[float], bool] | None) -> Iterator[None]:
-    """Report llama.cpp's loading progress to ``progress`` (which may stop the load by returning
-    False) for the models this thread opens meanwhile.
-
-    llama-cpp-python builds the model parameters inside ``Llama()`` from
-    ``llama_model_default_params()`` and offers no way to pass a progress callback, so that
-    function is wrapped once to add the calling thread's callback, if it set one (other threads
-    and other loads are untouched).
-    """
-    if progress is None:
-        yield
-        return
-    import llama_cpp.llama_cpp as native
-
-    with _progress_hook_lock:
-        if "original" not in _progress_hook:
-            original = _progress_hook["original"] = native.llama_model_default_params
-
-            def with_progress() -> Any:
-                params = original()
-                callback = getattr(_progress_local, "callback", None)
-                if callback is not None:
-                    params.progress_callback = callback
-                return params
-
-            native.llama_model_default_params = with_progress
-
-    def on_progress(fraction: float, _user_data: Any) -> bool:
-        try:
-            return bool(progress(float(fraction)))
-        except Exception:
-            log.exception("A load progress callback raised; loading goes on")
-            return True
-
-    _progress_local.callback = native.llama_progress_callback(on_progress)  # kept alive here
-    try:
-        yield
-    finally:
-        _progress_local.callback = None
 
 
 def _llama_cpp() -> Any:
@@ -148,10 +98,6 @@ def default_threads() -> int:
     """One thread per physical core: llama-cpp-python's own default (half the logical CPUs)
     halves decode speed on small machines, and hyper-threads do not help matrix math."""
     return max(1, psutil.cpu_count(logical=False) or os.cpu_count() or 1)
-
-
-def available_memory() -> int:
-    return sizing.available_memory()
 
 
 # ---- cancellation without the GIL -----------------------------------------------------------
@@ -227,21 +173,73 @@ def choose_n_ctx(info: gguf.GGUFInfo, params: LoadParams, available: int) -> int
     return n_ctx
 
 
-@dataclass(slots=True)
-class Generation:
-    """What one generation produced, besides the streamed text."""
-
-    text: str
-    reason: FinishReason
-    usage: Usage
-    timings: Timings
+def available_memory() -> int:
+    return sizing.available_memory()
 
 
-TextSink = Callable[[str, int], None]
+_backend_ready = threading.Lock()
+_backend_started: list[bool] = []
+
+
+def _init_backend(llama_cpp: Any) -> None:
+    with _backend_ready:
+        if not _backend_started:
+            llama_cpp.llama_backend_init()
+            _backend_started.append(True)
+
+
+class Batch:
+    """A ``llama_batch`` whose arrays are numpy arrays owned here, so a step fills it with a few
+    vectorised assignments (one sequence id per token). Never passed to ``llama_batch_free``."""
+
+    def __init__(self, native: Any, capacity: int) -> None:
+        self.capacity = capacity
+        self.token = np.zeros(capacity, dtype=np.int32)
+        self.pos = np.zeros(capacity, dtype=np.int32)
+        self.n_seq_id = np.ones(capacity, dtype=np.int32)
+        self.seq = np.zeros(capacity, dtype=np.int32)
+        self.logits = np.zeros(capacity, dtype=np.int8)
+        i32 = ctypes.POINTER(ctypes.c_int32)
+        self._seq_ptrs = (i32 * capacity)()
+        base = self.seq.ctypes.data
+        for i in range(capacity):
+            self._seq_ptrs[i] = ctypes.cast(base + 4 * i, i32)
+        b = self.native = native.llama_batch()
+        b.n_tokens = 0
+        b.token = self.token.ctypes.data_as(i32)
+        b.embd = ctypes.POINTER(ctypes.c_float)()
+        b.pos = self.pos.ctypes.data_as(i32)
+        b.n_seq_id = self.n_seq_id.ctypes.data_as(i32)
+        b.seq_id = ctypes.cast(self._seq_ptrs, ctypes.POINTER(i32))
+        b.logits = self.logits.ctypes.data_as(ctypes.POINTER(ctypes.c_int8))
+        self.n = 0
+
+    def clear(self) -> None:
+        self.n = 0
+
+    def add(self, seq: int, tokens: Sequence[int], start_pos: int, output_last: bool) -> int:
+        """Append ``tokens`` of sequence ``seq`` at positions from ``start_pos``; the last one
+        gets logits if ``output_last``. Returns the batch index of the last token."""
+        n, k = self.n, len(tokens)
+        if n + k > self.capacity:
+            raise ValueError("batch overflow")
+        end = n + k
+        self.token[n:end] = tokens
+        self.pos[n:end] = np.arange(start_pos, start_pos + k, dtype=np.int32)
+        self.seq[n:end] = seq
+        self.logits[n:end] = 0
+        if output_last:
+            self.logits[end - 1] = 1
+        self.n = end
+        return end - 1
+
+    def ready(self) -> Any:
+        self.native.n_tokens = self.n
+        return self.native
 
 
 class LlamaCppModel:
-    """One loaded llama.cpp model and its context. Worker thread only."""
+    """One loaded llama.cpp model and its context. Worker thread only (see the module doc)."""
 
     def __init__(
         self,
@@ -257,26 +255,36 @@ class LlamaCppModel:
         self.n_threads = params.n_threads or default_threads()
         self.params = params
         self.model_id = model_id or self.path
+        self.n_parallel = max(1, params.n_parallel)
+        self.n_seq = self.n_parallel + CACHED_SEQUENCES
+        self.n_batch = max(1, min(params.n_batch, self.n_ctx))
         self.abort = AbortFlag()
-        self._eval_sizes: list[int] = []
-        self._embedder: Any = None
-        llama_cpp = _llama_cpp()
+        self.grammar_seconds = 0.0
+        self._vocab_index: VocabIndex | None = None
+        self._model: Any = None
+        self._ctx: Any = None
+        self._embed_ctx: Any = None
+        self._native = native = _llama_cpp().llama_cpp
+        _init_backend(native)
         try:
-            with _load_progress(progress):
-                self.llm = self._open(llama_cpp, params)
-        except (ValueError, RuntimeError, OSError) as e:
-            raise EngineError(
-                f"llama.cpp could not load {Path(path).name}: {e}. The file may be damaged or "
-                "use an architecture this build of llama.cpp does not support."
-            ) from e
-        llama_cpp.llama_set_abort_callback(self.llm._ctx.ctx, self.abort.callback, self.abort.data)
-        self._wrap_eval()
-        self._vocab = self.llm._model.vocab
+            self._model = self._load_weights(native, params, progress)
+            self.vocab = native.llama_model_get_vocab(self._model)
+            self._ctx = self._new_context(native, params)
+        except BaseException:
+            self.close()
+            raise
+        native.llama_set_abort_callback(self._ctx, self.abort.callback, self.abort.data)
+        self.memory = native.llama_get_memory(self._ctx)
+        self.n_vocab = int(native.llama_vocab_n_tokens(self.vocab))
+        self.batch = Batch(native, self.n_batch + self.n_parallel)
+        self.bos = int(native.llama_vocab_bos(self.vocab))
+        self.eos = int(native.llama_vocab_eos(self.vocab))
         template = params.chat_template or self.info.chat_template
         self.template = ChatTemplate(
             template,
-            bos_token=self._piece_text(self.llm.token_bos()),
-            eos_token=self._piece_text(self.llm.token_eos()),
+            bos_token=self._piece_text(self.bos),
+            eos_token=self._piece_text(self.eos),
+            name=Path(self.path).name,
         )
         self.load_seconds = time.perf_counter() - started
         self.has_fim = self._fim_tokens_exist()
@@ -292,35 +300,73 @@ class LlamaCppModel:
             load_seconds=self.load_seconds,
         )
 
-    def _open(self, llama_cpp: Any, params: LoadParams) -> Any:
-        return llama_cpp.Llama(
-            model_path=self.path,
-            n_ctx=self.n_ctx,
-            n_gpu_layers=params.n_gpu_layers,
-            n_threads=self.n_threads,
-            n_threads_batch=params.n_threads_batch or self.n_threads,
-            n_batch=min(params.n_batch, self.n_ctx),
-            n_ubatch=min(params.n_ubatch, params.n_batch, self.n_ctx),
-            flash_attn=params.flash_attn,
-            swa_full=SWA_FULL,
-            use_mmap=params.use_mmap,
-            use_mlock=params.use_mlock,
-            type_k=_KV_TYPES[params.cache_type_k],
-            type_v=_KV_TYPES[params.cache_type_v],
-            verbose=False,
+    def _load_weights(
+        self, native: Any, params: LoadParams, progress: Callable[[float], bool] | None
+    ) -> Any:
+        mparams = native.llama_model_default_params()
+        mparams.n_gpu_layers = params.n_gpu_layers if params.n_gpu_layers >= 0 else 0x7FFFFFFF
+        mparams.use_mmap = params.use_mmap
+        mparams.use_mlock = params.use_mlock
+        callback = None
+        if progress is not None:
+
+            def on_progress(fraction: float, _user_data: Any) -> bool:
+                try:
+                    return bool(progress(float(fraction)))
+                except Exception:
+                    log.exception("A load progress callback raised; loading goes on")
+                    return True
+
+            callback = native.llama_progress_callback(on_progress)  # alive during the load
+            mparams.progress_callback = callback
+        model = native.llama_model_load_from_file(self.path.encode("utf-8"), mparams)
+        del callback
+        if not model:
+            raise EngineError(
+                f"llama.cpp could not load {Path(self.path).name}. The file may be damaged or "
+                "use an architecture this build of llama.cpp does not support."
+            )
+        return model
+
+    def _context_params(self, native: Any, params: LoadParams) -> Any:
+        c = native.llama_context_default_params()
+        c.n_ctx = self.n_ctx
+        c.n_batch = self.n_batch
+        c.n_ubatch = max(1, min(params.n_ubatch, self.n_batch))
+        c.n_threads = self.n_threads
+        c.n_threads_batch = params.n_threads_batch or self.n_threads
+        c.flash_attn_type = (
+            native.LLAMA_FLASH_ATTN_TYPE_ENABLED
+            if params.flash_attn
+            else native.LLAMA_FLASH_ATTN_TYPE_DISABLED
         )
+        c.type_k = kv_cache_type_id(params.cache_type_k)
+        c.type_v = kv_cache_type_id(params.cache_type_v)
+        c.swa_full = SWA_FULL
+        c.kv_unified = True
+        c.no_perf = True
+        return c
+
+    def _new_context(self, native: Any, params: LoadParams) -> Any:
+        c = self._context_params(native, params)
+        c.n_seq_max = self.n_seq
+        c.n_outputs_max = self.n_seq  # llama.cpp reserves an output row per sequence
+        c.embeddings = False
+        ctx = native.llama_init_from_model(self._model, c)
+        if not ctx:
+            raise EngineError(
+                f"llama.cpp could not make a context of {self.n_ctx} tokens for "
+                f"{Path(self.path).name}; try a smaller context or fewer parallel answers."
+            )
+        return ctx
 
     # -- description ----------------------------------------------------------------------
 
     def _fim_tokens_exist(self) -> bool:
-        llama_cpp = _llama_cpp()
+        n = self._native
         return all(
-            f(self._vocab) >= 0
-            for f in (
-                llama_cpp.llama_vocab_fim_pre,
-                llama_cpp.llama_vocab_fim_suf,
-                llama_cpp.llama_vocab_fim_mid,
-            )
+            f(self.vocab) >= 0
+            for f in (n.llama_vocab_fim_pre, n.llama_vocab_fim_suf, n.llama_vocab_fim_mid)
         )
 
     def describe(self) -> LoadedModel:
@@ -328,39 +374,67 @@ class LlamaCppModel:
         the GUI) ask for it any time, and must never call into a model that may be closing."""
         return self._described
 
+    @property
+    def ctx(self) -> Any:
+        return self._ctx
+
     def close(self) -> None:
-        for llm in (self._embedder, getattr(self, "llm", None)):
-            if llm is not None:
+        native = self._native
+        for attr in ("_embed_ctx", "_ctx"):
+            ctx = getattr(self, attr, None)
+            if ctx:
                 with contextlib.suppress(Exception):
-                    llm.close()
-        self._embedder = None
+                    native.llama_free(ctx)
+            setattr(self, attr, None)
+        if getattr(self, "_model", None):
+            with contextlib.suppress(Exception):
+                native.llama_model_free(self._model)
+            self._model = None
 
     # -- tokens ---------------------------------------------------------------------------
 
     def tokenize(self, text: str, add_special: bool = True) -> list[int]:
-        tokens: list[int] = self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
-        if add_special and self._adds_bos() and (not tokens or tokens[0] != self.llm.token_bos()):
-            tokens.insert(0, self.llm.token_bos())
+        data = text.encode("utf-8")
+        native = self._native
+        size = len(data) + 2
+        while True:
+            buf = (native.llama_token * size)()
+            n = native.llama_tokenize(self.vocab, data, len(data), buf, size, False, True)
+            if n >= 0:
+                break
+            size = -n
+        tokens = list(buf[:n])
+        if add_special and self._adds_bos() and (not tokens or tokens[0] != self.bos):
+            tokens.insert(0, self.bos)
         return tokens
 
     def _adds_bos(self) -> bool:
-        return bool(_llama_cpp().llama_vocab_get_add_bos(self._vocab))
+        return bool(self._native.llama_vocab_get_add_bos(self.vocab))
 
-    def _piece(self, token: int, special: bool = False) -> bytes:
+    def piece(self, token: int, special: bool = False) -> bytes:
         buf = ctypes.create_string_buffer(128)
-        n = _llama_cpp().llama_token_to_piece(self._vocab, token, buf, len(buf), 0, special)
+        native = self._native
+        n = native.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, special)
         if n < 0:  # the piece is longer than the buffer: retry with the size asked for
             buf = ctypes.create_string_buffer(-n)
-            n = _llama_cpp().llama_token_to_piece(self._vocab, token, buf, len(buf), 0, special)
+            n = native.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, special)
         return buf.raw[: max(n, 0)]
 
     def _piece_text(self, token: int) -> str:
         return (
-            self._piece(token, special=True).decode("utf-8", errors="replace") if token >= 0 else ""
+            self.piece(token, special=True).decode("utf-8", errors="replace") if token >= 0 else ""
         )
 
-    def _is_eog(self, token: int) -> bool:
-        return bool(_llama_cpp().llama_vocab_is_eog(self._vocab, token))
+    def is_eog(self, token: int) -> bool:
+        return bool(self._native.llama_vocab_is_eog(self.vocab, token))
+
+    def vocab_index(self, build: bool = True) -> VocabIndex | None:
+        """The tokens grouped by their first characters, which makes grammars faster to
+        apply. Building it takes 1-2 s for a 262k-token vocabulary, so with ``build=False``
+        it is only built once applying grammars to whole vocabularies has cost that much."""
+        if self._vocab_index is None and (build or self.grammar_seconds >= VocabIndex.WORTH):
+            self._vocab_index = VocabIndex(self)
+        return self._vocab_index
 
     # -- prompts --------------------------------------------------------------------------
 
@@ -375,211 +449,115 @@ class LlamaCppModel:
                 f"{Path(self.path).name} has no fill-in-the-middle tokens, so `suffix` cannot "
                 "be used with it. Use a code model trained for FIM (e.g. Qwen2.5-Coder)."
             )
-        llama_cpp = _llama_cpp()
-        v = self._vocab
-        tokens = [llama_cpp.llama_vocab_fim_pre(v), *self.tokenize(request.prompt, False)]
-        tokens += [llama_cpp.llama_vocab_fim_suf(v), *self.tokenize(request.suffix, False)]
-        tokens.append(llama_cpp.llama_vocab_fim_mid(v))
+        n, v = self._native, self.vocab
+        tokens = [n.llama_vocab_fim_pre(v), *self.tokenize(request.prompt, False)]
+        tokens += [n.llama_vocab_fim_suf(v), *self.tokenize(request.suffix, False)]
+        tokens.append(n.llama_vocab_fim_mid(v))
         if self._adds_bos():
-            tokens.insert(0, self.llm.token_bos())
+            tokens.insert(0, self.bos)
         return tokens
 
-    # -- generation -----------------------------------------------------------------------
+    # -- what the scheduler calls ---------------------------------------------------------
 
-    def _wrap_eval(self) -> None:
-        """Record how many tokens each ``eval`` call processes, so the first call of a
-        generation tells exactly how much of the prompt the KV cache could not reuse."""
-        original = self.llm.eval
+    def new_sampler(self, sampling: SamplingParams, seed: int) -> Sampler:
+        from app.engine.sampling import grammar_for
 
-        def counting_eval(tokens: Sequence[int]) -> None:
-            self._eval_sizes.append(len(tokens))
-            original(tokens)
+        if sampling.logit_bias and any(not 0 <= t < self.n_vocab for t in sampling.logit_bias):
+            raise BadRequestError(f"logit_bias names a token id outside 0..{self.n_vocab - 1}.")
+        return Sampler(self, sampling, seed, grammar_for(sampling))
 
-        self.llm.eval = counting_eval
+    def decode(self) -> int:
+        """Decode ``self.batch``: llama.cpp's code (0 ok, 1 no room in the KV cache, 2
+        aborted, < 0 an error)."""
+        return int(self._native.llama_decode(self._ctx, self.batch.ready()))
 
-    def generate(
-        self,
-        prompt_tokens: list[int],
-        sampling: SamplingParams,
-        cancelled: threading.Event,
-        emit: TextSink,
-        extra_stop: tuple[str, ...] = (),
-    ) -> Generation:
-        """Stream a completion of ``prompt_tokens`` into ``emit(text, n_tokens)``."""
-        n_prompt = len(prompt_tokens)
-        if n_prompt >= self.n_ctx:
-            raise ContextOverflowError(
-                f"The prompt is {n_prompt} tokens but the model was loaded with a context of "
-                f"{self.n_ctx}. Shorten the conversation or load the model with a larger context."
-            )
-        room = self.n_ctx - n_prompt
-        max_tokens = min(sampling.max_tokens or room, room)
-        matcher = StopMatcher((*sampling.stop, *extra_stop))
-        utf8 = Utf8Stream()
-        pieces: list[str] = []
-        reason: FinishReason = "length"
-        n_out = 0
-        started = time.perf_counter()
-        first_at: float | None = None
-        self._eval_sizes.clear()
-        self.abort.clear()
-        tokens = self._token_stream(prompt_tokens, sampling)
+    def seq_rm(self, seq: int, p0: int = -1, p1: int = -1) -> bool:
+        return bool(self._native.llama_memory_seq_rm(self.memory, seq, p0, p1))
 
-        def out(text: str, n: int) -> None:
-            if text:
-                pieces.append(text)
-                emit(text, n)
+    def seq_cp(self, src: int, dst: int, p0: int = -1, p1: int = -1) -> None:
+        self._native.llama_memory_seq_cp(self.memory, src, dst, p0, p1)
 
-        try:
-            for token in tokens:
-                if first_at is None:
-                    first_at = time.perf_counter()
-                if cancelled.is_set():
-                    reason = "cancelled"
-                    break
-                if self._is_eog(token):
-                    reason = "stop"
-                    break
-                n_out += 1
-                out(matcher.feed(utf8.feed(self._piece(token))), 1)
-                if matcher.stopped:
-                    reason = "stop"
-                    break
-                if n_out >= max_tokens:
-                    reason = "length"
-                    break
-        except RuntimeError:
-            # llama_decode returns 2 when our abort callback fired mid-prompt.
-            if not (cancelled.is_set() or self.abort.is_set()):
-                raise
-            reason = "cancelled"
-        finally:
-            tokens.close()
-            self.abort.clear()
-        if reason != "stop":
-            out(matcher.feed(utf8.flush()) + matcher.flush(), 0)
-        ended = time.perf_counter()
-        evaluated = self._eval_sizes[0] if self._eval_sizes else 0
-        usage = Usage(n_prompt, n_out, cached_tokens=max(0, n_prompt - evaluated))
-        return Generation(
-            "".join(pieces), reason, usage, _timings(started, first_at, ended, evaluated, n_out)
-        )
+    def seq_pos_min(self, seq: int) -> int:
+        return int(self._native.llama_memory_seq_pos_min(self.memory, seq))
 
-    def _token_stream(
-        self, prompt_tokens: list[int], s: SamplingParams
-    ) -> Generator[int, Any, None]:
-        llama_cpp = _llama_cpp()
-        self.llm.set_seed(s.seed if s.seed is not None else random.randint(0, 2**31 - 1))
-        self.llm.last_n_tokens_size = s.repeat_last_n
-        grammar = None
-        try:
-            if s.json_schema is not None:
-                grammar = llama_cpp.LlamaGrammar.from_json_schema(
-                    json.dumps(s.json_schema), verbose=False
-                )
-            elif s.grammar:
-                grammar = llama_cpp.LlamaGrammar.from_string(s.grammar, verbose=False)
-        # llama_cpp's schema converter reports some problems (e.g. an unresolvable $ref)
-        # with assert, KeyError or TypeError: all of them are the request's fault.
-        except (ValueError, RuntimeError, AssertionError, KeyError, TypeError) as e:
-            raise BadRequestError(f"The grammar or JSON schema is invalid: {e}") from e
-        if grammar is not None:
-            self._check_grammar(grammar._grammar, grammar._root)
-        processors = None
-        n_vocab = self.llm.n_vocab()
-        if s.logit_bias and any(not 0 <= t < n_vocab for t in s.logit_bias):
-            raise BadRequestError(f"logit_bias names a token id outside 0..{n_vocab - 1}.")
-        if s.logit_bias:
-            processors = llama_cpp.LogitsProcessorList([_logit_bias_processor(s.logit_bias)])
-        gen: Generator[int, Any, None] = self.llm.generate(
-            prompt_tokens,
-            top_k=s.top_k,
-            top_p=s.top_p,
-            min_p=s.min_p,
-            typical_p=s.typical_p,
-            temp=s.temperature,
-            repeat_penalty=s.repeat_penalty,
-            frequency_penalty=s.frequency_penalty,
-            presence_penalty=s.presence_penalty,
-            mirostat_mode=s.mirostat_mode,
-            mirostat_tau=s.mirostat_tau,
-            mirostat_eta=s.mirostat_eta,
-            logits_processor=processors,
-            grammar=grammar,
-        )
-        return gen
-
-    def _check_grammar(self, text: str, root: str) -> None:
-        """llama.cpp answers a grammar it cannot parse with a NULL sampler, which
-        llama-cpp-python adds to its chain unchecked: the process then segfaults. Parse it
-        once here, where a failure is only a clear error."""
-        llama_cpp = _llama_cpp()
-        sampler = llama_cpp.llama_sampler_init_grammar(
-            self._vocab, text.encode("utf-8"), root.encode("utf-8")
-        )
-        if not sampler:
-            raise BadRequestError(
-                "The grammar does not parse (GBNF); check it, e.g. with llama.cpp's "
-                "gbnf-validator. It needs a `root` rule."
-            )
-        llama_cpp.llama_sampler_free(sampler)
+    def seq_pos_max(self, seq: int) -> int:
+        return int(self._native.llama_memory_seq_pos_max(self.memory, seq))
 
     # -- embeddings -----------------------------------------------------------------------
 
-    def embed(self, inputs: list[str], normalize: bool) -> tuple[list[list[float]], int]:
-        """Embeddings use a second context on the same (memory-mapped, so shared) weights,
-        with mean pooling, so they never disturb the chat context's KV cache."""
-        if self._embedder is None:
-            llama_cpp = _llama_cpp()
-            n_ctx = min(self.n_ctx, 4096)
-            self._embedder = llama_cpp.Llama(
-                model_path=self.path,
-                embedding=True,
-                pooling_type=llama_cpp.LLAMA_POOLING_TYPE_MEAN,
-                n_ctx=n_ctx,
-                n_batch=n_ctx,
-                n_ubatch=n_ctx,
-                n_threads=self.n_threads,
-                n_gpu_layers=self.params.n_gpu_layers,
-                verbose=False,
-            )
-        # llama_cpp tokenizes each input once and, with truncate=False, refuses one longer than
-        # its batch (n_batch == n_ctx here) with a ValueError instead of cutting it silently:
-        # that is the length check, with no tokenizing pass of our own.
-        try:
-            vectors, count = self._embedder.embed(
-                inputs, normalize=normalize, truncate=False, return_count=True
-            )
-        except ValueError as e:  # "Requested tokens (N) exceed batch size of M"
-            raise ContextOverflowError(
-                f"An input is longer than the {self._embedder.n_batch} tokens an embedding "
-                "can cover; split it into smaller pieces."
-            ) from e
-        return [list(map(float, v)) for v in vectors], int(count)
+    def embed(
+        self, inputs: list[str], normalize: bool, cancelled: Callable[[], bool] = lambda: False
+    ) -> tuple[list[list[float]], int]:
+        """Mean-pooled embeddings, from a second context on the same weights (so embeddings
+        never disturb the generating sequences' KV cache).
+
+        llama.cpp computes every output token's logits when a context makes embeddings, and
+        its buffer for them is ``n_vocab`` floats per output: a 2,000-token input pooled in
+        one ubatch needs 2 GB with a 262k vocabulary. So the context makes per-token
+        embeddings (no pooling) ``EMBED_CHUNK`` tokens at a time, attention reaching back
+        through its KV cache as in a prompt, and the mean is taken here: memory stays
+        proportional to the input, and a cancel is seen between chunks (or mid-chunk through
+        the abort flag)."""
+        token_lists = [self.tokenize(text) for text in inputs]
+        for tokens in token_lists:
+            if len(tokens) > EMBED_MAX_TOKENS:
+                raise ContextOverflowError(
+                    f"An input is {len(tokens)} tokens; an embedding covers at most "
+                    f"{EMBED_MAX_TOKENS}. Split it into smaller pieces."
+                )
+            if not tokens:
+                raise BadRequestError("An embedding input is empty.")
+        native = self._native
+        ctx = self._embedding_context()
+        mem = native.llama_get_memory(ctx)
+        n_embd = int(native.llama_model_n_embd(self._model))
+        batch = Batch(native, EMBED_CHUNK)
+        vectors: list[list[float]] = []
+        for tokens in token_lists:
+            native.llama_memory_clear(mem, True)
+            total = np.zeros(n_embd, dtype=np.float64)
+            for start in range(0, len(tokens), EMBED_CHUNK):
+                if cancelled():
+                    raise EmbeddingCancelledError
+                chunk = tokens[start : start + EMBED_CHUNK]
+                batch.clear()
+                batch.add(0, chunk, start, output_last=False)
+                batch.logits[: batch.n] = 1
+                code = int(native.llama_decode(ctx, batch.ready()))
+                if code == 2 or (code != 0 and cancelled()):
+                    raise EmbeddingCancelledError
+                if code != 0:
+                    raise EngineError(f"llama.cpp could not compute the embedding (code {code}).")
+                rows = native.llama_get_embeddings(ctx)
+                if not rows:
+                    raise EngineError("llama.cpp returned no embeddings for this model.")
+                block = np.ctypeslib.as_array(rows, shape=(len(chunk) * n_embd,))
+                total += block.reshape(len(chunk), n_embd).sum(axis=0, dtype=np.float64)
+            mean = total / len(tokens)
+            if normalize:
+                norm = float(np.linalg.norm(mean))
+                if norm > 0:
+                    mean = mean / norm
+            vectors.append([float(x) for x in mean])
+        return vectors, sum(len(t) for t in token_lists)
+
+    def _embedding_context(self) -> Any:
+        if self._embed_ctx is None:
+            native = self._native
+            c = self._context_params(native, self.params)
+            c.n_ctx = min(EMBED_MAX_TOKENS, max(self.n_ctx, EMBED_CHUNK))
+            c.n_batch = c.n_ubatch = EMBED_CHUNK
+            c.n_seq_max = 1
+            c.n_outputs_max = EMBED_CHUNK
+            c.embeddings = True
+            c.pooling_type = native.LLAMA_POOLING_TYPE_NONE
+            ctx = native.llama_init_from_model(self._model, c)
+            if not ctx:
+                raise EngineError("llama.cpp could not make a context for embeddings.")
+            native.llama_set_abort_callback(ctx, self.abort.callback, self.abort.data)
+            self._embed_ctx = ctx
+        return self._embed_ctx
 
 
-def _logit_bias_processor(bias: dict[int, float]) -> Callable[[Any, Any], Any]:
-    ids = np.fromiter(bias.keys(), dtype=np.intc)
-    values = np.fromiter(bias.values(), dtype=np.single)
-
-    def apply(_input_ids: Any, scores: Any) -> Any:
-        scores[ids] += values
-        return scores
-
-    return apply
-
-
-def _timings(
-    started: float, first_at: float | None, ended: float, evaluated: int, n_out: int
-) -> Timings:
-    if first_at is None:
-        return Timings(prompt_seconds=ended - started)
-    prompt_s = first_at - started
-    gen_s = ended - first_at
-    return Timings(
-        time_to_first_token=prompt_s,
-        prompt_seconds=prompt_s,
-        generation_seconds=gen_s,
-        prompt_tokens_per_second=evaluated / prompt_s if prompt_s > 0 else 0.0,
-        generation_tokens_per_second=(n_out - 1) / gen_s if n_out > 1 and gen_s > 0 else 0.0,
-    )
+class EmbeddingCancelledError(Exception):
+    """An embedding job was cancelled (turned into a "cancelled" Finished by the worker)."""

@@ -7,8 +7,12 @@ the GUI bridge and the HTTP routes. No Qt, no llama_cpp imports here.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict
+
+if TYPE_CHECKING:
+    from app.engine.templates import RenderedPrompt
 
 KVCacheType = Literal["f32", "f16", "bf16", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0"]
 FinishReason = Literal["stop", "length", "cancelled", "error", "tool_calls"]
@@ -38,7 +42,9 @@ class LoadParams:
     cache_type_k: KVCacheType = "f16"
     cache_type_v: KVCacheType = "f16"
     chat_template: str | None = None  # overrides the template in the GGUF metadata
-    n_parallel: int = DEFAULT_PARALLEL  # answers decoded together (sequence slots sharing one context)
+    n_parallel: int = (
+        DEFAULT_PARALLEL  # answers decoded together (sequence slots sharing one context)
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,3 +300,76 @@ class EngineCrashedError(EngineError):
 
 class QueueFullError(EngineError):
     code = "queue_full"
+
+
+# ---- the engine seam: what the worker and its scheduler need of a loaded model ---------------
+
+
+class AbortLike(Protocol):
+    def set(self) -> None: ...
+
+    def clear(self) -> None: ...
+
+    def is_set(self) -> bool: ...
+
+
+class BatchLike(Protocol):
+    def clear(self) -> None: ...
+
+    def add(self, seq: int, tokens: list[int], start_pos: int, output_last: bool) -> int: ...
+
+
+class SamplerLike(Protocol):
+    def sample(self, ctx: Any, idx: int) -> int: ...
+
+    def close(self) -> None: ...
+
+
+class Model(Protocol):
+    """A loaded model as the engine worker drives it: ``app.engine.llamacpp.LlamaCppModel``,
+    and the fakes tests use. Worker thread only, except ``abort`` and ``describe``."""
+
+    model_id: str
+    n_ctx: int
+    n_parallel: int  # sequences generating at once
+    n_seq: int  # sequences in the context: n_parallel plus idle ones kept as a prefix cache
+    n_batch: int  # most tokens one decode takes
+
+    @property
+    def abort(self) -> AbortLike: ...
+
+    @property
+    def batch(self) -> BatchLike: ...
+
+    @property
+    def ctx(self) -> Any: ...
+
+    def describe(self) -> LoadedModel: ...
+
+    def close(self) -> None: ...
+
+    def tokenize(self, text: str, add_special: bool = True) -> list[int]: ...
+
+    def render_chat(self, request: ChatRequest) -> RenderedPrompt: ...
+
+    def completion_tokens(self, request: CompletionRequest) -> list[int]: ...
+
+    def new_sampler(self, sampling: SamplingParams, seed: int) -> SamplerLike: ...
+
+    def decode(self) -> int: ...
+
+    def seq_rm(self, seq: int, p0: int = -1, p1: int = -1) -> bool: ...
+
+    def seq_cp(self, src: int, dst: int, p0: int = -1, p1: int = -1) -> None: ...
+
+    def seq_pos_min(self, seq: int) -> int: ...
+
+    def seq_pos_max(self, seq: int) -> int: ...
+
+    def piece(self, token: int, special: bool = False) -> bytes: ...
+
+    def is_eog(self, token: int) -> bool: ...
+
+    def embed(
+        self, inputs: list[str], normalize: bool, cancelled: Callable[[], bool]
+    ) -> tuple[list[list[float]], int]: ...

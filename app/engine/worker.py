@@ -2,6 +2,11 @@
 
 Loading, unloading, generating, tokenizing and embedding are all jobs on its queue, so a model
 swap never overlaps a generation and a llama.cpp context is never touched by two threads.
+Chats and completions run together: the worker admits them, in queue order, into the free slots
+of their model's :class:`~app.engine.scheduler.Scheduler` (``LoadParams.n_parallel``) and steps
+every scheduler that has work, one batch at a time. Other jobs run between steps, in queue
+order; a load or unload waits until no answer is being written (a model swap never overlaps a
+generation). Jobs marked ``priority`` (the app's own chats) go ahead of waiting API requests.
 
 A job has an id, its request, a cancel token and a sink. The sink receives ``Started``,
 ``Delta`` events and exactly one final event (``Finished`` or ``Failed``), and nothing after
@@ -23,11 +28,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.engine.scheduler import Scheduler
 from app.engine.types import (
     BadRequestError,
     ChatRequest,
     CompletionRequest,
-    Delta,
     EmbeddingRequest,
     EngineCrashedError,
     EngineError,
@@ -38,6 +43,7 @@ from app.engine.types import (
     LoadParams,
     LoadProgress,
     LoadRequest,
+    Model,
     ModelNotLoadedError,
     QueueFullError,
     RenderPromptRequest,
@@ -186,25 +192,34 @@ class Job:
 
 @dataclass(slots=True)
 class _State:
-    models: dict[str, Any] = field(default_factory=dict)  # model_id -> LlamaCppModel
+    models: dict[str, Model] = field(default_factory=dict)
+    schedulers: dict[str, Scheduler] = field(default_factory=dict)
     last_loaded: str | None = None
 
 
 # Called while the weights load, with the fraction done; returning False stops the load.
 LoadProgressFn = Callable[[float], bool]
-ModelFactory = Callable[[LoadRequest, LoadProgressFn], Any]
+ModelFactory = Callable[[LoadRequest, LoadProgressFn], Model]
 
 PROGRESS_STEP = 0.01  # report a load's progress in steps of at least 1%
 
 
-def _default_factory(request: LoadRequest, progress: LoadProgressFn) -> Any:
+def _default_factory(request: LoadRequest, progress: LoadProgressFn) -> Model:
     from app.engine.llamacpp import LlamaCppModel
 
     return LlamaCppModel(request.path, request.params, request.model_id, progress)
 
 
+def _generates(request: Request) -> bool:
+    return isinstance(request, ChatRequest | CompletionRequest)
+
+
+def _priority(request: Request) -> int:
+    return int(getattr(request, "priority", 0))
+
+
 class EngineWorker:
-    """Owns the models; runs jobs one at a time in arrival order.
+    """Owns the models; admits generations into their schedulers, runs other jobs in order.
 
     Thread: one daemon thread named ``ember-engine``. Public methods are thread-safe.
     ``max_queue`` bounds the number of waiting jobs; ``submit`` raises QueueFullError beyond it.
@@ -215,7 +230,8 @@ class EngineWorker:
         self._factory = model_factory or _default_factory
         self._queue: deque[Job] = deque()
         self._cond = threading.Condition()
-        self._current: Job | None = None
+        self._current: Job | None = None  # a job that is not a generation, while it runs
+        self._running: dict[Job, Scheduler] = {}  # admitted generations
         self._state = _State()
         self._stopping = False
         self._thread = threading.Thread(target=self._run, name="ember-engine", daemon=True)
@@ -224,6 +240,8 @@ class EngineWorker:
     # -- submitting -------------------------------------------------------------------------
 
     def submit(self, request: Request, sink: Sink | None = None) -> Job:
+        if _generates(request):
+            _check_constraint(request)  # a bad grammar or schema fails here, on the caller
         job = Job(request, sink)
         job._on_cancel = self._on_job_cancel
         with self._cond:
@@ -233,7 +251,15 @@ class EngineWorker:
                 raise QueueFullError(
                     f"The engine has {len(self._queue)} jobs waiting; try again shortly."
                 )
-            self._queue.append(job)
+            priority = _priority(request)
+            if priority > 0:  # ahead of every waiting job of a lower priority
+                at = next(
+                    (i for i, j in enumerate(self._queue) if _priority(j.request) < priority),
+                    len(self._queue),
+                )
+                self._queue.insert(at, job)
+            else:
+                self._queue.append(job)
             self._cond.notify()
         return job
 
@@ -246,7 +272,12 @@ class EngineWorker:
 
     @property
     def busy(self) -> bool:
-        return self._current is not None
+        return self._current is not None or bool(self._running)
+
+    @property
+    def running(self) -> int:
+        """How many answers are being written now."""
+        return len(self._running)
 
     def loaded_models(self) -> list[Any]:
         """Descriptions (LoadedModel) of the loaded models; safe from any thread."""
@@ -257,17 +288,21 @@ class EngineWorker:
             queued = job in self._queue
             if queued:
                 self._queue.remove(job)
-            elif self._current is job:
+            scheduler = self._running.get(job)
+            if self._current is job:
                 # Under the lock, so the flag cannot hit the next job by mistake: a new job
                 # clears it only after it became current.
                 model = self._model_of(job.request)
                 if model is not None:
                     model.abort.set()
+            self._cond.notify_all()
+        if scheduler is not None:
+            scheduler.on_cancel(job)
         if queued:
             waited = time.perf_counter() - job.submitted_at
             job.finish(Finished(job.id, "cancelled", timings=Timings(queued_seconds=waited)))
 
-    def _model_of(self, request: Request) -> Any:
+    def _model_of(self, request: Request) -> Model | None:
         model_id = getattr(request, "model", None)
         key = model_id or self._state.last_loaded
         return self._state.models.get(key) if key else None
@@ -281,32 +316,90 @@ class EngineWorker:
             pending = list(self._queue)
             self._queue.clear()
             current = self._current
+            running = list(self._running)
             self._cond.notify_all()
         for job in pending:
             job.cancelled.set()
             job.finish(Finished(job.id, "cancelled"))
-        if current is not None:
-            current.cancel()
+        for active in [current, *running]:
+            if active is not None:
+                active.cancel()
         if threading.current_thread() is not self._thread:
             self._thread.join(timeout)
 
     # -- the thread ---------------------------------------------------------------------------
 
     def _run(self) -> None:
-        while True:
-            with self._cond:
-                while not self._queue and not self._stopping:
-                    self._cond.wait()
-                if self._stopping and not self._queue:
-                    break
-                job = self._queue.popleft()
-                self._current = job
+        try:
+            while self._turn():
+                pass
+        finally:
+            for scheduler in list(self._state.schedulers.values()):
+                scheduler.cancel_all()
+            self._unload_all()
+
+    def _turn(self) -> bool:
+        """Admit what can start, run one other job or one step of every busy scheduler.
+        False once the worker should stop."""
+        with self._cond:
+            while not self._queue and not self._running and not self._stopping:
+                self._cond.wait()
+            if self._stopping and not self._queue and not self._running:
+                return False
+            admit, other = self._take_jobs()
+            if other is not None:
+                self._current = other
+        for job, scheduler in admit:
+            scheduler.admit(job)
+        if other is not None:
             try:
-                self._execute(job)
+                self._execute(other)
             finally:
                 with self._cond:
                     self._current = None
-        self._unload_all()
+            return True
+        for scheduler in {id(s): s for s in self._running.values()}.values():
+            scheduler.step()
+        return True
+
+    def _take_jobs(self) -> tuple[list[tuple[Job, Scheduler]], Job | None]:
+        """Under the lock: the generations that can start now (in queue order, while their
+        model has a free slot) and at most one other job, when its turn has come."""
+        admit: list[tuple[Job, Scheduler]] = []
+        while self._queue:
+            job = self._queue[0]
+            r = job.request
+            if not _generates(r):
+                if isinstance(r, LoadRequest | UnloadRequest) and self._running:
+                    break  # a model swap waits for the answers being written
+                self._queue.popleft()
+                return admit, job
+            scheduler = self._scheduler_for(r)
+            if scheduler is None:  # no such model: the job fails as a one-off
+                self._queue.popleft()
+                return admit, job
+            if not scheduler.has_room(pending=sum(1 for _, s in admit if s is scheduler)):
+                break
+            self._queue.popleft()
+            if job.cancelled.is_set():
+                waited = time.perf_counter() - job.submitted_at
+                job.finish(Finished(job.id, "cancelled", timings=Timings(queued_seconds=waited)))
+                continue
+            self._running[job] = scheduler
+            admit.append((job, scheduler))
+        return admit, None
+
+    def _scheduler_for(self, request: Request) -> Scheduler | None:
+        key = getattr(request, "model", None) or self._state.last_loaded
+        if key is None:
+            return None
+        return self._state.schedulers.get(key)
+
+    def _finish_generation(self, job: Job, final: FinalEvent) -> None:
+        """A scheduler's job is over: free its place, then deliver its final event."""
+        with self._cond:
+            self._running.pop(job, None)
+        job.finish(final)
 
     def _execute(self, job: Job) -> None:
         queued = time.perf_counter() - job.submitted_at
@@ -321,6 +414,10 @@ class EngineWorker:
         except Exception as e:  # a bug or a native failure must not kill the worker
             log.exception("Engine job %s failed unexpectedly", job.id)
             final = Failed(job.id, EngineCrashedError(f"The engine failed: {e}"))
+        finally:
+            model = self._model_of(job.request)
+            if model is not None:
+                model.abort.clear()
         if queued:
             final = _with_queue_time(final, queued)
         job.finish(final)
@@ -333,21 +430,25 @@ class EngineWorker:
             self._do_unload(r.model)
             return Finished(job.id, "stop")
         model = self._require_model(getattr(r, "model", None))
-        if isinstance(r, ChatRequest):
-            return self._do_chat(job, model, r)
-        if isinstance(r, CompletionRequest):
-            return self._do_completion(job, model, r)
         if isinstance(r, TokenizeRequest):
             tokens = model.tokenize(r.text, r.add_special)
             return Finished(job.id, "stop", Usage(len(tokens)), result=tokens)
         if isinstance(r, EmbeddingRequest):
-            vectors, count = model.embed(r.inputs, r.normalize)
-            return Finished(job.id, "stop", Usage(count), result=vectors)
+            return self._do_embed(job, model, r)
         if isinstance(r, RenderPromptRequest):
             return Finished(job.id, "stop", result=model.render_chat(r.chat).text)
         raise BadRequestError(f"Unknown request type {type(r).__name__}")
 
-    def _require_model(self, model_id: str | None) -> Any:
+    def _do_embed(self, job: Job, model: Model, r: EmbeddingRequest) -> FinalEvent:
+        from app.engine.llamacpp import EmbeddingCancelledError
+
+        try:
+            vectors, count = model.embed(r.inputs, r.normalize, job.cancelled.is_set)
+        except EmbeddingCancelledError:
+            return Finished(job.id, "cancelled")
+        return Finished(job.id, "stop", Usage(count), result=vectors)
+
+    def _require_model(self, model_id: str | None) -> Model:
         key = model_id or self._state.last_loaded
         if key is None or key not in self._state.models:
             loaded = ", ".join(self._state.models) or "none"
@@ -377,12 +478,16 @@ class EngineWorker:
                 return Finished(job.id, "cancelled")
             raise
         self._state.models[model.model_id] = model
+        self._state.schedulers[model.model_id] = Scheduler(model, self._finish_generation)
         self._state.last_loaded = model.model_id
         return Finished(job.id, "stop", result=model.describe())
 
     def _do_unload(self, model_id: str | None) -> None:
         ids = [model_id] if model_id else list(self._state.models)
         for mid in ids:
+            scheduler = self._state.schedulers.pop(mid, None)
+            if scheduler is not None:
+                scheduler.cancel_all()
             model = self._state.models.pop(mid, None)
             if model is not None:
                 model.close()
@@ -395,25 +500,15 @@ class EngineWorker:
         except Exception:
             log.exception("Unloading models at shutdown failed")
 
-    def _emitter(self, job: Job) -> Callable[[str, int], None]:
-        def emit(text: str, n: int) -> None:
-            job.emit(Delta(job.id, text, n))
 
-        return emit
+def _check_constraint(request: Request) -> None:
+    """Convert and bound a request's grammar or JSON schema now, on the submitting thread, so a
+    bad or oversized one never takes the engine (the result is cached for the engine)."""
+    from app.engine.sampling import grammar_for
 
-    def _do_chat(self, job: Job, model: Any, r: ChatRequest) -> FinalEvent:
-        rendered = model.render_chat(r)
-        tokens = model.tokenize(rendered.text)
-        gen = model.generate(tokens, r.sampling, job.cancelled, self._emitter(job), rendered.stop)
-        return Finished(job.id, gen.reason, gen.usage, gen.timings, result=gen.text)
-
-    def _do_completion(self, job: Job, model: Any, r: CompletionRequest) -> FinalEvent:
-        tokens = model.completion_tokens(r)
-        if r.echo:
-            job.emit(Delta(job.id, r.prompt, 0))
-        gen = model.generate(tokens, r.sampling, job.cancelled, self._emitter(job))
-        text = (r.prompt + gen.text) if r.echo else gen.text
-        return Finished(job.id, gen.reason, gen.usage, gen.timings, result=text)
+    sampling = getattr(request, "sampling", None)
+    if sampling is not None and (sampling.grammar or sampling.json_schema is not None):
+        grammar_for(sampling)
 
 
 def _with_queue_time(final: FinalEvent, queued: float) -> FinalEvent:

@@ -1,0 +1,139 @@
+"""Which sequence of the context holds which tokens: the prefix cache.
+
+The context has ``n_seq`` sequences (``n_parallel`` generating plus idle ones). Each
+:class:`CachedSeq` records the tokens whose KV its sequence holds, from position 0. When a job
+arrives, :meth:`PrefixCache.acquire` finds the sequence sharing the longest prefix with its
+prompt, from any earlier or running request, not only the last one:
+
+* an idle sequence whose tokens all begin the prompt (a follow-up in the same chat) is taken
+  over as it is;
+* otherwise the prefix is copied into a free sequence with ``llama_memory_seq_cp``, which in a
+  unified KV cache only tags the cells with one more sequence id (no memory, no compute), so
+  the source keeps its own continuation (switching back to a branch, regenerating, an editor
+  resending a file, two chats with one system prompt);
+* idle sequences are evicted least-recently-used when a sequence is needed or when the cache
+  has no room for a batch (:meth:`evict_one`).
+
+Pure bookkeeping over the model's ``seq_rm``/``seq_cp``; worker thread only.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+class SequenceMemory(Protocol):
+    def seq_rm(self, seq: int, p0: int = -1, p1: int = -1) -> bool: ...
+
+    def seq_cp(self, src: int, dst: int, p0: int = -1, p1: int = -1) -> None: ...
+
+    def seq_pos_min(self, seq: int) -> int: ...
+
+    def seq_pos_max(self, seq: int) -> int: ...
+
+
+@dataclass(slots=True)
+class CachedSeq:
+    seq: int
+    tokens: list[int] = field(default_factory=list)  # KV held for positions 0..len-1
+    busy: bool = False  # a running job owns it
+    last_used: int = 0
+
+
+def common_prefix(a: list[int], b: list[int], limit: int) -> int:
+    n = min(len(a), len(b), limit)
+    if n <= 0:
+        return 0
+    if a[:n] == b[:n]:  # the usual case (a follow-up), compared in C
+        return n
+    lo, hi = 0, n  # a[:lo] == b[:lo] and a[:hi] != b[:hi]: bisect on slices, also in C
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+class PrefixCache:
+    """The sequences of one context and the tokens each holds."""
+
+    def __init__(self, memory: SequenceMemory, n_seq: int) -> None:
+        self._memory = memory
+        self.entries = [CachedSeq(i) for i in range(n_seq)]
+        self._clock = itertools.count(1)
+
+    def acquire(self, prompt: list[int]) -> tuple[int, int]:
+        """A sequence for a job with ``prompt``: ``(seq, reused)``, where the sequence's KV
+        now holds exactly ``prompt[:reused]`` (at most ``len(prompt) - 1`` tokens, so at least
+        one is decoded to get logits). Raises LookupError when every sequence is busy."""
+        limit = len(prompt) - 1
+        best: CachedSeq | None = None
+        best_n = 0
+        for e in self.entries:
+            n = common_prefix(e.tokens, prompt, limit)
+            if n > best_n and self._memory.seq_pos_min(e.seq) <= 0:
+                best, best_n = e, n
+        dst: CachedSeq | None
+        if best is not None and not best.busy and best_n == len(best.tokens):
+            dst = best  # a pure continuation: take it over
+        else:
+            dst = self._free_entry(keep=best)
+            if dst is None and best is not None and not best.busy:
+                dst = best  # the only idle one: trim it to the shared prefix
+            if dst is None:
+                raise LookupError("every sequence is busy")
+            if dst is not best:
+                self._clear(dst)
+                if best is not None and best_n > 0:
+                    self._memory.seq_cp(best.seq, dst.seq, 0, best_n)
+                    dst.tokens = prompt[:best_n]
+        reused = best_n if best is not None and dst.tokens[:best_n] == prompt[:best_n] else 0
+        if len(dst.tokens) > reused and not self._memory.seq_rm(dst.seq, reused, -1):
+            self._clear(dst)  # a model that cannot cut a sequence (recurrent state)
+            reused = 0
+        dst.tokens = prompt[:reused]
+        dst.busy = True
+        dst.last_used = next(self._clock)
+        return dst.seq, reused
+
+    def release(self, seq: int, tokens: list[int]) -> None:
+        """The job on ``seq`` is over; its sequence holds ``tokens`` and stays cached."""
+        e = self.entries[seq]
+        e.tokens = tokens
+        e.busy = False
+        e.last_used = next(self._clock)
+
+    def drop(self, seq: int) -> None:
+        """Forget what ``seq`` holds (its KV may be inconsistent, e.g. after a failed decode)."""
+        e = self.entries[seq]
+        self._clear(e)
+        e.busy = False
+
+    def evict_one(self) -> bool:
+        """Free the least recently used idle sequence's cells; False if none holds any."""
+        idle = [e for e in self.entries if not e.busy and e.tokens]
+        if not idle:
+            return False
+        self._clear(min(idle, key=lambda e: e.last_used))
+        return True
+
+    def cached_tokens(self) -> int:
+        return sum(len(e.tokens) for e in self.entries if not e.busy)
+
+    def _free_entry(self, keep: CachedSeq | None) -> CachedSeq | None:
+        """An idle sequence to use: an empty one, else the least recently used other than
+        ``keep`` (the source of a copy)."""
+        idle = [e for e in self.entries if not e.busy and e is not keep]
+        if not idle:
+            return None
+        empty = [e for e in idle if not e.tokens]
+        return empty[0] if empty else min(idle, key=lambda e: e.last_used)
+
+    def _clear(self, e: CachedSeq) -> None:
+        if e.tokens or self._memory.seq_pos_max(e.seq) >= 0:
+            self._memory.seq_rm(e.seq, -1, -1)
+        e.tokens = []

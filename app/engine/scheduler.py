@@ -1,0 +1,331 @@
+"""Continuous batching: many answers decoded together from one llama.cpp context.
+
+A :class:`Scheduler` serves one loaded model. Each admitted job gets a :class:`Slot` with its own
+sequence of the context (from the :class:`~app.engine.prefix_cache.PrefixCache`, so any cached
+prefix of its prompt is reused) and its own sampler chain. Each :meth:`Scheduler.step` builds one
+batch: one token for every generating slot, then prompt tokens of the slots still reading their
+prompt, oldest first, up to ``n_batch`` in all (chunked prefill: a newcomer's long prompt delays
+the others by at most one chunk a step), decodes it once, and samples every slot that has an
+output. A finished or cancelled slot frees its sequence at once; its tokens stay cached.
+
+Pure Python over :class:`~app.engine.types.Model`; runs on the engine worker thread only. The
+worker (:mod:`app.engine.worker`) admits jobs and delivers events; the job contract is unchanged.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from app.engine.prefix_cache import PrefixCache
+from app.engine.textstream import StopMatcher, Utf8Stream
+from app.engine.types import (
+    ChatRequest,
+    CompletionRequest,
+    ContextOverflowError,
+    Delta,
+    EngineCrashedError,
+    EngineError,
+    Failed,
+    FinalEvent,
+    Finished,
+    FinishReason,
+    Model,
+    SamplerLike,
+    Started,
+    Timings,
+    Usage,
+)
+
+if TYPE_CHECKING:
+    from app.engine.worker import Job
+
+log = logging.getLogger(__name__)
+
+NO_ROOM = 1  # llama_decode: no KV cells for the batch
+ABORTED = 2  # llama_decode: the abort callback fired
+
+
+@dataclass(slots=True, eq=False)
+class Slot:
+    """One admitted job: its sequence, prompt, sampler and what it has produced."""
+
+    job: Job
+    seq: int
+    sampler: SamplerLike
+    prompt: list[int]
+    reused: int  # prompt tokens found in the cache
+    max_tokens: int
+    matcher: StopMatcher
+    echo: str = ""  # completions with echo: the prompt text, put before the answer
+    tokens: list[int] = field(default_factory=list)  # decoded: the KV the sequence holds
+    pending: list[int] = field(default_factory=list)  # prompt tokens still to decode
+    last: int = -1  # the sampled token not yet decoded (while generating)
+    n_out: int = 0
+    chunk: int = 0  # tokens this slot put in the current batch
+    i_batch: int = -1  # batch index of its output in the current batch, or -1
+    pieces: list[str] = field(default_factory=list)
+    utf8: Utf8Stream = field(default_factory=Utf8Stream)
+    admitted_at: float = field(default_factory=time.perf_counter)
+    first_at: float | None = None
+    queued: float = 0.0
+
+    @property
+    def generating(self) -> bool:
+        return not self.pending
+
+
+class Scheduler:
+    """The slots of one model. ``finish`` delivers a job's final event (the worker's)."""
+
+    def __init__(self, model: Model, finish: Callable[[Job, FinalEvent], None]) -> None:
+        self.model = model
+        self.cache = PrefixCache(model, model.n_seq)
+        self.slots: list[Slot] = []  # in admission order
+        self._finish_job = finish
+        self._inflight: list[Slot] = []
+        self._lock = threading.Lock()  # guards _inflight against cancels from other threads
+
+    # -- admission ----------------------------------------------------------------------------
+
+    def has_room(self, pending: int = 0) -> bool:
+        """Whether a job can start besides the ``pending`` ones about to be admitted."""
+        return len(self.slots) + pending < self.model.n_parallel
+
+    @property
+    def idle(self) -> bool:
+        return not self.slots
+
+    def admit(self, job: Job) -> None:
+        """Start ``job`` (a chat or completion on this model) in a free slot. Its prompt is
+        rendered and tokenized here; a request error finishes it at once."""
+        queued = time.perf_counter() - job.submitted_at
+        job.emit(Started(job.id))
+        try:
+            slot = self._new_slot(job, queued)
+        except EngineError as e:
+            self._finish_job(job, Failed(job.id, e, timings=Timings(queued_seconds=queued)))
+            return
+        except Exception as e:  # a bug must not kill the worker
+            log.exception("Starting %s failed unexpectedly", job.id)
+            error = EngineCrashedError(f"The engine failed: {e}")
+            self._finish_job(job, Failed(job.id, error, timings=Timings(queued_seconds=queued)))
+            return
+        if slot.echo:
+            job.emit(Delta(job.id, slot.echo, 0))
+        self.slots.append(slot)
+
+    def _new_slot(self, job: Job, queued: float) -> Slot:
+        r = job.request
+        model = self.model
+        stops: tuple[str, ...] = ()
+        echo = ""
+        if isinstance(r, ChatRequest):
+            rendered = model.render_chat(r)
+            prompt = model.tokenize(rendered.text)
+            stops = rendered.stop
+        else:
+            assert isinstance(r, CompletionRequest)
+            prompt = model.completion_tokens(r)
+            echo = r.prompt if r.echo else ""
+        if len(prompt) >= model.n_ctx:
+            raise ContextOverflowError(
+                f"The prompt is {len(prompt)} tokens but the model was loaded with a context of "
+                f"{model.n_ctx}. Shorten the conversation or load the model with a larger context."
+            )
+        s = r.sampling
+        seed = s.seed if s.seed is not None else random.randint(0, 2**31 - 1)
+        sampler = model.new_sampler(s, seed)
+        try:
+            seq, reused = self.cache.acquire(prompt)
+        except BaseException:
+            sampler.close()
+            raise
+        room = model.n_ctx - len(prompt)
+        return Slot(
+            job=job,
+            seq=seq,
+            sampler=sampler,
+            prompt=prompt,
+            reused=reused,
+            max_tokens=min(s.max_tokens or room, room),
+            matcher=StopMatcher((*s.stop, *stops)),
+            echo=echo,
+            tokens=prompt[:reused],
+            pending=prompt[reused:],
+            queued=queued,
+        )
+
+    # -- cancelling ---------------------------------------------------------------------------
+
+    def on_cancel(self, job: Job) -> None:
+        """From any thread: abort the decode in flight if it only serves cancelled jobs (a
+        cancel otherwise takes effect at the next step, without disturbing the others)."""
+        with self._lock:
+            if self._inflight and all(s.job.cancelled.is_set() for s in self._inflight):
+                self.model.abort.set()
+
+    # -- one step -----------------------------------------------------------------------------
+
+    def step(self) -> None:
+        """Decode one batch for every active slot and emit what it produced."""
+        for slot in [s for s in self.slots if s.job.cancelled.is_set()]:
+            self._end(slot, "cancelled")
+        if not self.slots:
+            return
+        batch = self.model.batch
+        batch.clear()
+        budget = self.model.n_batch
+        used: list[Slot] = []
+        for slot in self.slots:
+            slot.chunk, slot.i_batch = 0, -1
+            if slot.generating:
+                slot.i_batch = batch.add(slot.seq, [slot.last], len(slot.tokens), True)
+                slot.chunk = 1
+                budget -= 1
+                used.append(slot)
+        for slot in self.slots:
+            if budget <= 0:
+                break
+            if slot.generating:
+                continue
+            chunk = slot.pending[:budget]
+            done = len(chunk) == len(slot.pending)
+            index = batch.add(slot.seq, chunk, len(slot.tokens), done)
+            slot.i_batch = index if done else -1
+            slot.chunk = len(chunk)
+            budget -= len(chunk)
+            used.append(slot)
+        with self._lock:
+            self._inflight = used
+            if all(s.job.cancelled.is_set() for s in used):
+                return  # every one was cancelled since the check above: next step ends them
+        try:
+            code = self.model.decode()
+        finally:
+            with self._lock:
+                self._inflight = []
+            self.model.abort.clear()
+        if code != 0:
+            self._after_failed_decode(code, used)
+            return
+        now = time.perf_counter()
+        for slot in used:
+            if slot.generating:
+                slot.tokens.append(slot.last)
+            else:
+                decoded = slot.pending[: slot.chunk]
+                slot.tokens.extend(decoded)
+                del slot.pending[: slot.chunk]
+            if slot.i_batch >= 0:
+                self._sample(slot, now)
+
+    def _sample(self, slot: Slot, now: float) -> None:
+        model = self.model
+        try:
+            token = slot.sampler.sample(model.ctx, slot.i_batch)
+        except EngineError as e:
+            self._end(slot, "error", error=e)
+            return
+        if slot.first_at is None:
+            slot.first_at = now
+        if model.is_eog(token):
+            self._end(slot, "stop")
+            return
+        slot.n_out += 1
+        text = slot.matcher.feed(slot.utf8.feed(model.piece(token)))
+        if text:
+            slot.pieces.append(text)
+            slot.job.emit(Delta(slot.job.id, text, 1))
+        if slot.matcher.stopped:
+            self._end(slot, "stop")
+        elif slot.n_out >= slot.max_tokens:
+            self._end(slot, "length")
+        else:
+            slot.last = token
+
+    def _after_failed_decode(self, code: int, used: list[Slot]) -> None:
+        # llama.cpp has removed the failed ubatch's cells; earlier ubatches of the batch stay.
+        # Cut every sequence of the batch back to what the slot knows it holds.
+        for slot in used:
+            self.model.seq_rm(slot.seq, len(slot.tokens), -1)
+        if code == ABORTED:
+            return  # the cancelled slots end at the next step; others decode again
+        if code == NO_ROOM:
+            if self.cache.evict_one():
+                return  # try again with the cells of an idle conversation
+            self._make_room(used)
+            return
+        error = EngineError(f"llama.cpp failed to decode (code {code}).")
+        for slot in used:
+            self._end(slot, "error", error=error)
+
+    def _make_room(self, used: list[Slot]) -> None:
+        """The KV cache is full of running sequences: end the newest one. A job reading its
+        prompt fails with a context error when alone, else its answer stops as too long."""
+        victim = used[-1]
+        if len(self.slots) == 1 or not victim.first_at:
+            error = ContextOverflowError(
+                f"The context ({self.model.n_ctx} tokens) is full: the answers being written "
+                "share it. Try again when they finish, or load the model with a larger context "
+                "or fewer parallel answers."
+            )
+            self._end(victim, "error", error=error)
+        else:
+            self._end(victim, "length")
+
+    # -- ending ---------------------------------------------------------------------------
+
+    def _end(self, slot: Slot, reason: FinishReason, error: EngineError | None = None) -> None:
+        self.slots.remove(slot)
+        slot.sampler.close()
+        self.cache.release(slot.seq, slot.tokens)
+        if reason not in {"stop", "error"}:
+            tail = slot.matcher.feed(slot.utf8.flush()) + slot.matcher.flush()
+            if tail:
+                slot.pieces.append(tail)
+                slot.job.emit(Delta(slot.job.id, tail, 0))
+        job = slot.job
+        usage = Usage(len(slot.prompt), slot.n_out, cached_tokens=slot.reused)
+        timings = self._timings(slot)
+        if error is not None:
+            self._finish_job(job, Failed(job.id, error, usage, timings))
+            return
+        text = "".join(slot.pieces)
+        self._finish_job(job, Finished(job.id, reason, usage, timings, result=slot.echo + text))
+
+    def _timings(self, slot: Slot) -> Timings:
+        ended = time.perf_counter()
+        start, queued = slot.admitted_at, slot.queued
+        if slot.first_at is None:
+            return Timings(prompt_seconds=ended - start, queued_seconds=queued)
+        prompt_s = slot.first_at - start
+        gen_s = ended - slot.first_at
+        evaluated = len(slot.prompt) - slot.reused
+        n = slot.n_out
+        return Timings(
+            time_to_first_token=prompt_s + queued,
+            prompt_seconds=prompt_s,
+            generation_seconds=gen_s,
+            prompt_tokens_per_second=evaluated / prompt_s if prompt_s > 0 else 0.0,
+            generation_tokens_per_second=(n - 1) / gen_s if n > 1 and gen_s > 0 else 0.0,
+            queued_seconds=queued,
+        )
+
+    def cancel_all(self) -> None:
+        for slot in list(self.slots):
+            slot.job.cancelled.set()
+            self._end(slot, "cancelled")
+
+
+def describe_slots(scheduler: Scheduler) -> list[dict[str, Any]]:
+    """What each slot is doing (for logs and tests)."""
+    return [
+        {"job": s.job.id, "seq": s.seq, "prompt": len(s.prompt), "pending": len(s.pending)}
+        for s in scheduler.slots
+    ]
