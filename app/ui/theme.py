@@ -12,9 +12,25 @@ from dataclasses import dataclass
 from importlib import resources
 from string import Template
 
-from PySide6.QtCore import QObject, Qt, Signal, Slot
-from PySide6.QtGui import QColor, QFont, QFontMetrics, QGuiApplication, QIcon, QPalette
-from PySide6.QtWidgets import QApplication, QLabel, QPushButton, QWidget
+from PySide6.QtCore import QEvent, QObject, Qt, Signal, Slot
+from PySide6.QtGui import (
+    QColor,
+    QFont,
+    QFontMetrics,
+    QGuiApplication,
+    QIcon,
+    QPalette,
+    QTextCursor,
+)
+from PySide6.QtWidgets import (
+    QApplication,
+    QLabel,
+    QPlainTextEdit,
+    QPushButton,
+    QSizePolicy,
+    QTextEdit,
+    QWidget,
+)
 
 from app.config import paths
 from app.ui import icons
@@ -330,8 +346,47 @@ def segment_button(text: str, position: str, parent: QWidget) -> QPushButton:
 def form_label(text: str, beside: QWidget, parent: QWidget) -> QLabel:
     """A QFormLayout label centred on the input it names: the form puts a label at the top of
     its row, and a label is shorter than a field, so its text sat a few pixels above the
-    field's. ``beside`` is the input (the first line of a row with help text under it)."""
+    field's. ``beside`` is the input (the first line of a row with help text under it). Beside
+    a text box the label sits on its first line, not level with its middle."""
     label = QLabel(text, parent)
     label.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter)
-    label.setMinimumHeight(beside.sizeHint().height())
+    # As tall as the input and no taller: in a row with help text under the input, a label
+    # free to grow was centred on the whole row, below the input.
+    label.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
+    if isinstance(beside, QPlainTextEdit | QTextEdit):
+        _FirstLineLabel(label, beside)
+    else:
+        label.setMinimumHeight(beside.sizeHint().height())
     return label
+
+
+class _FirstLineLabel(QObject):
+    """Keeps a label's text level with the first line of a text box (a text box's size hint is
+    ~190 px, so a label as tall as that put its text below a short box). Follows the box's
+    style and size, which set where its first line is."""
+
+    _EVENTS = (
+        QEvent.Type.Show,
+        QEvent.Type.Resize,
+        QEvent.Type.StyleChange,
+        QEvent.Type.FontChange,
+        QEvent.Type.Polish,
+    )
+
+    def __init__(self, label: QLabel, box: QPlainTextEdit | QTextEdit) -> None:
+        super().__init__(label)
+        self._label = label
+        self._box = box
+        box.installEventFilter(self)
+        self._follow()
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 (Qt override)
+        if watched is self._box and event.type() in self._EVENTS:
+            self._follow()
+        return False
+
+    def _follow(self) -> None:
+        box = self._box
+        start = box.cursorRect(QTextCursor(box.document()))  # viewport coordinates
+        centre = box.viewport().geometry().top() + start.center().y()
+        self._label.setFixedHeight(max(2 * centre + 1, self._label.fontMetrics().height()))
