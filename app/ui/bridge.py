@@ -3,7 +3,10 @@
 The engine worker calls a job's sink on its own thread. ``JobHandle.sink`` never touches a
 widget: it appends streamed text to a buffer under a lock and posts at most one wake-up signal,
 queued to the GUI thread. There the buffer is drained no more than ``max_updates_per_second``
-times a second, so a model producing 500 tokens/s still causes ~30 view updates a second.
+times a second, so a model producing 500 tokens/s still causes ~30 view updates a second. The
+interval counts from the end of the previous update: an update that takes long (a big chunk
+of Markdown) still leaves the GUI that long to handle input and paint before the next one.
+Each job has its own handle, so several answers streaming at once are each coalesced.
 """
 
 from __future__ import annotations
@@ -139,8 +142,8 @@ class JobHandle(QObject):
             self._wake_posted = False
         if not text and not tokens:
             return
-        self._last_flush = time.perf_counter()
         self.delta.emit(text, tokens)
+        self._last_flush = time.perf_counter()  # after the receivers' work (see the docstring)
 
     @Slot(object)
     def _on_final_posted(self, event: Finished | Failed) -> None:

@@ -83,3 +83,36 @@ def test_a_rejected_job_fails_through_the_same_signals(qtbot: QtBot, qapp: QAppl
     failed = blocker.args[0]
     assert isinstance(failed, Failed)
     assert "shutting down" in str(failed.error)
+
+
+def test_a_slow_update_leaves_the_gui_time_before_the_next(
+    qtbot: QtBot, qapp: QApplication
+) -> None:
+    """The interval between updates counts from the end of the previous one: when showing an
+    update takes long, the GUI still gets 1/30 s for input and painting before the next."""
+    from tests.ui.parallel_fake import ParallelFakeWorker
+
+    worker = ParallelFakeWorker(tokens_per_second=2000)
+    worker.load("fake.gguf", fake_load_params()).result(10)
+    try:
+        bridge = EngineBridge(worker)
+        handle = bridge.submit(
+            ChatRequest([{"role": "user", "content": "go"}], SamplingParams(max_tokens=1500))
+        )
+        starts: list[float] = []
+        ends: list[float] = []
+
+        def slow_view(_text: str, _tokens: int) -> None:
+            starts.append(time.perf_counter())
+            time.sleep(0.04)  # a view that takes 40 ms to show an update
+            ends.append(time.perf_counter())
+
+        handle.delta.connect(slow_view)
+        with qtbot.waitSignal(handle.finished, timeout=30_000):
+            pass
+    finally:
+        worker.shutdown()
+    # The last update comes with the final event, at once.
+    idle = [start - end for end, start in zip(ends, starts[1:], strict=False)][:-1]
+    assert len(idle) >= 5
+    assert min(idle) >= 1 / DEFAULT_UPDATES_PER_SECOND * 0.95

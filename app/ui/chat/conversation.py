@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from PySide6.QtCore import QObject, Signal, Slot
+from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
 from app.chats.models import ChatStoreError, Conversation, Message
 from app.chats.store import ChatStore
@@ -45,6 +45,7 @@ BUSY_TEXT = (
     "Ember is still answering in this chat. Stop the answer (Esc) first, or ask in another chat."
 )
 UNKNOWN_CONTEXT = -1  # context_changed's total for a remote model: its size is not known
+METER_INTERVAL_MS = 250  # the context meter's pace while an answer streams
 
 
 def title_from(text: str) -> str:
@@ -111,6 +112,10 @@ class ConversationController(QObject):
         engine.model_loaded.connect(self.refresh_context)
         engine.model_unloaded.connect(self.refresh_context)
         self.models = ChatModelSync(self)
+        self._meter_timer = QTimer(self)
+        self._meter_timer.setSingleShot(True)
+        self._meter_timer.setInterval(METER_INTERVAL_MS)
+        self._meter_timer.timeout.connect(self.refresh_context)
 
     # -- queries --------------------------------------------------------------------------
 
@@ -365,7 +370,8 @@ class ConversationController(QObject):
     def _on_answer_text(self, conversation_id: str, message_id: str, text: str) -> None:
         if conversation_id == self.conversation_id:
             self.stream_text.emit(message_id, text)
-            self.refresh_context()
+            if not self._meter_timer.isActive():  # the meter need not move with every word
+                self._meter_timer.start()
 
     @Slot(str, str, int, int)
     def _on_answer_context_notice(

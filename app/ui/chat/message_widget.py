@@ -29,6 +29,7 @@ from app.ui.chat.message_body import MarkdownBody
 
 ACTIONS = ("copy", "edit", "regenerate", "delete", "previous", "next")
 STREAM_SLICE = 1200  # characters of a streamed burst rendered per event-loop turn
+MIN_HINT_WIDTH = 60  # narrower: not laid out yet (see sizeHint)
 
 
 def stats_text(metadata: dict[str, object]) -> str:
@@ -472,7 +473,15 @@ class MessageWidget(QFrame):
         return self._heights.height_for(width)
 
     def sizeHint(self) -> QSize:  # noqa: N802 (Qt override)
-        return super().sizeHint() if self.live else self._heights.size_hint()
+        if self.live:
+            return super().sizeHint()
+        # Qt asks a height-for-width widget for its height at its hint's width: a hint as
+        # wide as the widget is answered from the cache (another width would lay out every
+        # paragraph of the answer again, ~1 ms each, when an answer finishes).
+        width = self.width()
+        if width >= MIN_HINT_WIDTH:
+            return QSize(width, self._heights.height_for(width))
+        return self._heights.size_hint()
 
     def minimumSizeHint(self) -> QSize:  # noqa: N802 (Qt override)
         return super().minimumSizeHint() if self.live else QSize(0, 0)
