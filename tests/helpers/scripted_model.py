@@ -103,6 +103,7 @@ class ScriptedModel:
         self.eog_after = eog_after
         self.kv: dict[int, set[int]] = {s: set() for s in range(self.n_seq)}  # seq -> positions
         self.decodes = 0
+        self.batch_sizes: list[int] = []
         self.samplers_closed = 0
         self.samplers_made = 0
         self.most_at_once = 0
@@ -159,6 +160,7 @@ class ScriptedModel:
         for seq, pos, _, _ in entries:
             self.kv[seq].add(pos)
         self.decodes += 1
+        self.batch_sizes.append(len(entries))
         if self.tokens_per_second:
             time.sleep(1.0 / self.tokens_per_second)
         return 2 if self.abort.is_set() else 0
