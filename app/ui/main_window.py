@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QByteArray, Qt, QTimer, Slot
-from PySide6.QtGui import QCloseEvent, QKeySequence, QShortcut, QShowEvent
+from PySide6.QtGui import QCloseEvent, QKeySequence, QResizeEvent, QShortcut, QShowEvent
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QMainWindow,
@@ -48,7 +48,12 @@ if TYPE_CHECKING:
 GEOMETRY_KEY = "ui.geometry"
 PAGE_KEY = "ui.page"
 SPLITTER_KEY = "ui.splitter"
+SIDEBAR_NARROW_KEY = "ui.sidebar_narrow"  # the user keeps the sidebar in narrow windows too
 DEFAULT_SIZE = (1280, 820)
+# Half of a 1366-pixel laptop screen still holds the window; each page fits in it.
+MIN_SIZE = (640, 480)
+# Narrower than this, the sidebar folds away (Ctrl+B still shows it) and the chat keeps the room.
+SIDEBAR_COLLAPSE_WIDTH = 900
 
 
 class MainWindow(QMainWindow):
@@ -67,6 +72,7 @@ class MainWindow(QMainWindow):
         self.themes = themes
         self.settings_dialog: SettingsDialog | None = None
         self._pending_sizes: list[int] | None = None
+        self._narrow = False  # below SIDEBAR_COLLAPSE_WIDTH: the sidebar is folded away
         s = services
         self.controller = ConversationController(s.store, s.engine, s.settings, self)
 
@@ -111,6 +117,7 @@ class MainWindow(QMainWindow):
         root_layout.addWidget(self.rail)
         root_layout.addWidget(self.pages, 1)
         self.setCentralWidget(root)
+        self.setMinimumSize(*MIN_SIZE)
 
         self._connect()
         self._add_shortcuts()
@@ -188,6 +195,7 @@ class MainWindow(QMainWindow):
     def _add_page(self, page: str, widget: QWidget) -> None:
         self._page_widgets[page] = widget
         self.pages.insertWidget(PAGES.index(page), widget)
+        self._update_minimum_size()
 
     def _page_widget(self, page: str) -> QWidget | None:
         if page == MODELS:
@@ -238,9 +246,49 @@ class MainWindow(QMainWindow):
 
     @Slot()
     def toggle_sidebar(self) -> None:
+        """Show or hide the sidebar, and remember it. Hidden, it stays hidden at any width;
+        shown in a narrow window, it stays shown in narrow windows too (else it folds away
+        there, and comes back in a wide one)."""
         visible = not self.sidebar.isVisible()
+        settings = self.services.settings
+        settings.set("ui.sidebar_visible", visible)
+        if self._narrow or not visible:
+            settings.set_extra(SIDEBAR_NARROW_KEY, visible)
+        self._show_sidebar(visible)
+
+    def _show_sidebar(self, visible: bool) -> None:
         self.sidebar.setVisible(visible)
-        self.services.settings.set("ui.sidebar_visible", visible)
+        self._update_minimum_size()
+
+    def _update_minimum_size(self) -> None:
+        """At least MIN_SIZE, and wide enough for what is shown: a side pane the user opens in a
+        narrow window widens the window rather than squeezing the chat. A sidebar that folds
+        away in narrow windows does not count (else shrinking in one step, as snapping the
+        window to half the screen does, would stop at its width)."""
+        keeps_sidebar = self.services.settings.extra(SIDEBAR_NARROW_KEY) is True
+        panes = [
+            pane
+            for pane in (self.sidebar, self.splitter.widget(1), self.panel)
+            if pane is not None
+            and not pane.isHidden()
+            and (pane is not self.sidebar or keeps_sidebar)
+        ]
+        chats = sum(_minimum_width(w) for w in panes)
+        chats += self.splitter.handleWidth() * max(0, len(panes) - 1)
+        others = [_minimum_width(w) for w in self._page_widgets.values() if w is not self.splitter]
+        needed = self.rail.minimumWidth() + max([chats, *others])
+        self.setMinimumSize(max(MIN_SIZE[0], needed), MIN_SIZE[1])
+
+    def _fold_sidebar_to_width(self) -> None:
+        narrow = self.width() < SIDEBAR_COLLAPSE_WIDTH
+        if narrow == self._narrow:
+            return
+        self._narrow = narrow
+        settings = self.services.settings
+        wanted = settings.get("ui.sidebar_visible")
+        if narrow:
+            wanted = wanted and settings.extra(SIDEBAR_NARROW_KEY) is True
+        self._show_sidebar(wanted)
 
     @Slot()
     def open_settings(self) -> None:
@@ -337,6 +385,7 @@ class MainWindow(QMainWindow):
     def _on_panel_toggled(self, visible: bool) -> None:
         self.panel.setVisible(visible)
         self.services.settings.set("ui.chat_settings_visible", visible)
+        self._update_minimum_size()
 
     @Slot()
     def _on_panel_close_requested(self) -> None:
@@ -368,6 +417,8 @@ class MainWindow(QMainWindow):
         self.panel.setVisible(panel_visible)
         self.header.settings_button.setChecked(panel_visible)
         self.sidebar.setVisible(settings.get("ui.sidebar_visible"))
+        self._fold_sidebar_to_width()
+        self._update_minimum_size()
         if isinstance(sizes, list) and len(sizes) == 3 and all(isinstance(x, int) for x in sizes):
             self._pending_sizes = sizes
         else:
@@ -397,9 +448,18 @@ class MainWindow(QMainWindow):
         settings = self.services.settings
         geometry = bytes(self.saveGeometry().toBase64().data()).decode("ascii")
         settings.set_extra(GEOMETRY_KEY, geometry)
-        settings.set_extra(SPLITTER_KEY, [int(x) for x in self.splitter.sizes()])
+        sizes = [int(x) for x in self.splitter.sizes()]
+        saved = settings.extra(SPLITTER_KEY)
+        for index in (0, 2):  # a folded or closed side pane keeps the width it had
+            if sizes[index] == 0 and isinstance(saved, list) and len(saved) == 3:
+                sizes[index] = saved[index] if isinstance(saved[index], int) else 0
+        settings.set_extra(SPLITTER_KEY, sizes)
         settings.set("ui.last_conversation", self.controller.conversation_id or "")
         settings.set_extra(PAGE_KEY, self.current_page)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt override)
+        super().resizeEvent(event)
+        self._fold_sidebar_to_width()
 
     def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 (Qt override)
         super().showEvent(event)
@@ -418,3 +478,8 @@ class MainWindow(QMainWindow):
         self.panel.flush()
         self.controller.shutdown()
         super().closeEvent(event)
+
+
+def _minimum_width(widget: QWidget) -> int:
+    """The width a layout gives ``widget`` at the least (its own minimum, else its hint's)."""
+    return widget.minimumWidth() or widget.minimumSizeHint().width()

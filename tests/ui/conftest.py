@@ -13,7 +13,7 @@ from pytestqt.qtbot import QtBot
 from app.engine.types import LoadParams
 from app.engine.worker import EngineWorker
 from app.ui.app import create_application
-from app.ui.main_window import MainWindow
+from app.ui.main_window import DEFAULT_SIZE, GEOMETRY_KEY, MainWindow
 from app.ui.services import Services, create_services
 from app.ui.theme import ThemeManager
 
@@ -81,6 +81,9 @@ def make_window(
     def make() -> MainWindow:
         window = MainWindow(make_services())
         qtbot.addWidget(window)
+        if window.services.settings.extra(GEOMETRY_KEY) is None:
+            # The size it first opens with on a laptop (the offscreen screen is only 800x600).
+            window.resize(*DEFAULT_SIZE)
         window.show()
         qtbot.waitExposed(window)
         windows.append(window)

@@ -23,7 +23,9 @@ def test_restart_restores_conversation_and_layout(
     answer = send(qtbot, first, "Hello there.")
     first.resize(760, 540)
     qtbot.waitUntil(lambda: first.splitter.width() == 760 - first.rail.width())
-    first.splitter.setSizes([240, 520, 0])
+    assert not first.sidebar.isVisible()  # folded away in a narrow window
+    first.toggle_sidebar()  # wanted there too: remembered
+    first.splitter.setSizes([240, 452, 0])
     assert first.splitter.sizes()[0] == 240
     first.close()
 

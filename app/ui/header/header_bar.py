@@ -16,6 +16,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QMenu,
     QSizePolicy,
+    QSpacerItem,
     QToolButton,
     QWidget,
 )
@@ -40,8 +41,14 @@ def _icon_button(parent: QWidget, icon: str, tip: str, name: str) -> QToolButton
     return button
 
 
+TITLE_MIN_WIDTH = 150  # the title keeps about 15 characters however narrow the header gets
+TITLE_ROOM = 200  # room the title gets before the model picker leaves the centre
+_SPACING = 6
+
+
 class _ElidedLabel(QLabel):
-    """A label that shortens its text with "…" to the width it gets (never pushes others)."""
+    """A label that shortens its text with "…" to the width it gets (never pushes others),
+    down to ``TITLE_MIN_WIDTH`` (or its whole text, when shorter)."""
 
     def __init__(self, parent: QWidget) -> None:
         super().__init__(parent)
@@ -52,9 +59,13 @@ class _ElidedLabel(QLabel):
     def full_text(self) -> str:
         return self._full
 
+    def text_width(self) -> int:
+        return self.fontMetrics().horizontalAdvance(self._full) + 2
+
     def set_full_text(self, text: str) -> None:
         self._full = text
         self.setToolTip(text)
+        self.setMinimumWidth(min(self.text_width(), TITLE_MIN_WIDTH))
         self._elide()
 
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt override)
@@ -101,25 +112,56 @@ class HeaderBar(QFrame):
         self.more_menu.aboutToShow.connect(self._fill_more_menu)
         self._has_conversation = False
 
+        # [sidebar][title ……][picker][balance][settings][more]: ``balance`` is as wide as
+        # it takes to put the picker in the middle, while the title has room for that (see
+        # _arrange); otherwise the picker narrows first, then the title, down to their minimums.
+        self._balance = QSpacerItem(0, 0, QSizePolicy.Policy.Maximum, QSizePolicy.Policy.Minimum)
         layout = QHBoxLayout(self)
         layout.setContentsMargins(12, 8, 12, 8)
-        layout.setSpacing(6)
-        left = QHBoxLayout()
-        left.setSpacing(8)
-        left.addWidget(self.sidebar_button)
-        left.addWidget(self.title, 1)
-        right = QHBoxLayout()
-        right.setSpacing(4)
-        right.addStretch(1)
-        right.addWidget(self.settings_button)
-        right.addWidget(self.more_button)
-        layout.addLayout(left, 1)
+        layout.setSpacing(_SPACING)
+        layout.addWidget(self.sidebar_button)
+        layout.addSpacing(2)
+        layout.addWidget(self.title, 1)
         layout.addWidget(self.picker, 0, Qt.AlignmentFlag.AlignVCenter)
-        layout.addLayout(right, 1)
+        layout.addItem(self._balance)
+        layout.addWidget(self.settings_button)
+        layout.addWidget(self.more_button)
 
     def set_conversation(self, conversation: Conversation | None) -> None:
         self._has_conversation = conversation is not None
         self.title.set_full_text(conversation.title if conversation else "New chat")
+        self._arrange()
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt override)
+        super().resizeEvent(event)
+        self._arrange()
+
+    def _arrange(self) -> None:
+        """Centre the picker when the title still fits beside it; else let the picker shrink
+        (to its minimum) before the title does, so the title never becomes "C…"."""
+        margins = self.contentsMargins()
+        layout = self.layout()
+        if layout is None:
+            return
+        lm = layout.contentsMargins()
+        width = self.width() - margins.left() - margins.right() - lm.left() - lm.right()
+        left = self.sidebar_button.width() + 2 + 2 * _SPACING  # up to the title, and after it
+        right = self.settings_button.width() + self.more_button.width() + 2 * _SPACING
+        title = min(self.title.text_width(), TITLE_ROOM)
+        preferred = self.picker.sizeHint().width()
+        smallest = self.picker.minimumSizeHint().width()
+        side = (width - preferred) // 2
+        if side >= left + title and side >= right:
+            picker, balance = preferred, side - right
+        else:
+            picker = max(smallest, min(preferred, width - left - right - title))
+            balance = 0
+        self.picker.setMaximumWidth(picker)
+        if self._balance.sizeHint().width() != balance:
+            self._balance.changeSize(
+                balance, 0, QSizePolicy.Policy.Maximum, QSizePolicy.Policy.Minimum
+            )
+            layout.invalidate()
 
     @Slot()
     def _fill_more_menu(self) -> None:

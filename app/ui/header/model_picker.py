@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from PySide6.QtCore import QSize, Qt, QTimer, Signal, Slot
-from PySide6.QtGui import QAction
+from PySide6.QtGui import QAction, QPainter, QPaintEvent, QPalette, QResizeEvent
 from PySide6.QtWidgets import (
     QFileDialog,
     QHBoxLayout,
@@ -37,6 +37,24 @@ from app.ui.header.model_list import ModelCatalog
 from app.ui.header.remote_models import ProviderModels
 
 MAX_INLINE_MODELS = 8  # a provider with more lists them in a submenu
+DETAIL_MIN_WIDTH = 280  # a narrower pill shows the model's name without its context chip
+
+
+class _NameLabel(QLabel):
+    """The model's name: drawn ending in "…" when the pill is narrow (``text()`` stays whole),
+    so a narrow header shrinks the pill instead of cutting the name off."""
+
+    def minimumSizeHint(self) -> QSize:  # noqa: N802 (Qt override)
+        return QSize(40, super().minimumSizeHint().height())
+
+    def paintEvent(self, _event: QPaintEvent) -> None:  # noqa: N802 (Qt override)
+        painter = QPainter(self)
+        painter.setPen(self.palette().color(QPalette.ColorRole.WindowText))
+        rect = self.contentsRect()
+        elided = self.fontMetrics().elidedText(
+            self.text(), Qt.TextElideMode.ElideRight, rect.width()
+        )
+        painter.drawText(rect, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, elided)
 
 
 class ModelPicker(QWidget):
@@ -54,9 +72,9 @@ class ModelPicker(QWidget):
         self.button = QPushButton(self)
         self.button.setObjectName("ModelPickerButton")
         self.button.setCursor(Qt.CursorShape.PointingHandCursor)
-        self.button.setMinimumWidth(200)
+        self.button.setMinimumWidth(180)
         self.button.setMaximumWidth(460)
-        self.name_label = QLabel(self.button)
+        self.name_label = _NameLabel(self.button)
         self.name_label.setObjectName("ModelPickerName")
         self.detail_label = QLabel(self.button)
         self.detail_label.setObjectName("ModelPickerDetail")
@@ -346,9 +364,18 @@ class ModelPicker(QWidget):
             self.detail_label.setText("")
             self.button.setToolTip("Choose a model (Ctrl+L)")
             self.button.setProperty("state", "empty")
-        self.detail_label.setVisible(bool(self.detail_label.text()))
+        self._fit_detail()
         self.button.style().unpolish(self.button)
         self.button.style().polish(self.button)
+
+    def _fit_detail(self) -> None:
+        """The context chip gives way first when the pill is narrow: the name matters more."""
+        roomy = self.button.width() >= DETAIL_MIN_WIDTH or not self.isVisible()
+        self.detail_label.setVisible(bool(self.detail_label.text()) and roomy)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt override)
+        super().resizeEvent(event)
+        self._fit_detail()
 
     def sizeHint(self) -> QSize:  # noqa: N802 (Qt override)
         return QSize(380, 40)

@@ -14,8 +14,10 @@ import html
 from dataclasses import dataclass
 
 from PySide6.QtCore import QSize, Qt, QTimer, Slot
+from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import (
     QComboBox,
+    QGridLayout,
     QHBoxLayout,
     QLabel,
     QLineEdit,
@@ -43,6 +45,7 @@ from app.ui.models.widgets import (
 )
 
 DEBOUNCE_MS = 350
+ONE_ROW_WIDTH = 820  # narrower, the search field takes a row above the filters
 RESULT_LIMIT = 60
 SEARCH_KEY = "discover-search"  # the Hub runner's key for searches: the latest one wins
 SORTS: tuple[tuple[str, Sort], ...] = (
@@ -146,13 +149,13 @@ class DiscoverView(QWidget):
         self.author.setPlaceholderText("Author")
         self.author.setToolTip("Only models from this Hub user or organization, e.g. unsloth")
         self.author.setClearButtonEnabled(True)
-        self.author.setFixedWidth(150)
-        bar = QHBoxLayout()
-        bar.setSpacing(8)
-        bar.addWidget(self.search, 1)
-        bar.addWidget(self.author)
-        bar.addWidget(self.size_box)
-        bar.addWidget(self.sort_box)
+        self.author.setMinimumWidth(100)
+        self.author.setMaximumWidth(150)
+        self.bar = QGridLayout()
+        self.bar.setHorizontalSpacing(8)
+        self.bar.setVerticalSpacing(8)
+        self._one_row: bool | None = None
+        self._arrange_bar(True)
 
         self.caption = QLabel(self)
         self.caption.setObjectName("ResultsCaption")
@@ -176,18 +179,20 @@ class DiscoverView(QWidget):
         self.splitter = QSplitter(Qt.Orientation.Horizontal, self)
         self.splitter.setObjectName("DiscoverSplitter")
         self.splitter.setChildrenCollapsible(False)
+        self.splitter.setHandleWidth(14)  # a gap: a thinner handle lay over the detail's border
         self.splitter.addWidget(left)
         self.splitter.addWidget(detail)
         self.splitter.setStretchFactor(0, 0)
         self.splitter.setStretchFactor(1, 1)
         self.splitter.setSizes([400, 700])
-        left.setMinimumWidth(260)
-        detail.setMinimumWidth(320)
+        # Small enough for the narrowest window (MIN_SIZE); the splitter gives them more.
+        left.setMinimumWidth(210)
+        detail.setMinimumWidth(300)
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(24, 4, 24, 16)
         layout.setSpacing(12)
-        layout.addLayout(bar)
+        layout.addLayout(self.bar)
         layout.addWidget(self.splitter, 1)
 
         self._debounce = QTimer(self)
@@ -212,6 +217,31 @@ class DiscoverView(QWidget):
             min_params=low,
             max_params=high,
         )
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt override)
+        super().resizeEvent(event)
+        self._arrange_bar(self.width() >= ONE_ROW_WIDTH)
+
+    def _arrange_bar(self, one_row: bool) -> None:
+        """Search and filters on one row; in a narrow page the search gets a row of its own
+        (squeezed beside the filters it showed three letters of its hint)."""
+        if one_row == self._one_row:
+            return
+        self._one_row = one_row
+        filters: tuple[QWidget, ...] = (self.author, self.size_box, self.sort_box)
+        for each in (self.search, *filters):
+            self.bar.removeWidget(each)
+        if one_row:
+            self.bar.addWidget(self.search, 0, 0)
+            for column, each in enumerate(filters, 1):
+                self.bar.addWidget(each, 0, column)
+        else:
+            self.bar.addWidget(self.search, 0, 0, 1, 3)
+            for column, each in enumerate(filters):
+                self.bar.addWidget(each, 1, column)
+        for column in range(4):
+            self.bar.setColumnStretch(column, 0)
+        self.bar.setColumnStretch(0, 1)
 
     def ensure_searched(self) -> None:
         """The first time the page is shown: the most downloaded models."""

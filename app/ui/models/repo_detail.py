@@ -108,7 +108,8 @@ class RepoDetail(QWidget):
         self.stack.addWidget(self.state)
         self.stack.addWidget(self.content)
         layout = QVBoxLayout(self)
-        layout.setContentsMargins(1, 1, 1, 1)  # the rounded border stays visible
+        # Children inside the rounded border: with 1 px their square corners hid its curves.
+        layout.setContentsMargins(5, 5, 5, 5)
         layout.addWidget(self.stack)
         self._fit_timer = QTimer(self)
         self._fit_timer.setSingleShot(True)

@@ -2,7 +2,8 @@
 the live request log.
 
 Layout: a header card (switch, state, base URL with Copy, the model being served) over two
-columns: settings and snippets on the left (scrolling), the request log on the right.
+columns: settings and snippets on the left (scrolling), the request log on the right. On a
+narrow page everything stacks in one scrolling column, the log last.
 Nothing here blocks: the controller starts and stops the server off the GUI thread.
 """
 
@@ -11,8 +12,9 @@ from __future__ import annotations
 import socket
 
 from PySide6.QtCore import Qt, QTimer, Slot
-from PySide6.QtGui import QGuiApplication
+from PySide6.QtGui import QGuiApplication, QResizeEvent
 from PySide6.QtWidgets import (
+    QBoxLayout,
     QFrame,
     QHBoxLayout,
     QLabel,
@@ -36,7 +38,12 @@ from app.ui.server.switch import ToggleSwitch
 from app.ui.tasks import run_in_background
 from app.ui.toast import Toast
 
-LEFT_WIDTH = 392
+# Wide pages: settings and snippets in a column of this share of the width, the log beside it.
+# Narrower pages stack everything in one scrolling column, the log last.
+LEFT_SHARE, LEFT_MIN, LEFT_MAX = 0.45, 392, 620
+SIDE_BY_SIDE_WIDTH = 1000
+STACKED_LOG_HEIGHT = 460
+QWIDGETSIZE_MAX = (1 << 24) - 1
 
 _STATE_TITLES = {
     "stopped": "Off",
@@ -144,12 +151,16 @@ class ServerPane(QWidget):
         hero_layout.setContentsMargins(22, 18, 22, 18)
         hero_layout.setSpacing(18)
         hero_layout.addWidget(self.switch, 0, Qt.AlignmentFlag.AlignTop)
-        hero_layout.addLayout(text_column, 1)
         right = QVBoxLayout()
         right.setSpacing(6)
         right.addLayout(url_row)
         right.addWidget(self.model_label)
-        hero_layout.addLayout(right, 1)
+        # The state and the address side by side; one under the other on a narrow page.
+        self.hero_columns = QBoxLayout(QBoxLayout.Direction.LeftToRight)
+        self.hero_columns.setSpacing(18)
+        self.hero_columns.addLayout(text_column, 1)
+        self.hero_columns.addLayout(right, 1)
+        hero_layout.addLayout(self.hero_columns, 1)
 
         self.banner = Banner(self)
 
@@ -190,40 +201,42 @@ class ServerPane(QWidget):
 
         left = QWidget(self)
         left.setObjectName("ServerLeft")
-        left_layout = QVBoxLayout(left)
-        left_layout.setContentsMargins(0, 0, 10, 0)
-        left_layout.setSpacing(14)
-        left_layout.addWidget(settings_card)
-        left_layout.addWidget(connect_card)
-        left_layout.addStretch(1)
+        self.left_layout = QVBoxLayout(left)
+        self.left_layout.setContentsMargins(0, 0, 10, 0)
+        self.left_layout.setSpacing(14)
+        self.left_layout.addWidget(settings_card)
+        self.left_layout.addWidget(connect_card)
+        self.left_layout.addStretch(1)
         self.left_scroll = QScrollArea(self)
         self.left_scroll.setObjectName("ServerScroll")
         self.left_scroll.setWidget(left)
         self.left_scroll.setWidgetResizable(True)
         self.left_scroll.setFrameShape(QFrame.Shape.NoFrame)
         self.left_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.left_scroll.setFixedWidth(LEFT_WIDTH)
+        self.left_scroll.setMinimumWidth(0)
 
-        # -- right column: the request log --------------------------------------------
+        # -- right column (or last, when stacked): the request log --------------------
         self.log_panel = RequestLogPanel(self)
         self.log_panel.clear_requested.connect(self._on_clear_requested)
-        log_card = QFrame(self)
-        log_card.setObjectName("ServerCard")
-        log_card.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
-        log_layout = QVBoxLayout(log_card)
+        self.log_card = QFrame(self)
+        self.log_card.setObjectName("ServerCard")
+        self.log_card.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
+        log_layout = QVBoxLayout(self.log_card)
         log_layout.setContentsMargins(18, 16, 18, 18)
         log_layout.addWidget(self.log_panel)
 
-        columns = QHBoxLayout()
-        columns.setSpacing(14)
-        columns.addWidget(self.left_scroll)
-        columns.addWidget(log_card, 1)
+        self.columns = QHBoxLayout()
+        self.columns.setSpacing(14)
+        self.columns.addWidget(self.left_scroll)
+        self.columns.addWidget(self.log_card, 1)
+        self._side_by_side = True
         layout = QVBoxLayout(self)
         layout.setContentsMargins(24, 20, 24, 16)
         layout.setSpacing(14)
         layout.addWidget(self.hero)
         layout.addWidget(self.banner)
-        layout.addLayout(columns, 1)
+        layout.addLayout(self.columns, 1)
+        self._arrange()
 
         self._snippet_timer = QTimer(self)
         self._snippet_timer.setSingleShot(True)
@@ -240,6 +253,40 @@ class ServerPane(QWidget):
         self.log_panel.set_records(controller.request_log.records())
         self._show_status(controller.status)
         self._refresh_snippets()
+
+    # -- layout ---------------------------------------------------------------------------
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt override)
+        super().resizeEvent(event)
+        self._arrange()
+
+    def _arrange(self) -> None:
+        """Side by side when wide (the left column grows with the page, so the snippets show
+        whole lines), one scrolling column when narrow (the log under the snippets)."""
+        side_by_side = self.width() >= SIDE_BY_SIDE_WIDTH
+        if side_by_side != self._side_by_side:
+            self._side_by_side = side_by_side
+            self.hero_columns.setDirection(
+                QBoxLayout.Direction.LeftToRight
+                if side_by_side
+                else QBoxLayout.Direction.TopToBottom
+            )
+            self.hero_columns.setSpacing(18 if side_by_side else 8)
+            if side_by_side:
+                self.left_layout.removeWidget(self.log_card)
+                self.columns.addWidget(self.log_card, 1)
+                self.log_card.setMinimumHeight(0)
+            else:
+                self.columns.removeWidget(self.log_card)
+                self.left_layout.insertWidget(self.left_layout.count() - 1, self.log_card)
+                self.log_card.setMinimumHeight(STACKED_LOG_HEIGHT)
+            self.log_card.show()
+        if side_by_side:
+            inner = self.width() - 48 - self.columns.spacing()
+            self.left_scroll.setFixedWidth(max(LEFT_MIN, min(LEFT_MAX, int(inner * LEFT_SHARE))))
+        else:
+            self.left_scroll.setMinimumWidth(0)
+            self.left_scroll.setMaximumWidth(QWIDGETSIZE_MAX)
 
     def activate(self) -> None:
         """The page was shown: find this computer's network address once (for the help)."""

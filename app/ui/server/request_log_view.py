@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 
-from PySide6.QtCore import QItemSelection, QModelIndex, Qt, Signal, Slot
-from PySide6.QtGui import QGuiApplication
+from PySide6.QtCore import QEvent, QItemSelection, QModelIndex, Qt, Signal, Slot
+from PySide6.QtGui import QGuiApplication, QShowEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QFrame,
@@ -198,6 +198,11 @@ def _summary_html(record: RequestRecord) -> str:
     return separator.join(parts)
 
 
+# The longest text each narrow column shows, and the cell's padding (server.qss) plus room.
+_SAMPLES = {0: "00:00:00", 1: "OPTIONS", 4: "88888 → 88888", 5: "88.88 s", 6: "888"}
+_CELL_PADDING = 2 * 6 + 12
+
+
 class RequestLogPanel(QWidget):
     """The table of requests (newest first) over the selected request's details."""
 
@@ -239,15 +244,13 @@ class RequestLogPanel(QWidget):
         head.setHighlightSections(False)
         head.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         head.setStretchLastSection(False)
-        for column, width in enumerate((72, 58, 0, 0, 72, 72, 52)):
-            if width:
-                self.table.setColumnWidth(column, width)
+        self._fit_columns()
         head.setSectionResizeMode(2, QHeaderView.ResizeMode.Stretch)
         head.setSectionResizeMode(3, QHeaderView.ResizeMode.Stretch)
         self.table.selectionModel().selectionChanged.connect(self._on_selection_changed)
 
         self.empty = QLabel(
-            "No requests yet.\nRequests from editors, scripts and the snippets on the left "
+            "No requests yet.\nRequests from editors, scripts and the Connect snippets "
             "appear here as they happen.",
             self,
         )
@@ -276,6 +279,26 @@ class RequestLogPanel(QWidget):
         layout.addLayout(header)
         layout.addWidget(self.splitter, 1)
         self._refresh_count()
+
+    def _fit_columns(self) -> None:
+        """Time, method, tokens, duration and status as wide as their longest text in the
+        table's font, as styled (a fixed 72 px cut the time short with some fonts)."""
+        self.table.ensurePolished()
+        head = self.table.horizontalHeader()
+        head.ensurePolished()
+        metrics = self.table.fontMetrics()
+        for column, sample in _SAMPLES.items():
+            text = metrics.horizontalAdvance(sample) + _CELL_PADDING
+            self.table.setColumnWidth(column, max(text, head.sectionSizeHint(column)))
+
+    def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 (Qt override)
+        super().showEvent(event)
+        self._fit_columns()  # the style sheet's font is known now
+
+    def changeEvent(self, event: QEvent) -> None:  # noqa: N802 (Qt override)
+        super().changeEvent(event)
+        if event.type() in (QEvent.Type.FontChange, QEvent.Type.StyleChange):
+            self._fit_columns()
 
     # -- records --------------------------------------------------------------------------
 

@@ -6,8 +6,10 @@ screen and copied in full.
 
 from __future__ import annotations
 
-from PySide6.QtCore import QEvent, Qt, QTimer, Signal, Slot
-from PySide6.QtGui import QGuiApplication
+import math
+
+from PySide6.QtCore import QEvent, QSize, Qt, QTimer, Signal, Slot
+from PySide6.QtGui import QFont, QFontMetrics, QGuiApplication
 from PySide6.QtWidgets import (
     QButtonGroup,
     QFrame,
@@ -25,6 +27,22 @@ from app.ui.server import snippets
 from app.ui.server.snippets import Snippet
 
 NAMES = ("curl", "Python", "Continue")
+TAB_PADDING = 2 * 10  # QPushButton#SnippetTab's horizontal padding in server.qss
+
+
+class _Tab(QPushButton):
+    """A snippet tab: its label turns semi-bold when checked, so it is always as wide as the
+    bold label (the style sheet changes the font without asking for more room)."""
+
+    def sizeHint(self) -> QSize:  # noqa: N802 (Qt override)
+        hint = super().sizeHint()
+        bold = QFont(self.font())
+        bold.setWeight(QFont.Weight.DemiBold)
+        width = QFontMetrics(bold).horizontalAdvance(self.text()) + TAB_PADDING
+        return QSize(max(hint.width(), width), hint.height())
+
+    def minimumSizeHint(self) -> QSize:  # noqa: N802 (Qt override)
+        return self.sizeHint()
 
 
 class SnippetView(QFrame):
@@ -51,7 +69,7 @@ class SnippetView(QFrame):
         tab_row.setContentsMargins(8, 6, 6, 0)
         tab_row.setSpacing(2)
         for name in NAMES:
-            button = QPushButton(name, self)
+            button = _Tab(name, self)
             button.setObjectName("SnippetTab")
             button.setCheckable(True)
             button.setCursor(Qt.CursorShape.PointingHandCursor)
@@ -75,8 +93,9 @@ class SnippetView(QFrame):
         self.code.setOpenLinks(False)
         self.code.setLineWrapMode(QTextBrowser.LineWrapMode.NoWrap)
         self.code.setFrameShape(QFrame.Shape.NoFrame)
-        self.code.setFixedHeight(244)
+        self.code.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.code.document().setDocumentMargin(12)
+        self.code.setFixedHeight(244)  # until set_context: as tall as the longest snippet
         self._copied_timer = QTimer(self)
         self._copied_timer.setSingleShot(True)
         self._copied_timer.setInterval(1500)
@@ -112,6 +131,18 @@ class SnippetView(QFrame):
         shown_key = key if key_visible else snippets.mask(key)
         self._shown = {s.name: s for s in snippets.snippets(base_url, model, shown_key)}
         self._render()
+        self._fit_height()
+
+    def _fit_height(self) -> None:
+        """As tall as the longest snippet, so switching tabs never scrolls or jumps."""
+        document = self.code.document()
+        tallest = 0.0
+        for snippet in self._shown.values():  # laid out in the view's own document and font
+            document.setHtml(code_html(snippet.code, snippet.language, theme.current()))
+            tallest = max(tallest, document.size().height())
+        self._render()
+        scrollbar = self.code.horizontalScrollBar().sizeHint().height()
+        self.code.setFixedHeight(math.ceil(tallest) + 2 * self.code.frameWidth() + scrollbar)
 
     def select(self, name: str) -> None:
         self._current = name
@@ -155,3 +186,5 @@ class SnippetView(QFrame):
         super().changeEvent(event)
         if event.type() == QEvent.Type.PaletteChange:
             self._render()  # the theme changed: re-colour the code
+        elif event.type() in (QEvent.Type.FontChange, QEvent.Type.StyleChange):
+            self._fit_height()

@@ -29,14 +29,21 @@ def mask(key: str) -> str:
 
 
 def curl(base_url: str, model: str, key: str) -> str:
-    body = json.dumps({"model": model, "messages": [{"role": "user", "content": "Hello!"}]})
+    # The body is spread over lines (a shell string may hold newlines) so no line runs long.
+    model_json = json.dumps(model).replace("'", "'\\''")  # inside the shell's '…'
+    message = json.dumps({"role": "user", "content": "Hello!"})
     lines = [
         f"curl {base_url}/chat/completions \\",
         '  -H "Content-Type: application/json" \\',
     ]
     if key:
         lines.append(f'  -H "Authorization: Bearer {key}" \\')
-    lines.append(f"  -d '{body}'")
+    lines += [
+        "  -d '{",
+        f'    "model": {model_json},',
+        f'    "messages": [{message}]',
+        "  }'",
+    ]
     return "\n".join(lines)
 
 
