@@ -4,6 +4,7 @@ model names and the Download button of files that will not fit. No model is load
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from PySide6.QtCore import Qt
@@ -116,3 +117,22 @@ def test_the_welcome_card_ends_a_long_model_name_with_an_ellipsis(
     assert card is not None
     right = row.mapTo(card, row.rect().topRight()).x()
     assert right <= card.width(), "the row runs out of its card"
+
+
+def test_new_chats_cap_the_answer_length_and_unlimited_stays_a_choice(tmp_path: Path) -> None:
+    """A rambling model stops after 2,048 tokens in a new chat instead of filling the context;
+    "Unlimited" (0) is still there for those who want it."""
+    from app.config import Settings
+    from app.ui.settings import presets
+
+    settings = Settings(tmp_path / "settings.json")  # nothing chosen yet
+    values = presets.global_defaults(settings)
+    assert values["max_tokens"] == presets.DEFAULT_MAX_TOKENS == 2048
+    assert presets.default_values()["max_tokens"] == 2048
+    assert presets.to_sampling_params(values).max_tokens == 2048
+    for name in presets.PRESETS:  # a preset keeps the length the user chose
+        assert "max_tokens" not in presets.PRESETS[name]
+    values["max_tokens"] = 0
+    assert presets.to_sampling_params(values).max_tokens is None
+    settings.set("sampling.max_tokens", 0)  # chosen in Settings: kept
+    assert presets.global_defaults(settings)["max_tokens"] == 0

@@ -12,10 +12,15 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from app.config import Settings
+from app.config import SETTINGS, Settings
 from app.engine.types import SamplingParams
 
 CUSTOM = "Custom"
+# A new chat's answer length, from the settings registry (0 there means "Unlimited"). A cap
+# stops a rambling model long before the context is full: Jan caps answers at 2,048 tokens by
+# default, GPT4All at 4,096; 2,048 is about 1,500 words or 200 lines of code, and leaves three
+# quarters of the usual 8,192-token context to the conversation (the answer's room is reserved).
+DEFAULT_MAX_TOKENS: int = SETTINGS["sampling.max_tokens"].default
 
 PRESETS: dict[str, dict[str, Any]] = {
     "Precise": {
@@ -78,7 +83,8 @@ FIELDS: tuple[Field, ...] = (
         0,
         1_000_000,
         16,
-        "In tokens; 0 lets the answer run until the context is full.",
+        "In tokens (about ¾ of a word each). Unlimited lets a long answer run until the "
+        "context is full.",
     ),
     Field("typical_p", "Typical P", "float", 0.0, 1.0, 0.01, "Locally typical sampling.", True),
     Field(
@@ -120,11 +126,13 @@ def global_defaults(settings: Settings) -> dict[str, Any]:
 
 
 def default_values() -> dict[str, Any]:
-    """Every field at SamplingParams's defaults, in the JSON shape stored per conversation."""
+    """Every field at SamplingParams's defaults, in the JSON shape stored per conversation;
+    the answer length at a chat's default (the API's own default stays unlimited)."""
     values: dict[str, Any] = {}
     for f in FIELDS:
         value = getattr(_DEFAULTS, f.name)
         values[f.name] = _to_json(f, value)
+    values["max_tokens"] = DEFAULT_MAX_TOKENS
     return values
 
 
