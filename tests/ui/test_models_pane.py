@@ -466,6 +466,25 @@ def test_a_file_that_wont_fit_has_a_subdued_download_button(
     assert "free memory" in big.button.toolTip()
 
 
+def test_a_long_file_name_gives_way_to_the_badge_and_button(
+    qtbot: QtBot, ember_app: QApplication
+) -> None:
+    """In a narrow page the file name ends in "…"; the size, badge and button stay whole."""
+    from app.library.hub import RemoteFile
+
+    name = "Meta-Llama-3.1-70B-Instruct-abliterated-uncensored-imatrix-IQ2_XXS.gguf"
+    row = FileRow(ModelFile(name, "IQ2_XXS", (RemoteFile(name, 20 * 10**9, None, None),)), None)
+    qtbot.addWidget(row)
+    row.set_download(None, installed=False)
+    row.resize(440, 50)
+    row.show()
+    qtbot.waitExposed(row)
+    assert row.name.text().endswith("…") and name.startswith(row.name.text()[:-1])
+    for part in (row.size_label, row.fit, row.button):
+        assert part.geometry().right() <= row.contentsRect().right(), part
+        assert part.width() >= part.minimumSizeHint().width()
+
+
 # --- background work: latest wins, few disk reads, rows kept ---------------------------------
 
 MANY = ("Q2_K", "Q3_K_M", "Q4_K_M", "Q5_K_M", "Q8_0")

@@ -10,7 +10,7 @@ from app.library.downloads import Download, DownloadState
 from app.library.hub import ModelFile
 from app.ui import icons, theme
 from app.ui.models import fit
-from app.ui.models.widgets import Chip
+from app.ui.models.widgets import Chip, ElidedLabel
 
 _FIT_KINDS = {"fits": "success", "tight": "warning", "wont_fit": "danger"}
 _WONT_FIT_TIP = "Probably too big for this computer's free memory (hover the badge for why)"
@@ -26,10 +26,10 @@ class FileRow(QFrame):
         self.model = model
         self.fit_requested = False
         name = model.name + (f"  ·  {model.split_count} parts" if model.is_split else "")
-        self.name = QLabel(name, self)
+        # Ends in "…" in a narrow page instead of pushing the badge and button out of the row.
+        self.name = ElidedLabel(name, self)
         self.name.setObjectName("FileName")
         self.name.setToolTip("\n".join(model.filenames))
-        self.name.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.size_label = QLabel(human_bytes(model.size), self)
         self.size_label.setObjectName("FileSize")
         self.size_label.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
