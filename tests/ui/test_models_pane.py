@@ -473,7 +473,8 @@ def test_a_long_file_name_gives_way_to_the_badge_and_button(
     from app.library.hub import RemoteFile
 
     name = "Meta-Llama-3.1-70B-Instruct-abliterated-uncensored-imatrix-IQ2_XXS.gguf"
-    row = FileRow(ModelFile(name, "IQ2_XXS", (RemoteFile(name, 20 * 10**9, None, None),)), None)
+    part = RemoteFile(name, 20 * 10**9, None, None)
+    row = FileRow(ModelFile(name, "IQ2_XXS", (part,)), None)  # type: ignore[arg-type]
     qtbot.addWidget(row)
     row.set_download(None, installed=False)
     row.resize(440, 50)
