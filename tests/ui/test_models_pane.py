@@ -481,9 +481,9 @@ def test_a_long_file_name_gives_way_to_the_badge_and_button(
     row.show()
     qtbot.waitExposed(row)
     assert row.name.text().endswith("…") and name.startswith(row.name.text()[:-1])
-    for part in (row.size_label, row.fit, row.button):
-        assert part.geometry().right() <= row.contentsRect().right(), part
-        assert part.width() >= part.minimumSizeHint().width()
+    for shown in (row.size_label, row.fit, row.button):
+        assert shown.geometry().right() <= row.contentsRect().right(), shown
+        assert shown.width() >= shown.minimumSizeHint().width()
 
 
 # --- background work: latest wins, few disk reads, rows kept ---------------------------------
