@@ -7,6 +7,7 @@ import dataclasses
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from PySide6.QtWidgets import QApplication, QLabel
@@ -14,6 +15,7 @@ from pytestqt.qtbot import QtBot
 
 from app.chats.models import Message, Status
 from app.ui import theme
+from app.ui.chat import chat_view
 from app.ui.chat.chat_view import ChatView
 from app.ui.chat.markdown import MarkdownRenderer
 from app.ui.chat.message_widget import MessageWidget
@@ -105,3 +107,35 @@ def test_the_meter_and_the_status_bar_do_not_change_with_every_update(
     assert counts["updates"] >= 12  # ~30 a second for about a second
     assert counts["meter"] <= counts["updates"] / 4 + 2
     assert counts["rate"] <= counts["updates"] / 10 + 1
+
+
+def test_older_messages_are_rendered_a_few_per_event_loop_turn(
+    qtbot: QtBot, ember_app: QApplication, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Scrolling up a long chat (or opening one) renders older messages in short turns, so an
+    answer streaming meanwhile is never held up by a batch of them."""
+    added: list[int] = []
+    real = ChatView.render_older
+
+    def spy(view: ChatView, *args: Any, **kwargs: Any) -> int:
+        count = real(view, *args, **kwargs)
+        added.append(count)
+        return count
+
+    monkeypatch.setattr(ChatView, "render_older", spy)
+    monkeypatch.setattr(chat_view, "TURN_BUDGET", 0.0, raising=False)  # one message a turn
+    view = ChatView(MarkdownRenderer(theme.current()))
+    qtbot.addWidget(view)
+    view.resize(900, 700)
+    view.show()
+    qtbot.waitExposed(view)
+    messages = [
+        dataclasses.replace(_message(f"Answer {i}: **bold**, `code`.", "complete"), id=f"m{i}")
+        for i in range(200)
+    ]
+    view.set_messages(messages)
+    bar = view.verticalScrollBar()
+    qtbot.waitUntil(lambda: bar.maximum() > 0 and bar.value() == bar.maximum())  # laid out
+    bar.setValue(0)
+    qtbot.waitUntil(lambda: view.rendered_count >= chat_view.INITIAL + 4)
+    assert added and max(added) == 1

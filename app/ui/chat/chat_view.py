@@ -1,7 +1,8 @@
 """The scrolling list of messages, rendered lazily from the newest upwards.
 
-Opening a conversation renders only its last ``INITIAL`` messages; older ones are rendered in
-batches as the reader scrolls towards the top (keeping what is on screen still). So a
+Opening a conversation renders only its last ``INITIAL`` messages; older ones are rendered as
+the reader scrolls towards the top, a few per event-loop turn (keeping what is on screen
+still), so an answer streaming meanwhile never waits for a batch of them. So a
 500-message conversation opens as fast as a short one. When the branch changes (a sibling
 switch, a regenerate), widgets of the unchanged beginning are kept.
 
@@ -10,6 +11,8 @@ str text)`` (forwarded from the message widgets).
 """
 
 from __future__ import annotations
+
+import time
 
 from PySide6.QtCore import Qt, QTimer, Signal, Slot
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QScrollArea, QVBoxLayout, QWidget
@@ -23,6 +26,7 @@ BATCH = 16
 LOAD_MARGIN = 400  # px from the top at which older messages are rendered
 STICK_MARGIN = 48  # px from the bottom within which the view follows new text
 COLUMN_WIDTH = 820
+TURN_BUDGET = 0.008  # s of rendering older messages per event-loop turn (then the next turn)
 
 
 class ChatView(QScrollArea):
@@ -167,22 +171,24 @@ class ChatView(QScrollArea):
 
     # -- lazy rendering -------------------------------------------------------------------
 
-    def render_older(self, count: int = BATCH) -> int:
-        """Render up to ``count`` older messages above the first one; returns how many."""
+    def render_older(self, count: int = BATCH, budget: float | None = None) -> int:
+        """Render up to ``count`` older messages above the first one, the nearest first;
+        with a ``budget`` (seconds), stop after the one that used it up. Returns how many."""
         self._older_scheduled = False
         if self._first == 0:
             return 0
-        start = max(0, self._first - count)
+        deadline = time.perf_counter() + budget if budget is not None else None
         bar = self.verticalScrollBar()
         self._anchor_from_bottom = bar.maximum() - bar.value()
-        new_widgets: list[MessageWidget] = []
-        for offset, message in enumerate(self._messages[start : self._first]):
-            widget = self._make_widget(message)
-            self._layout.insertWidget(1 + offset, widget)
-            new_widgets.append(widget)
-        added = self._first - start
-        self._widgets[0:0] = new_widgets
-        self._first = start
+        added = 0
+        while self._first > 0 and added < count:
+            self._first -= 1
+            widget = self._make_widget(self._messages[self._first])
+            self._layout.insertWidget(1, widget)
+            self._widgets.insert(0, widget)
+            added += 1
+            if deadline is not None and time.perf_counter() > deadline:
+                break
         self.older_label.setVisible(self._first > 0)
         QTimer.singleShot(200, self._drop_anchor)
         return added
@@ -194,8 +200,17 @@ class ChatView(QScrollArea):
     @Slot()
     def _fill_viewport(self) -> None:
         if self._first > 0 and self.canvas.sizeHint().height() < self.viewport().height():
-            self.render_older()
+            self.render_older(budget=TURN_BUDGET)
             QTimer.singleShot(0, self._fill_viewport)
+
+    @Slot()
+    def _render_older_in_turns(self) -> None:
+        """Older messages while the reader is near the top, a few per event-loop turn: a
+        batch at once would hold the window (and an answer streaming into it) for a while."""
+        self.render_older(budget=TURN_BUDGET)
+        if self._first > 0 and self.verticalScrollBar().value() < LOAD_MARGIN:
+            self._older_scheduled = True
+            QTimer.singleShot(0, self._render_older_in_turns)
 
     @Slot(int)
     def _on_scrolled(self, value: int) -> None:
@@ -204,7 +219,7 @@ class ChatView(QScrollArea):
             self._stick = bar.maximum() - value <= STICK_MARGIN
         if value < LOAD_MARGIN and self._first > 0 and not self._older_scheduled:
             self._older_scheduled = True
-            QTimer.singleShot(0, self.render_older)
+            QTimer.singleShot(0, self._render_older_in_turns)
 
     @Slot(int, int)
     def _on_range_changed(self, _minimum: int, maximum: int) -> None:
