@@ -159,3 +159,26 @@ def test_switching_models_mid_answer_lets_the_answer_finish_then_frees_the_old_m
     saved = window.services.store.get_message(message_id)
     assert saved.status == "stopped" and saved.metadata["model"] == "alpha"
     assert saved.content.startswith("Sure.")
+
+
+def test_at_start_up_the_open_chat_loads_its_own_model_not_the_last_one(
+    qtbot: QtBot, ember_app: QApplication, files: dict[str, str]
+) -> None:
+    from app.ui.app import _FileOpenFilter, _start_up_steps
+
+    worker = ParallelFakeWorker()  # nothing loaded: Ember is starting
+    services = fake_services(worker, max_tokens=40)
+    try:
+        chat = services.store.create_conversation("Beta chat", model=files["beta"])
+        services.settings.set("ui.last_conversation", chat.id)
+        services.settings.set("ui.last_model", files["alpha"])
+        window = show_window(qtbot, services)
+        assert window.controller.conversation_id == chat.id
+        with qtbot.waitSignal(services.engine.model_loaded, timeout=WAIT_MS) as loaded:
+            _start_up_steps(window, services, _FileOpenFilter(ember_app, listen=False), [])()
+            window.close()  # only the first step (loading) is wanted here
+        assert loaded.args[0].path == files["beta"]
+        assert [m.path for m in worker.loaded_models()] == [files["beta"]]
+    finally:
+        services.close()
+        worker.shutdown()
