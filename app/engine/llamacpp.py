@@ -63,6 +63,7 @@ EMBED_CHUNK = 128
 EMBED_MAX_TOKENS = 8192
 
 _native_log = logging.getLogger("llama.cpp")
+_ABORTED_STATUS = ("compute status: 1", "failed with error 1")  # GGML_STATUS_ABORTED
 _log_callbacks: list[Any] = []  # keeps the ctypes callback alive: C holds only a pointer
 
 
@@ -87,6 +88,8 @@ def _route_native_logs(llama_cpp: Any) -> None:
         py_level = last[0] if level == 5 else logging.WARNING if level == 4 else logging.DEBUG
         last[0] = py_level
         message = text.decode("utf-8", errors="replace").rstrip()
+        if py_level == logging.WARNING and message.endswith(_ABORTED_STATUS):
+            py_level = logging.DEBUG  # a decode stopped by our abort flag: a cancel, not a fault
         if message:
             _native_log.log(py_level, "%s", message)
 
@@ -276,6 +279,7 @@ class LlamaCppModel:
         native.llama_set_abort_callback(self._ctx, self.abort.callback, self.abort.data)
         self.memory = native.llama_get_memory(self._ctx)
         self.n_vocab = int(native.llama_vocab_n_tokens(self.vocab))
+        self.n_swa = int(native.llama_model_n_swa(self._model))
         self.batch = Batch(native, self.n_batch + self.n_parallel)
         self.bos = int(native.llama_vocab_bos(self.vocab))
         self.eos = int(native.llama_vocab_eos(self.vocab))

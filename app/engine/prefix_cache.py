@@ -61,8 +61,9 @@ def common_prefix(a: list[int], b: list[int], limit: int) -> int:
 class PrefixCache:
     """The sequences of one context and the tokens each holds."""
 
-    def __init__(self, memory: SequenceMemory, n_seq: int) -> None:
+    def __init__(self, memory: SequenceMemory, n_seq: int, n_swa: int = 0) -> None:
         self._memory = memory
+        self._n_swa = n_swa
         self.entries = [CachedSeq(i) for i in range(n_seq)]
         self._clock = itertools.count(1)
 
@@ -75,7 +76,7 @@ class PrefixCache:
         best_n = 0
         for e in self.entries:
             n = common_prefix(e.tokens, prompt, limit)
-            if n > best_n and self._memory.seq_pos_min(e.seq) <= 0:
+            if n > best_n and self.usable(e, n):
                 best, best_n = e, n
         dst: CachedSeq | None
         if best is not None and not best.busy and best_n == len(best.tokens):
@@ -99,6 +100,14 @@ class PrefixCache:
         dst.busy = True
         dst.last_used = next(self._clock)
         return dst.seq, reused
+
+    def usable(self, e: CachedSeq, n: int) -> bool:
+        """Whether ``e``'s KV can continue after its first ``n`` tokens. A model with
+        sliding-window layers (Gemma 2/3, gpt-oss…) needs the window before position ``n``;
+        llama.cpp reuses cells that fell out of every window of a sequence, so a prefix that
+        ends earlier than where the sequence went on may have lost them."""
+        lowest = self._memory.seq_pos_min(e.seq)
+        return lowest <= (max(0, n - self._n_swa) if self._n_swa > 0 else 0)
 
     def release(self, seq: int, tokens: list[int]) -> None:
         """The job on ``seq`` is over; its sequence holds ``tokens`` and stays cached."""

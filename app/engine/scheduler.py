@@ -85,7 +85,7 @@ class Scheduler:
 
     def __init__(self, model: Model, finish: Callable[[Job, FinalEvent], None]) -> None:
         self.model = model
-        self.cache = PrefixCache(model, model.n_seq)
+        self.cache = PrefixCache(model, model.n_seq, model.n_swa)
         self.slots: list[Slot] = []  # in admission order
         self._finish_job = finish
         self._inflight: list[Slot] = []
@@ -201,6 +201,7 @@ class Scheduler:
             slot.chunk = len(chunk)
             budget -= len(chunk)
             used.append(slot)
+        self._keep_room(sum(s.chunk for s in used))
         with self._lock:
             self._inflight = used
             if all(s.job.cancelled.is_set() for s in used):
@@ -224,6 +225,16 @@ class Scheduler:
                 del slot.pending[: slot.chunk]
             if slot.i_batch >= 0:
                 self._sample(slot, now)
+
+    def _keep_room(self, n_new: int) -> None:
+        """Evict idle conversations, least recently used first, before the batch could fill
+        the KV cache. (llama.cpp would otherwise, for models with sliding-window layers, reuse
+        cells that idle sequences still need for their prefixes, rather than report no room.)
+        Shared prefixes are counted once per sequence, so this errs on the side of room."""
+        running = sum(len(s.tokens) for s in self.slots)
+        while running + self.cache.cached_tokens() + n_new > self.model.n_ctx:
+            if not self.cache.evict_one():
+                return
 
     def _sample(self, slot: Slot, now: float) -> None:
         model = self.model

@@ -334,6 +334,7 @@ class Model(Protocol):
     n_parallel: int  # sequences generating at once
     n_seq: int  # sequences in the context: n_parallel plus idle ones kept as a prefix cache
     n_batch: int  # most tokens one decode takes
+    n_swa: int  # the sliding attention window of the model's local layers (0: none)
 
     @property
     def abort(self) -> AbortLike: ...

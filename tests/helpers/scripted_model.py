@@ -94,6 +94,7 @@ class ScriptedModel:
         self.n_ctx = request.params.n_ctx or 8192
         self.n_parallel = max(1, request.params.n_parallel)
         self.n_seq = self.n_parallel + 4
+        self.n_swa = 0
         self.n_batch = max(1, min(request.params.n_batch, self.n_ctx))
         self.abort = _Abort()
         self.batch = _Batch()
