@@ -86,6 +86,7 @@ class ChatRequest:
     model: str | None = None  # a loaded model's id; None: the most recently loaded one
     tools: list[dict[str, Any]] | None = None
     add_generation_prompt: bool = True
+    priority: int = 0  # higher goes ahead of waiting jobs (the app's chats: 1, API: 0)
 
 
 @dataclass(slots=True)

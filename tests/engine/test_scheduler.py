@@ -7,13 +7,14 @@ test_batching.py."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from app.engine.types import (
+    ChatRequest,
     CompletionRequest,
     Delta,
     Event,
@@ -21,6 +22,7 @@ from app.engine.types import (
     Finished,
     LoadParams,
     SamplingParams,
+    Started,
 )
 from app.engine.worker import EngineWorker, Job
 from tests.helpers.scripted_model import ScriptedModel, scripted_factory
@@ -231,5 +233,40 @@ def test_mixed_jobs_each_get_one_final_event_and_leak_no_cache(
             if action == "run":
                 assert isinstance(last[0], Finished) and last[0].reason in ("length", "stop")
         assert_cache_consistent(worker, model)
+    finally:
+        worker.shutdown()
+
+
+def test_the_apps_chat_goes_ahead_of_waiting_api_requests() -> None:
+    worker, _model = worker_with(params=LoadParams(n_ctx=4096, n_parallel=1, n_batch=64))
+    order: list[str] = []
+    lock = threading.Lock()
+    gate = threading.Event()
+    holding = threading.Event()
+
+    def sink_for(name: str) -> Callable[[Event], None]:
+        def sink(e: Event) -> None:
+            if isinstance(e, Started):
+                with lock:
+                    order.append(name)
+                if name == "running":
+                    holding.set()
+                    gate.wait(10)  # holds the only slot until every job is queued
+
+        return sink
+
+    try:
+        jobs = [worker.submit(CompletionRequest("api", SamplingParams(max_tokens=2)),
+                              sink_for("running"))]  # fmt: skip
+        assert holding.wait(10)
+        for name in ("api-1", "api-2"):
+            request = CompletionRequest(name, SamplingParams(max_tokens=2))
+            jobs.append(worker.submit(request, sink_for(name)))
+        chat = ChatRequest([{"role": "user", "content": "hi"}], SamplingParams(max_tokens=2))
+        chat.priority = 1
+        jobs.append(worker.submit(chat, sink_for("app")))
+        gate.set()
+        assert all(isinstance(j.wait(30), Finished) for j in jobs)
+        assert order == ["running", "app", "api-1", "api-2"]
     finally:
         worker.shutdown()

@@ -239,7 +239,9 @@ class AnswerRunner(QObject):
             self.context_notice.emit(
                 answer.conversation_id, answer.message_id, plan.dropped, loaded.n_ctx
             )
-        self._run(answer, ChatRequest(plan.messages, answer.sampling, model=loaded.model_id))
+        # priority: the app's own chat goes ahead of API requests waiting for a slot
+        request = ChatRequest(plan.messages, answer.sampling, model=loaded.model_id, priority=1)
+        self._run(answer, request)
 
     def _submit_remote(self, answer: Answer) -> None:
         """The whole history to the provider: only it knows its context length, and it says
