@@ -33,7 +33,8 @@ MIN_HINT_WIDTH = 60  # narrower: not laid out yet (see sizeHint)
 
 
 def stats_text(metadata: dict[str, object]) -> str:
-    """'128 tokens · 0.42 s to first token · 47.9 tok/s' from an answer's metadata."""
+    """'128 tokens · 0.42 s to first token · 1,830 of 1,900 prompt tokens from cache ·
+    47.9 tok/s' from an answer's metadata."""
     parts: list[str] = []
     tokens = metadata.get("tokens")
     if isinstance(tokens, int):
@@ -41,6 +42,10 @@ def stats_text(metadata: dict[str, object]) -> str:
     ttft = metadata.get("ttft")
     if isinstance(ttft, int | float) and ttft > 0:
         parts.append(f"{ttft:.2f} s to first token")
+    cached, prompt = metadata.get("cached_tokens"), metadata.get("prompt_tokens")
+    if isinstance(cached, int) and cached > 0:
+        share = f" of {prompt:,}" if isinstance(prompt, int) and prompt >= cached else ""
+        parts.append(f"{cached:,}{share} prompt tokens from cache")
     tps = metadata.get("tps")
     if isinstance(tps, int | float) and tps > 0:
         parts.append(f"{tps:.1f} tok/s")
