@@ -27,6 +27,8 @@ from typing import Any
 
 import platformdirs
 
+from app.engine.types import SamplingParams
+
 log = logging.getLogger(__name__)
 
 APP_NAME = "Ember"
@@ -165,6 +167,10 @@ def _settings(*items: Setting) -> dict[str, Setting]:
     return {s.key: s for s in items}
 
 
+# The engine's sampling defaults are the one home of these numbers (the API uses them too).
+_SAMPLING = SamplingParams()
+
+
 SETTINGS: dict[str, Setting] = _settings(
     # load parameters
     Setting(
@@ -182,12 +188,17 @@ SETTINGS: dict[str, Setting] = _settings(
     ),
     # sampling defaults for new conversations
     Setting("sampling.preset", str, "Balanced", "Sampling preset for new conversations"),
-    Setting("sampling.temperature", float, 0.8, "Temperature"),
-    Setting("sampling.top_p", float, 0.95, "Top-p"),
-    Setting("sampling.top_k", int, 40, "Top-k"),
-    Setting("sampling.min_p", float, 0.05, "Min-p"),
-    Setting("sampling.repeat_penalty", float, 1.0, "Repeat penalty"),
-    Setting("sampling.max_tokens", int, 0, "Maximum answer length (0: until the context is full)"),
+    Setting("sampling.temperature", float, _SAMPLING.temperature, "Temperature"),
+    Setting("sampling.top_p", float, _SAMPLING.top_p, "Top-p"),
+    Setting("sampling.top_k", int, _SAMPLING.top_k, "Top-k"),
+    Setting("sampling.min_p", float, _SAMPLING.min_p, "Min-p"),
+    Setting("sampling.repeat_penalty", float, _SAMPLING.repeat_penalty, "Repeat penalty"),
+    Setting(
+        "sampling.max_tokens",
+        int,
+        2048,
+        "Maximum answer length in tokens for new chats (0: unlimited, until the context is full)",
+    ),
     Setting("chat.system_prompt", str, "", "Default system prompt for new conversations"),
     # appearance and state
     Setting("ui.theme", str, "system", "Theme: system, light or dark"),
@@ -195,6 +206,7 @@ SETTINGS: dict[str, Setting] = _settings(
     Setting("ui.last_model", str, "", "The model loaded when the app was closed"),
     Setting("ui.recent_models", list, [], "Model files opened in the app, newest first"),
     Setting("ui.sidebar_visible", bool, True, "Show the conversation sidebar"),
+    Setting("ui.sidebar_narrow", bool, False, "Keep the sidebar shown in narrow windows too"),
     Setting("ui.chat_settings_visible", bool, False, "Show the chat settings panel"),
     # server
     Setting("server.enabled", bool, False, "Serve the API when the app starts"),

@@ -253,7 +253,7 @@ class MainWindow(QMainWindow):
         settings = self.services.settings
         settings.set("ui.sidebar_visible", visible)
         if self._narrow or not visible:
-            settings.set_extra(SIDEBAR_NARROW_KEY, visible)
+            settings.set(SIDEBAR_NARROW_KEY, visible)
         self._show_sidebar(visible)
 
     def _show_sidebar(self, visible: bool) -> None:
@@ -265,7 +265,7 @@ class MainWindow(QMainWindow):
         narrow window widens the window rather than squeezing the chat. A sidebar that folds
         away in narrow windows does not count (else shrinking in one step, as snapping the
         window to half the screen does, would stop at its width)."""
-        keeps_sidebar = self.services.settings.extra(SIDEBAR_NARROW_KEY) is True
+        keeps_sidebar = self.services.settings.get(SIDEBAR_NARROW_KEY)
         panes = [
             pane
             for pane in (self.sidebar, self.splitter.widget(1), self.panel)
@@ -287,7 +287,7 @@ class MainWindow(QMainWindow):
         settings = self.services.settings
         wanted = settings.get("ui.sidebar_visible")
         if narrow:
-            wanted = wanted and settings.extra(SIDEBAR_NARROW_KEY) is True
+            wanted = wanted and settings.get(SIDEBAR_NARROW_KEY)
         self._show_sidebar(wanted)
 
     @Slot()

@@ -30,12 +30,10 @@ PRESETS: dict[str, dict[str, Any]] = {
         "min_p": 0.1,
         "repeat_penalty": 1.05,
     },
+    # The engine's own defaults (llama.cpp's), which the settings registry starts from too.
     "Balanced": {
-        "temperature": 0.8,
-        "top_p": 0.95,
-        "top_k": 40,
-        "min_p": 0.05,
-        "repeat_penalty": 1.0,
+        name: getattr(SamplingParams(), name)
+        for name in ("temperature", "top_p", "top_k", "min_p", "repeat_penalty")
     },
     "Creative": {
         "temperature": 1.1,
