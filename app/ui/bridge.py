@@ -15,6 +15,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from PySide6.QtCore import QObject, Qt, QTimer, Signal, Slot
@@ -30,6 +31,7 @@ from app.engine.types import (
     Started,
 )
 from app.engine.worker import EngineWorker, Job, Sink
+from app.ui.task_runner import tasks
 
 log = logging.getLogger(__name__)
 
@@ -179,17 +181,18 @@ class EngineBridge(QObject):
     def submit(self, request: Request, via: Submitter | None = None) -> JobHandle:
         """Start ``request`` on the engine worker, or with ``via`` (e.g. a remote router).
 
-        ``via`` runs on a short-lived thread of its own: it may read a key from the OS keyring
+        ``via`` runs on the task runner's network lane: it may read a key from the OS keyring
         or a provider file, which the GUI thread must not wait for. The handle works the same
         either way; a cancel before the job exists cancels it as soon as it does."""
         handle = JobHandle(self._min_interval, self)
         self._live.add(handle)
         handle.done.connect(self._on_handle_done)
         if via is not None:
-            thread = threading.Thread(
-                target=_submit_via, args=(via, request, handle), name="ember-submit", daemon=True
+            tasks().submit(
+                partial(_submit_via, via, request, handle),
+                lane="network",
+                name="start a remote request",
             )
-            thread.start()
             return handle
         try:
             handle.job = self.worker.submit(request, handle.sink)

@@ -4,13 +4,32 @@ is loaded here."""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QApplication
+from pytestqt.qtbot import QtBot
 
 from app.config import SETTINGS, Settings
-from app.engine.types import SamplingParams
-from app.ui.settings import presets
+from app.engine.remote import ProbeResult
+from app.engine.types import ChatRequest, Finished, Request, SamplingParams
+from app.engine.worker import EngineWorker, Job, Sink
+from app.ui.bridge import EngineBridge
+from app.ui.main_window import MainWindow
+from app.ui.settings import presets, provider_editor
+from tests.ui.fake_model import fake_factory, fake_load_params
+
+
+@pytest.fixture
+def engine_worker() -> Iterator[EngineWorker]:
+    """No model: these tests only look at the window."""
+    worker = EngineWorker()
+    yield worker
+    worker.shutdown()
+
 
 SAMPLING_FIELDS = ("temperature", "top_p", "top_k", "min_p", "repeat_penalty")
 
@@ -34,3 +53,58 @@ def test_keeping_the_sidebar_in_narrow_windows_is_a_registered_setting(tmp_path:
     assert Settings(tmp_path / "settings.json").get("ui.sidebar_narrow") is True
     with pytest.raises(TypeError):
         settings.set("ui.sidebar_narrow", "yes")
+
+
+# -- background work on the task runner's network lane --------------------------------------
+
+
+def test_a_remote_request_starts_on_the_network_lane(qtbot: QtBot, qapp: QApplication) -> None:
+    """A provider that hangs while a request starts holds a network thread, never the GUI or a
+    thread of its own that nobody shuts down."""
+    worker = EngineWorker(model_factory=fake_factory(tokens_per_second=4000))
+    worker.load("fake.gguf", fake_load_params()).result(10)
+    threads: list[str] = []
+
+    def via(request: Request, sink: Sink) -> Job:
+        threads.append(threading.current_thread().name)
+        return worker.submit(request, sink)
+
+    try:
+        bridge = EngineBridge(worker)
+        handle = bridge.submit(
+            ChatRequest([{"role": "user", "content": "go"}], SamplingParams(max_tokens=5)), via
+        )
+        with qtbot.waitSignal(handle.finished, timeout=30_000) as blocker:
+            pass
+        assert isinstance(blocker.args[0], Finished)
+        assert threads == ["ember-network"]
+    finally:
+        worker.shutdown()
+
+
+def test_test_connection_waits_on_the_network_lane(
+    qtbot: QtBot, window: MainWindow, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    threads: list[str] = []
+
+    class Engine:
+        def probe(self) -> ProbeResult:
+            threads.append(threading.current_thread().name)
+            return ProbeResult(["tiny-model"], 0.01)
+
+        def shutdown(self) -> None:
+            pass
+
+    monkeypatch.setattr(provider_editor, "engine_for", lambda *_args: Engine())
+    window.open_settings()
+    dialog = window.settings_dialog
+    assert dialog is not None
+    dialog.show_page("Providers")
+    dialog.providers_page.add_provider()
+    editor = dialog.providers_page.editor
+    editor.name.setText("gpu-box")
+    editor.url.setText("http://127.0.0.1:9/v1")
+    qtbot.mouseClick(editor.test_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: editor.result.property("kind") == "ok")
+    assert threads == ["ember-network"]
+    dialog.reject()

@@ -341,7 +341,7 @@ class ProviderEditor(QWidget):
             elif isinstance(result, ProbeResult):
                 self.show_result("ok", models_summary(result))
 
-        run_in_background(probe, done, self)
+        run_in_background(probe, done, self, lane="network")
 
     # -- saving -----------------------------------------------------------------------------
 
