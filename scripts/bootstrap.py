@@ -1,6 +1,6 @@
 """Create or refresh the development environment in ``.venv``; reuse it when it is good.
 
-* llama-cpp-python is compiled from source, portably (see DESIGN.md): on x86-64 with
+* llama-cpp-python is compiled from source, portably (see docs/ARCHITECTURE.md): on x86-64 with
   ``-DGGML_NATIVE=OFF`` plus AVX2/FMA/F16C, on Apple silicon with Metal. The wheel is built once
   per (version, flags) into ``~/.cache/ember/wheels/`` and reused by every checkout, because
   pip's own wheel cache ignores CMAKE_ARGS and could hand back a native build.

@@ -86,7 +86,7 @@ def grammar_for(sampling: SamplingParams) -> Grammar | None:
 
 def _schema_text(schema: Any) -> str:
     try:
-        text = json.dumps(schema, sort_keys=True, allow_nan=False)
+        text = json.dumps(schema, allow_nan=False)  # key order matters: it orders the output
     except (TypeError, ValueError, RecursionError) as e:
         raise BadRequestError(f"The JSON schema is not valid JSON data: {e}") from e
     if len(text.encode("utf-8")) > MAX_SCHEMA_BYTES:

@@ -507,7 +507,7 @@ class LlamaCppModel:
             if len(tokens) > EMBED_MAX_TOKENS:
                 raise ContextOverflowError(
                     f"An input is {len(tokens)} tokens; an embedding covers at most "
-                    f"{EMBED_MAX_TOKENS}. Split it into smaller pieces."
+                    f"{EMBED_MAX_TOKENS:,}. Split it into smaller pieces."
                 )
             if not tokens:
                 raise BadRequestError("An embedding input is empty.")

@@ -14,6 +14,7 @@ worker (:mod:`app.engine.worker`) admits jobs and delivers events; the job contr
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import threading
@@ -208,6 +209,10 @@ class Scheduler:
                 return  # every one was cancelled since the check above: next step ends them
         try:
             code = self.model.decode()
+        except Exception as e:  # a native failure must not kill the worker
+            log.exception("Decoding failed")
+            self._after_failed_decode(-1, used, EngineCrashedError(f"The engine failed: {e}"))
+            return
         finally:
             with self._lock:
                 self._inflight = []
@@ -243,6 +248,10 @@ class Scheduler:
         except EngineError as e:
             self._end(slot, "error", error=e)
             return
+        except Exception as e:
+            log.exception("Sampling failed")
+            self._end(slot, "error", error=EngineCrashedError(f"The engine failed: {e}"))
+            return
         if slot.first_at is None:
             slot.first_at = now
         if model.is_eog(token):
@@ -260,7 +269,9 @@ class Scheduler:
         else:
             slot.last = token
 
-    def _after_failed_decode(self, code: int, used: list[Slot]) -> None:
+    def _after_failed_decode(
+        self, code: int, used: list[Slot], error: EngineError | None = None
+    ) -> None:
         # llama.cpp has removed the failed ubatch's cells; earlier ubatches of the batch stay.
         # Cut every sequence of the batch back to what the slot knows it holds.
         for slot in used:
@@ -272,7 +283,7 @@ class Scheduler:
                 return  # try again with the cells of an idle conversation
             self._make_room(used)
             return
-        error = EngineError(f"llama.cpp failed to decode (code {code}).")
+        error = error or EngineCrashedError(f"llama.cpp failed to decode (code {code}).")
         for slot in used:
             self._end(slot, "error", error=error)
 
@@ -332,6 +343,17 @@ class Scheduler:
         for slot in list(self.slots):
             slot.job.cancelled.set()
             self._end(slot, "cancelled")
+
+    def fail_all(self, error: EngineError) -> None:
+        """End every slot with ``error`` (after a failure the scheduler cannot place)."""
+        for slot in list(self.slots):
+            self.slots.remove(slot)
+            with contextlib.suppress(Exception):
+                slot.sampler.close()
+            self.cache.drop(slot.seq)
+            self.model.seq_rm(slot.seq)
+            job = slot.job
+            self._finish_job(job, Failed(job.id, error, timings=self._timings(slot)))
 
 
 def describe_slots(scheduler: Scheduler) -> list[dict[str, Any]]:

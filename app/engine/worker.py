@@ -359,7 +359,11 @@ class EngineWorker:
                     self._current = None
             return True
         for scheduler in {id(s): s for s in self._running.values()}.values():
-            scheduler.step()
+            try:
+                scheduler.step()
+            except Exception as e:  # a bug must not kill the worker: fail what it ran
+                log.exception("An engine step failed unexpectedly")
+                scheduler.fail_all(EngineCrashedError(f"The engine failed: {e}"))
         return True
 
     def _take_jobs(self) -> tuple[list[tuple[Job, Scheduler]], Job | None]:

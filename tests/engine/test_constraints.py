@@ -127,3 +127,14 @@ def test_a_schema_is_converted_once_and_cached(monkeypatch: pytest.MonkeyPatch) 
     first = grammar_for(schema({**tool, "title": "once"}))
     again = grammar_for(schema(json.loads(json.dumps({**tool, "title": "once"}))))
     assert first is again and len(calls) == 1
+
+
+def test_the_schemas_property_order_is_the_outputs() -> None:
+    """A tool call's grammar must write "name" before "arguments", as the schema lists them
+    (the API's streaming parser reads the name first)."""
+    grammar = grammar_for(
+        schema({"type": "object", "properties": {"name": {"const": "f"}, "arguments": {}}})
+    )
+    assert grammar is not None
+    root = next(line for line in grammar.text.splitlines() if line.startswith("root ::="))
+    assert root.index("name") < root.index("arguments")

@@ -276,19 +276,19 @@ def test_embeddings_tokenize_each_input_once_and_refuse_too_long_ones(
     worker.run(EmbeddingRequest(["warm-up"]))  # opens the embedding context
     model = worker._state.models[loaded.model_id]
     calls: list[object] = []
-    for llm in (model.llm, model._embedder):
+    original = model.tokenize
 
-        def counting(*args: object, _original: Any = llm.tokenize, **kwargs: object) -> Any:
-            calls.append(args[0])
-            return _original(*args, **kwargs)
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        calls.append(args[0])
+        return original(*args, **kwargs)
 
-        monkeypatch.setattr(llm, "tokenize", counting)
+    monkeypatch.setattr(model, "tokenize", counting)
     final = worker.submit(EmbeddingRequest(["Hello world", "Goodbye", "Once more"])).wait(60)
     assert isinstance(final, Finished) and len(final.result) == 3
     assert len(calls) == 3, calls  # once per input, not once more to check its length
-    too_long = worker.submit(EmbeddingRequest(["short", "word " * 5000])).wait(60)
+    too_long = worker.submit(EmbeddingRequest(["short", "word " * 9000])).wait(60)
     assert isinstance(too_long, Failed) and isinstance(too_long.error, ContextOverflowError)
-    assert "longer than the 4096 tokens an embedding can cover" in str(too_long.error)
+    assert "an embedding covers at most 8,192" in str(too_long.error)
     # never cut silently, and the embedding context works as before afterwards
     again = worker.run(EmbeddingRequest(["Hello world"]))
     assert again[0] == pytest.approx(final.result[0], abs=1e-5)

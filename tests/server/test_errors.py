@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import httpx
 import pytest
 
-from app.engine.templates import RenderedPrompt
-from app.engine.types import LoadedModel, LoadParams, LoadRequest
+from app.engine.types import LoadRequest
 from app.engine.worker import EngineWorker
 from app.server.config import ServerConfig
 from app.server.gateway import Gateway
 from app.server.runner import ServerRunner
+from tests.helpers.scripted_model import ScriptedModel
 from tests.server.conftest import MODEL_ID, N_CTX
 
 CHAT = "/v1/chat/completions"
@@ -178,30 +177,15 @@ def test_no_model_loaded_and_none_named_says_what_to_do() -> None:
         worker.shutdown()
 
 
-class _BrokenModel:
+class _BrokenModel(ScriptedModel):
     """Loads fine, then fails inside generation the way a native error would: the only way to
     provoke an engine crash on purpose (the real model does not crash)."""
 
     def __init__(self, request: LoadRequest, _progress: object = None) -> None:
-        self.model_id = request.model_id or request.path
-        self.abort = threading.Event()
+        super().__init__(request)
 
-    def describe(self) -> LoadedModel:
-        return LoadedModel(
-            self.model_id, "/nowhere/broken.gguf", 512, 512, 1, LoadParams(), None, False, 0.0
-        )
-
-    def render_chat(self, _request: object) -> RenderedPrompt:
-        return RenderedPrompt("User: hi\nAssistant:", (), True)
-
-    def tokenize(self, text: str, add_special: bool = True) -> list[int]:
-        return [1, 2, 3]
-
-    def generate(self, *_args: object) -> None:
+    def decode(self) -> int:
         raise RuntimeError("ggml_abort at /home/build/llama.cpp/ggml.c:1234")
-
-    def close(self) -> None:
-        pass
 
 
 def test_engine_failure_is_500_without_internals_and_the_server_survives() -> None:

@@ -53,12 +53,12 @@ SHORT = {
 
 @pytest.fixture(scope="module")
 def small_queue(gemma_path: Path) -> Iterator[Served]:
-    """A server that lets one API request wait while another runs."""
+    """A server that lets one API request wait while another runs (one answer at a time)."""
     worker = EngineWorker()
     gateway = Gateway(
         worker,
         StaticCatalog([entry_for_file(gemma_path, MODEL_ID)]),
-        LoadParams(n_ctx=N_CTX),
+        LoadParams(n_ctx=N_CTX, n_parallel=1),
         max_waiting=1,
     )
     gateway.load(str(gemma_path), MODEL_ID).wait(120)
