@@ -17,9 +17,15 @@ from app.config import SETTINGS, Settings
 from app.engine.remote import ProbeResult
 from app.engine.types import ChatRequest, Finished, Request, SamplingParams
 from app.engine.worker import EngineWorker, Job, Sink
+from app.library.local import Library
 from app.ui.bridge import EngineBridge
+from app.ui.header import model_list
 from app.ui.main_window import MainWindow
+from app.ui.models.my_models import MyModelsView
+from app.ui.models.runner import Runner
 from app.ui.settings import presets, provider_editor
+from app.ui.task_runner import tasks
+from tests.helpers.gguf_writer import write_gguf
 from tests.ui.fake_model import fake_factory, fake_load_params
 
 
@@ -108,3 +114,52 @@ def test_test_connection_waits_on_the_network_lane(
     qtbot.waitUntil(lambda: editor.result.property("kind") == "ok")
     assert threads == ["ember-network"]
     dialog.reject()
+
+
+def test_my_models_rescans_when_asked_while_an_import_runs(
+    qtbot: QtBot, ember_app: QApplication, tmp_path: Path
+) -> None:
+    """The library's runner is busy with something else (an import, a delete): a refresh asked
+    meanwhile still scans once it is free."""
+    library = Library(tmp_path / "models", hf_cache_dir=tmp_path / "hf", lmstudio_dirs=())
+    runner = Runner(1, "library")
+    view = MyModelsView(library, Settings(tmp_path / "settings.json"), runner)
+    qtbot.addWidget(view)
+    release = threading.Event()
+    held: list[object] = []
+    runner.submit(lambda: release.wait(10), lambda result, _error: held.append(result))
+    model = write_gguf(tmp_path / "models" / "alice" / "Tiny-GGUF" / "Tiny-Q4_K_M.gguf")
+    view.refresh()
+    release.set()
+    qtbot.waitUntil(lambda: [m.path for m in view.models] == [model])
+    assert held == [True]
+
+
+def test_the_model_list_scans_on_the_task_runner_once_more_when_asked_mid_scan(
+    qtbot: QtBot, ember_app: QApplication, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    release = threading.Event()
+    calls: list[int] = []
+    new = model_list.ModelEntry(str(tmp_path / "new.gguf"), "new", 1, "1 B")
+
+    def scan(_settings: object, _library: object) -> list[model_list.ModelEntry]:
+        calls.append(1)
+        if len(calls) == 1:
+            release.wait(10)
+            return []
+        return [new]
+
+    monkeypatch.setattr(model_list, "scan_models", scan)
+    catalog = model_list.ModelCatalog(Settings(tmp_path / "settings.json"), Library())
+    changes: list[list[model_list.ModelEntry]] = []
+    catalog.models_changed.connect(changes.append)
+    catalog.refresh()
+    qtbot.waitUntil(lambda: len(calls) == 1)
+    assert [t.name for t in tasks().pending()] == ["list the models"]
+    for _ in range(3):  # asked again and again mid-scan: one more scan
+        catalog.refresh()
+    release.set()
+    qtbot.waitUntil(lambda: catalog.models == [new])
+    qtbot.waitUntil(lambda: not tasks().busy())
+    assert len(calls) == 2
+    assert changes == [[new]]  # the first scan changed nothing: no signal

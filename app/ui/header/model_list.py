@@ -16,7 +16,7 @@ from app.engine.gguf import human_bytes
 from app.library.local import Library
 from app.library.quant import is_projector, parse_quant
 from app.ui.engine_session import model_name
-from app.ui.tasks import run_in_background
+from app.ui.task_runner import tasks
 
 log = logging.getLogger(__name__)
 
@@ -85,18 +85,20 @@ class ModelCatalog(QObject):
         self.settings = settings
         self.library = library
         self.models: list[ModelEntry] = []
-        self._scanning = False
-        self._again = False
+        self._scope = object()  # keeps this catalog's task keys apart from everyone else's
 
     def refresh(self) -> None:
         """Rescan off the GUI thread. Asked while a scan runs, scan once more after it: the
         running scan may have missed the file that prompted the call."""
-        if self._scanning:
-            self._again = True
-            return
-        self._scanning = True
-        self._again = False
-        run_in_background(lambda: scan_models(self.settings, self.library), self._on_scanned, self)
+        settings, library = self.settings, self.library
+        tasks().submit(
+            lambda: scan_models(settings, library),
+            self._on_scanned,
+            self._on_scan_failed,
+            key=(self._scope, "scan"),
+            coalesce=True,
+            name="list the models",
+        )
 
     def add_file(self, path: str) -> None:
         """Remember a file the user opened and list it at once."""
@@ -107,13 +109,10 @@ class ModelCatalog(QObject):
             self.models_changed.emit(list(self.models))
         self.refresh()
 
-    def _on_scanned(self, result: object, error: BaseException | None) -> None:
-        self._scanning = False
-        if self._again:
-            self.refresh()
-        if error is not None:
-            log.warning("Listing models failed: %s", error)
-            return
-        if isinstance(result, list) and result != self.models:
-            self.models = result
+    def _on_scanned(self, models: list[ModelEntry]) -> None:
+        if models != self.models:
+            self.models = models
             self.models_changed.emit(list(self.models))
+
+    def _on_scan_failed(self, error: BaseException) -> None:
+        log.warning("Listing models failed: %s", error)

@@ -151,7 +151,6 @@ class MyModelsView(QWidget):
         self.models: list[LocalModel] = []
         self.rows: dict[str, LocalModelRow] = {}
         self.scanned = False
-        self._scan_again = False
         self.confirm: QMessageBox | None = None
 
         self.filter = QLineEdit(self)
@@ -210,16 +209,10 @@ class MyModelsView(QWidget):
     @Slot()
     def refresh(self) -> None:
         """Scan the library again (off-thread); a request during a scan runs one more after."""
-        if self.runner.busy:
-            self._scan_again = True
-            return
-        self._scan_again = False
-        self.runner.submit(self.library.scan, self._on_scanned)
+        self.runner.submit(self.library.scan, self._on_scanned, key="scan", coalesce=True)
 
     def _on_scanned(self, result: object, error: BaseException | None) -> None:
         self.scanned = True
-        if self._scan_again:
-            self.refresh()
         if error is not None or not isinstance(result, list):
             self.banner.show_message("error", f"Could not list your models: {error}")
             return
