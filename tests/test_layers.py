@@ -11,7 +11,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 CORE = ("app/engine", "app/library", "app/chats", "app/server")
 # Still importing a command module; the fix is a one-line import from the core module named.
-PENDING = {("app/ui/services.py", "app.commands.resolve"): "app.library.user_library"}
+PENDING: dict[tuple[str, str], str] = {}
 
 
 def _imports(path: Path) -> set[str]:

@@ -21,6 +21,7 @@ from app.engine.providers import ProviderRegistry, RemoteRouter
 from app.engine.worker import EngineWorker
 from app.library.downloads import DownloadManager
 from app.library.local import Library
+from app.library.user_library import default_library
 from app.ui.engine_session import EngineSession
 from app.ui.header.model_list import ModelCatalog
 from app.ui.task_runner import shutdown_tasks, tasks
@@ -39,6 +40,8 @@ class Services:
     providers: ProviderRegistry
     router: RemoteRouter
     recovered: int = 0  # answers found interrupted by a crash at start-up
+    # Said to the user when the window opens: chats.db was damaged and recovered at start-up.
+    history_notice: str = ""
     on_close: list[Callable[[], None]] = field(default_factory=list)
     _closed: bool = field(default=False, repr=False)
 
@@ -81,8 +84,6 @@ def create_services(worker: EngineWorker | None = None) -> Services:
     Nothing here touches the network or scans a disk: the library scans and the downloads
     restore when their pane asks, on a background thread.
     """
-    from app.commands.resolve import default_library
-
     p = paths().ensure()
     settings = Settings()
     store = ChatStore(p.chats_db)
@@ -105,4 +106,5 @@ def create_services(worker: EngineWorker | None = None) -> Services:
         providers,
         router,
         len(recovered),
+        store.recovery.message if store.recovery is not None else "",
     )
