@@ -122,6 +122,8 @@ class MainWindow(QMainWindow):
         self._connect()
         self._add_shortcuts()
         self._restore_state()
+        if services.history_notice:
+            self._on_history_recovered(services.history_notice)
 
     # -- wiring ---------------------------------------------------------------------------
 
@@ -133,6 +135,7 @@ class MainWindow(QMainWindow):
         sb.conversation_restored.connect(c.open_conversation)
         sb.conversation_renamed.connect(self._on_conversation_renamed)
         sb.conversation_imported.connect(c.open_conversation)
+        sb.history_recovered.connect(self._on_history_recovered)
         self.rail.page_requested.connect(self.show_page)
         self.rail.settings_requested.connect(self.open_settings)
         c.conversation_opened.connect(self._on_conversation_opened)
@@ -356,6 +359,10 @@ class MainWindow(QMainWindow):
         self.sidebar.set_current(conversation.id if conversation else None)
         title = f"{conversation.title} — Ember" if conversation else "Ember"
         self.setWindowTitle(title)
+
+    @Slot(str)
+    def _on_history_recovered(self, text: str) -> None:
+        self.chat.banner.show_message("warning", text)
 
     @Slot(str)
     def _on_conversation_deleted(self, conversation_id: str) -> None:

@@ -5,7 +5,7 @@ is loaded here."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -13,7 +13,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
-from app.config import SETTINGS, Settings
+from app.config import SETTINGS, Settings, paths
 from app.engine.remote import ProbeResult
 from app.engine.types import ChatRequest, Finished, Request, SamplingParams
 from app.engine.worker import EngineWorker, Job, Sink
@@ -25,6 +25,7 @@ from app.ui.models.my_models import MyModelsView
 from app.ui.models.runner import Runner
 from app.ui.settings import presets, provider_editor
 from app.ui.task_runner import tasks
+from tests.chats.test_damage import fill, garbage, page_holding, page_size
 from tests.helpers.gguf_writer import write_gguf
 from tests.ui.fake_model import fake_factory, fake_load_params
 
@@ -163,3 +164,79 @@ def test_the_model_list_scans_on_the_task_runner_once_more_when_asked_mid_scan(
     qtbot.waitUntil(lambda: not tasks().busy())
     assert len(calls) == 2
     assert changes == [[new]]  # the first scan changed nothing: no signal
+
+
+# -- a damaged chat history is said in the window, not only in the log -----------------------
+
+
+def damaged_history_window(make_window: Callable[[], MainWindow]) -> MainWindow:
+    """A window on a healthy history of 150 chats whose store reads every page from the disk
+    (a history larger than SQLite's cache), so damage done now is met by the next read."""
+    fill(paths().ensure().chats_db, 150)
+    window = make_window()
+    conn = window.services.store._conn
+    assert conn is not None and window.services.store.recovery is None
+    conn.execute("PRAGMA cache_size = 1")
+    conn.execute("PRAGMA mmap_size = 0")
+    # Start-up wrote (the unfinished answers fill left are marked stopped): into the file.
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    return window
+
+
+def chat_id(window: MainWindow, title: str) -> str:
+    return next(c.id for c in window.services.store.list_conversations() if c.title == title)
+
+
+def shows_damage(window: MainWindow) -> bool:
+    banner = window.chat.banner
+    text = banner.text.text()
+    return (
+        banner.isVisible()
+        and text.startswith("The chat history was damaged")
+        and (".damaged-" in text)
+    )
+
+
+def test_a_history_damaged_before_start_is_said_when_the_window_opens(
+    make_window: Callable[[], MainWindow],
+) -> None:
+    db = paths().ensure().chats_db
+    fill(db, 30)
+    size = page_size(db)
+    garbage(db, db.stat().st_size // 2 // size * size)
+    window = make_window()
+    assert window.services.store.recovery is not None
+    assert shows_damage(window)
+    assert window.sidebar.list.conversation_ids()  # what was recovered is listed
+
+
+def test_damage_met_by_a_rename_is_said_and_the_sidebar_lists_the_recovered_history(
+    qtbot: QtBot, make_window: Callable[[], MainWindow]
+) -> None:
+    window = damaged_history_window(make_window)
+    db = paths().chats_db
+    conversation_id = chat_id(window, "title-0060")
+    garbage(db, page_holding(db, "title-0060"), page_size(db))
+    assert not window.sidebar.apply_rename(conversation_id, "Renamed")
+    assert shows_damage(window)
+    store = window.services.store
+    assert store.recovery is not None
+    recovered = [c.id for c in store.list_conversations()]
+    qtbot.waitUntil(lambda: window.sidebar.list.conversation_ids() == recovered)
+
+
+def test_damage_met_when_opening_a_chat_is_said_and_it_opens_from_the_recovered_history(
+    qtbot: QtBot, make_window: Callable[[], MainWindow]
+) -> None:
+    window = damaged_history_window(make_window)
+    db = paths().chats_db
+    conversation_id = chat_id(window, "title-0060")
+    garbage(db, page_holding(db, "answer-0060"), page_size(db))
+    refreshed: list[bool] = []
+    window.controller.conversations_changed.connect(lambda: refreshed.append(True))
+    window.controller.open_conversation(conversation_id)  # raised StoreDamagedError before
+    assert shows_damage(window)
+    assert refreshed  # the sidebar lists the recovered history
+    opened = window.controller.conversation
+    assert opened is not None and opened.id == conversation_id
+    assert window.services.store.recovery is not None

@@ -26,7 +26,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
-from app.chats.models import ChatStoreError, Conversation, Message
+from app.chats.models import ChatStoreError, Conversation, Message, StoreDamagedError
 from app.chats.store import ChatStore
 from app.config import Settings
 from app.engine.types import SamplingParams
@@ -214,22 +214,21 @@ class ConversationController(QObject):
     def open_conversation(self, conversation_id: str | None) -> None:
         self.settings_flush_requested.emit()
         self.drafts.flush()
-        conversation: Conversation | None = None
-        if conversation_id:
-            try:
-                conversation = self.store.get_conversation(conversation_id)
+        damage: StoreDamagedError | None = None
+        try:
+            conversation, branch = self._read(conversation_id)
+        except StoreDamagedError as error:
+            damage = error
+            try:  # from the recovered history, which may still hold it
+                conversation, branch = self._read(conversation_id)
             except ChatStoreError:
-                conversation = None
-            if conversation is not None and conversation.is_deleted:
-                conversation = None
+                conversation, branch = None, []
+        except ChatStoreError:
+            conversation, branch = None, []
         self.conversation = conversation
+        self.branch = branch
         if conversation is None:
             self._new_chat = self._new_chat_settings()
-            self.branch = []
-        else:
-            self.branch = with_partial_stats(
-                self.store.active_branch(conversation.id), conversation
-            )
         self.models.select_engine_model()
         self.models.pick_chat_model()
         self.settings.set("ui.last_conversation", conversation.id if conversation else "")
@@ -245,6 +244,23 @@ class ConversationController(QObject):
         self.busy_changed.emit(answer is not None)
         self.draft_restored.emit(self.drafts.text_for(conversation))
         self.refresh_context()
+        if damage is not None:  # said after the chat is on screen (opening one clears notices)
+            self._on_store_damaged(damage)
+
+    def _read(self, conversation_id: str | None) -> tuple[Conversation | None, list[Message]]:
+        """The conversation (None: new, gone or deleted) and its branch on screen."""
+        if not conversation_id:
+            return None, []
+        conversation = self.store.get_conversation(conversation_id)
+        if conversation.is_deleted:
+            return None, []
+        branch = self.store.active_branch(conversation.id)
+        return conversation, with_partial_stats(branch, conversation)
+
+    def _on_store_damaged(self, error: StoreDamagedError) -> None:
+        """chats.db was replaced by what could be recovered from it: say so, list it again."""
+        self.problem.emit("error", str(error))
+        self.conversations_changed.emit()
 
     def new_conversation(self) -> None:
         self.open_conversation(None)
@@ -254,6 +270,10 @@ class ConversationController(QObject):
         if self.conversation is not None:
             try:
                 self.conversation = self.store.get_conversation(self.conversation.id)
+            except StoreDamagedError as error:
+                self._on_store_damaged(error)
+                self.open_conversation(self.conversation.id)
+                return
             except ChatStoreError:
                 self.open_conversation(None)
                 return

@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.chats.models import ChatStoreError
+from app.chats.models import ChatStoreError, StoreDamagedError
 from app.chats.store import ChatStore
 from app.ui import icons, theme
 from app.ui.chat.empty_state import app_icon_pixmap
@@ -47,6 +47,7 @@ class Sidebar(QFrame):
     conversation_restored = Signal(str)
     conversation_renamed = Signal(str)
     conversation_imported = Signal(str)
+    history_recovered = Signal(str)  # chats.db was damaged and replaced: what to tell the user
 
     def __init__(self, store: ChatStore, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -138,6 +139,13 @@ class Sidebar(QFrame):
     @Slot()
     def refresh(self) -> None:
         self._refresh_timer.stop()
+        try:
+            self._show_rows()
+        except StoreDamagedError as error:  # the recovered history is there now: list it
+            self.history_recovered.emit(str(error))
+            self._show_rows()
+
+    def _show_rows(self) -> None:
         query = self.search.text().strip()
         if query:
             self.list.show_hits(self.store.search(query))
@@ -164,6 +172,9 @@ class Sidebar(QFrame):
     def apply_rename(self, conversation_id: str, title: str) -> bool:
         try:
             self.store.rename_conversation(conversation_id, title)
+        except StoreDamagedError as error:
+            self._on_store_damaged(error)
+            return False
         except (ValueError, ChatStoreError):
             self.refresh()
             return False
@@ -176,6 +187,9 @@ class Sidebar(QFrame):
         try:
             conversation = self.store.get_conversation(conversation_id)
             self.store.delete_conversation(conversation_id)
+        except StoreDamagedError as error:
+            self._on_store_damaged(error)
+            return
         except ChatStoreError:
             return
         self.refresh()
@@ -188,10 +202,18 @@ class Sidebar(QFrame):
     def restore(self, conversation_id: str) -> None:
         try:
             self.store.restore_conversation(conversation_id)
+        except StoreDamagedError as error:
+            self._on_store_damaged(error)
+            return
         except ChatStoreError:
             return
         self.refresh()
         self.conversation_restored.emit(conversation_id)
+
+    def _on_store_damaged(self, error: StoreDamagedError) -> None:
+        """The change was not made; chats.db was replaced by what could be recovered from it."""
+        self.history_recovered.emit(str(error))
+        self.refresh()
 
     def export(self, conversation_id: str, fmt: str) -> None:
         path = transfer.export_with_dialog(self, self.store, conversation_id, fmt)
