@@ -240,3 +240,19 @@ def test_damage_met_when_opening_a_chat_is_said_and_it_opens_from_the_recovered_
     opened = window.controller.conversation
     assert opened is not None and opened.id == conversation_id
     assert window.services.store.recovery is not None
+
+
+# -- the Server page's words ----------------------------------------------------------------
+
+
+def test_a_short_api_key_on_the_network_is_refused_in_the_pages_words(window: MainWindow) -> None:
+    server = window.server
+    server.update_settings(host="0.0.0.0", api_key="sk-short")  # an API key, but 8 characters
+    messages: list[str] = []
+    server.start_failed.connect(messages.append)
+    server.set_enabled(True)
+    assert messages == [
+        "The API key is too short to guard the local network (16 characters or more). "
+        "Generate one."
+    ]
+    assert server.state == "failed" and not server.settings.get("server.enabled")

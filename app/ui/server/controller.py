@@ -25,12 +25,17 @@ from typing import TYPE_CHECKING, Any
 from PySide6.QtCore import QObject, Signal, Slot
 from shiboken6 import isValid
 
+from app.engine.load_settings import load_params
 from app.engine.types import LoadParams
 from app.server.config import ServerConfig
 from app.server.requestlog import RequestLog, RequestRecord
-from app.server.security import InsecureBindError, check_bind, generate_api_key
+from app.server.security import (
+    InsecureBindError,
+    WeakApiKeyError,
+    check_bind,
+    generate_api_key,
+)
 from app.server.status import PortInUseError, ServerStartError, ServerStatus
-from app.ui.engine_session import load_params
 from app.ui.services import Services
 from app.ui.tasks import run_in_background
 
@@ -294,6 +299,11 @@ class ServerController(QObject):
 
 def gui_message(error: BaseException, config: ServerConfig) -> str:
     """The runner's messages name command-line flags; say it in the page's terms."""
+    if isinstance(error, WeakApiKeyError):  # an InsecureBindError too: it goes first
+        return (
+            "The API key is too short to guard the local network (16 characters or more). "
+            "Generate one."
+        )
     if isinstance(error, PortInUseError):
         return (
             f"Port {config.port} is already in use by another program. Choose another port, "
