@@ -8,6 +8,7 @@ dialogs).
 
 from __future__ import annotations
 
+import io
 import logging
 import logging.handlers
 import sys
@@ -16,12 +17,13 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
+from typing import cast
 
 from PySide6.QtCore import QObject, Qt, QUrl, Signal, Slot
 from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import QApplication, QMessageBox, QWidget
 
-from app.config import paths
+from app.config import paths, private_dir, private_file, private_opener
 
 log = logging.getLogger(__name__)
 
@@ -30,19 +32,32 @@ LOG_FILE = "ember.log"
 ExcInfo = tuple[type[BaseException], BaseException, TracebackType | None]
 
 
+class PrivateRotatingFileHandler(logging.handlers.RotatingFileHandler):
+    """A rotating log whose files are readable by this user only: the log holds chat titles,
+    file paths and error details (prompts, with the request log)."""
+
+    def _open(self) -> io.TextIOWrapper:
+        stream = open(  # noqa: SIM115 - the handler keeps the file open until it closes
+            self.baseFilename,
+            self.mode,
+            encoding=self.encoding,
+            errors=self.errors,
+            opener=private_opener,
+        )
+        return cast("io.TextIOWrapper", stream)  # the handler's mode is always text
+
+
 def setup_file_logging(level: int = logging.INFO) -> Path:
-    """Log to ``logs/ember.log`` (rotated at 2 MB, 3 files kept); returns the file."""
-    logs = paths().logs_dir
-    logs.mkdir(parents=True, exist_ok=True)
+    """Log to ``logs/ember.log`` (rotated at 2 MB, 3 files kept, each 0600); returns the file."""
+    logs = private_dir(paths().logs_dir)
     path = logs / LOG_FILE
+    private_file(path)  # written by an Ember that did not make it private yet
     root = logging.getLogger()
     for handler in root.handlers:
         file_name = getattr(handler, "baseFilename", None)
         if isinstance(handler, logging.handlers.RotatingFileHandler) and file_name == str(path):
             return path
-    handler = logging.handlers.RotatingFileHandler(
-        path, maxBytes=2_000_000, backupCount=3, encoding="utf-8"
-    )
+    handler = PrivateRotatingFileHandler(path, maxBytes=2_000_000, backupCount=3, encoding="utf-8")
     handler.setFormatter(
         logging.Formatter("%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s")
     )

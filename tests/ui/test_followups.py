@@ -4,6 +4,10 @@ is loaded here."""
 
 from __future__ import annotations
 
+import logging
+import logging.handlers
+import os
+import stat
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,6 +23,7 @@ from app.engine.types import ChatRequest, Finished, Request, SamplingParams
 from app.engine.worker import EngineWorker, Job, Sink
 from app.library.local import Library
 from app.ui.bridge import EngineBridge
+from app.ui.errors import setup_file_logging
 from app.ui.header import model_list
 from app.ui.main_window import MainWindow
 from app.ui.models.my_models import MyModelsView
@@ -252,7 +257,36 @@ def test_a_short_api_key_on_the_network_is_refused_in_the_pages_words(window: Ma
     server.start_failed.connect(messages.append)
     server.set_enabled(True)
     assert messages == [
-        "The API key is too short to guard the local network (16 characters or more). "
-        "Generate one."
+        "The API key is too short to guard the local network (16 characters or more). Generate one."
     ]
     assert server.state == "failed" and not server.settings.get("server.enabled")
+
+
+# -- private files ----------------------------------------------------------------------------
+
+
+def test_the_log_and_its_rotated_files_are_readable_by_the_user_only(
+    ember_app: QApplication,
+) -> None:
+    root = logging.getLogger()
+    before = list(root.handlers)
+    logs = paths().logs_dir
+    old_umask = os.umask(0o022)  # the usual umask: files 0644 unless made private
+    try:
+        path = setup_file_logging()
+        (handler,) = [h for h in root.handlers if h not in before]
+        assert isinstance(handler, logging.handlers.RotatingFileHandler)
+        logging.getLogger("ember.test").warning("a chat title")
+        handler.flush()
+        assert "a chat title" in path.read_text(encoding="utf-8")
+        handler.doRollover()
+        logging.getLogger("ember.test").warning("after the rollover")
+        handler.flush()
+    finally:
+        os.umask(old_umask)
+        for added in [h for h in root.handlers if h not in before]:
+            root.removeHandler(added)
+            added.close()
+    assert stat.S_IMODE(logs.stat().st_mode) == 0o700
+    for file in (path, path.with_name(path.name + ".1")):
+        assert stat.S_IMODE(file.stat().st_mode) == 0o600, file
