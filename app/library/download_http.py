@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from app.config import private_opener
 from app.library import hub
 from app.library.download_files import Hashing
 from app.library.download_state import (
@@ -105,7 +106,8 @@ def fetch_range(request: RangeRequest, part: Part, path: Path, hashing: Hashing)
             if not offset:
                 hashing.reset()
                 part.done = 0
-            with path.open(mode) as out:
+            # Readable by this user only, like the rest of EMBER_HOME (a 0644 part would not be).
+            with open(path, mode, opener=private_opener) as out:
                 for chunk in response.iter_raw():
                     request.check()
                     if part.done + len(chunk) > part.size:

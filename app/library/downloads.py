@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from huggingface_hub import constants as hf_constants
 
+from app.config import make_private_dirs
 from app.library import hub
 from app.library.download_files import (
     Hashing,
@@ -487,7 +488,7 @@ class DownloadManager:
 
     def _download_part(self, job: Job, part: Part) -> None:
         path = self._files.part_path(job, part)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_private_dirs(path.parent)
         hashing = Hashing(part)
         if hashing.expected is None:
             raise DownloadError(
