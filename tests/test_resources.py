@@ -9,7 +9,6 @@ import subprocess
 import sys
 import venv
 from collections.abc import Iterator
-from importlib import resources as importlib_resources
 from pathlib import Path
 from types import ModuleType
 
@@ -46,12 +45,9 @@ def test_the_checkout_finds_every_resource() -> None:
         resources.path("themes/none.qss")
 
 
-def test_the_old_package_path_reads_the_moved_files() -> None:
-    """Until its last callers move to app.resources, importlib.resources.files(
-    "app.ui.resources") reads resources/ (delete this test with app/ui/resources)."""
-    old = importlib_resources.files("app.ui.resources")
-    assert old.joinpath("icon.svg").read_bytes() == (SOURCE / "icon.svg").read_bytes()
-    assert {e.name for e in old.joinpath("themes").iterdir()} >= {"app.qss"}
+def test_the_old_package_is_gone() -> None:
+    """The icon and the stylesheets are read through app.resources only."""
+    assert importlib.util.find_spec("app.ui.resources") is None
 
 
 def _bundle_config() -> ModuleType:

@@ -24,14 +24,13 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
-from importlib import resources
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Slot
 from PySide6.QtGui import QFileOpenEvent, QGuiApplication, QIcon, QPixmap
 from PySide6.QtWidgets import QApplication, QMessageBox, QWidget
 
-from app import __version__
+from app import __version__, resources
 from app.ui import theme
 from app.ui.single_instance import SingleInstance, SingleInstanceError
 
@@ -44,9 +43,8 @@ log = logging.getLogger(__name__)
 
 def app_icon() -> QIcon:
     icon = QIcon()
-    base = resources.files("app.ui.resources")
     png = QPixmap()
-    png.loadFromData(base.joinpath("icon.png").read_bytes())
+    png.loadFromData(resources.path(resources.APP_ICON_PNG).read_bytes())
     icon.addPixmap(png)
     return icon
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from importlib import resources
 from string import Template
 
 from PySide6.QtCore import QEvent, QObject, Qt, Signal, Slot
@@ -32,6 +31,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app import resources
 from app.config import paths
 from app.ui import icons
 
@@ -195,12 +195,7 @@ def resolve(choice: str) -> Palette:
 def stylesheet(palette: Palette) -> str:
     """``themes/app.qss`` and then each page's own sheet (``themes/*.qss``, by name), filled in
     with the palette's colours."""
-    folder = resources.files("app.ui.resources").joinpath("themes")
-    sheets = sorted(
-        (entry for entry in folder.iterdir() if entry.name.endswith(".qss")),
-        key=lambda entry: (entry.name != "app.qss", entry.name),
-    )
-    template = "\n".join(entry.read_text("utf-8") for entry in sheets)
+    template = "\n".join(sheet.read_text("utf-8") for sheet in resources.stylesheets())
     values = {f.name: getattr(palette, f.name) for f in dataclasses.fields(palette)}
     values.update(_stylesheet_images(palette))
     values["font"] = ", ".join(f'"{f}"' for f in FONT_FAMILIES)

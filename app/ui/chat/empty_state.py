@@ -6,8 +6,6 @@ Signals: ``model_chosen(str path)``, ``open_file_requested()``, ``suggestion_cho
 
 from __future__ import annotations
 
-from importlib import resources
-
 from PySide6.QtCore import QByteArray, QRectF, Qt, Signal, Slot
 from PySide6.QtGui import QPainter, QPixmap
 from PySide6.QtSvg import QSvgRenderer
@@ -22,6 +20,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app import resources
 from app.config import paths
 from app.engine.types import LoadedModel
 from app.ui import icons
@@ -39,7 +38,7 @@ SUGGESTIONS = (
 
 
 def app_icon_pixmap(size: int, ratio: float = 1.0) -> QPixmap:
-    source = resources.files("app.ui.resources").joinpath("icon.svg").read_bytes()
+    source = resources.path(resources.APP_ICON_SVG).read_bytes()
     device = round(size * ratio)
     image = QPixmap(device, device)
     image.fill(Qt.GlobalColor.transparent)
