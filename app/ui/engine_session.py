@@ -28,6 +28,7 @@ from pathlib import Path
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
 from app.config import Settings, paths
+from app.engine.load_settings import load_params
 from app.engine.providers import RemoteRouter, is_remote_id
 from app.engine.types import (
     ChatRequest,
@@ -54,26 +55,6 @@ LOADING = "loading"
 GENERATING = "generating"
 RATE_WINDOW = 2.0  # seconds of deltas the combined tok/s is measured over
 RATE_INTERVAL_MS = 500  # how often rate_changed says it while generating
-
-
-def load_params(settings: Settings) -> LoadParams:
-    """The load parameters chosen in the Settings dialog (0 means automatic)."""
-    cache = settings.get("load.cache_type")
-    if cache not in ("f32", "f16", "bf16", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0"):
-        cache = "f16"
-    return LoadParams(
-        n_ctx=settings.get("load.n_ctx") or None,
-        n_gpu_layers=settings.get("load.n_gpu_layers"),
-        n_threads=settings.get("load.n_threads") or None,
-        n_batch=settings.get("load.n_batch"),
-        n_ubatch=settings.get("load.n_batch"),
-        flash_attn=settings.get("load.flash_attn"),
-        use_mmap=settings.get("load.use_mmap"),
-        use_mlock=settings.get("load.use_mlock"),
-        cache_type_k=cache,
-        cache_type_v=cache,
-        n_parallel=max(1, settings.get("load.parallel")),
-    )
 
 
 def api_model_id(path: str) -> str:

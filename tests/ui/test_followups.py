@@ -4,6 +4,7 @@ is loaded here."""
 
 from __future__ import annotations
 
+import ast
 import logging
 import logging.handlers
 import os
@@ -18,6 +19,7 @@ from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
 from app.config import SETTINGS, Settings, paths
+from app.engine.load_settings import KV_CACHE_CHOICES
 from app.engine.remote import ProbeResult
 from app.engine.types import ChatRequest, Finished, Request, SamplingParams
 from app.engine.worker import EngineWorker, Job, Sink
@@ -43,6 +45,7 @@ def engine_worker() -> Iterator[EngineWorker]:
     worker.shutdown()
 
 
+ROOT = Path(__file__).resolve().parents[2]
 SAMPLING_FIELDS = ("temperature", "top_p", "top_k", "min_p", "repeat_penalty")
 
 
@@ -290,3 +293,32 @@ def test_the_log_and_its_rotated_files_are_readable_by_the_user_only(
     assert stat.S_IMODE(logs.stat().st_mode) == 0o700
     for file in (path, path.with_name(path.name + ".1")):
         assert stat.S_IMODE(file.stat().st_mode) == 0o600, file
+
+
+# -- one home for each rule -------------------------------------------------------------------
+
+
+def test_the_ui_takes_load_parameters_and_kv_cache_types_from_the_engine() -> None:
+    """Load parameters and the KV cache choices live in app/engine/load_settings.py; the GUI
+    keeps no copy that could drift (the loader, the fit badge and the server agree)."""
+    copies = [
+        f"{path.relative_to(ROOT)}:{node.lineno}"
+        for path in sorted((ROOT / "app" / "ui").rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if (isinstance(node, ast.FunctionDef) and node.name == "load_params")
+        or (
+            isinstance(node, ast.Constant)
+            and node.value in ("q8_0 (half the memory)", "q4_0 (a quarter)")
+        )
+    ]
+    assert copies == []
+
+
+def test_the_settings_dialog_offers_the_engines_kv_cache_choices(window: MainWindow) -> None:
+    window.open_settings()
+    dialog = window.settings_dialog
+    assert dialog is not None
+    box = dialog.cache_type
+    offered = {box.itemData(i): box.itemText(i) for i in range(box.count())}
+    assert offered == KV_CACHE_CHOICES
+    dialog.reject()

@@ -12,7 +12,8 @@ from PySide6.QtWidgets import QApplication, QMainWindow, QSpinBox
 from pytestqt.qtbot import QtBot
 
 from app.config import Settings
-from app.ui.engine_session import EngineSession, load_params
+from app.engine.load_settings import load_params
+from app.ui.engine_session import EngineSession
 from app.ui.settings.settings_dialog import SettingsDialog
 from app.ui.status_bar import StatusBar
 from tests.ui.fake_app import load_fake, model_file

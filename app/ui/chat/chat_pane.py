@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.chats.models import Conversation, Message
+from app.engine.load_settings import load_params
 from app.engine.types import EngineError, LoadedModel, LoadParams, OutOfMemoryError
 from app.ui import theme
 from app.ui.banner import Banner
@@ -28,7 +29,7 @@ from app.ui.chat.composer import Composer
 from app.ui.chat.conversation import ConversationController
 from app.ui.chat.empty_state import EmptyState
 from app.ui.chat.markdown import MarkdownRenderer
-from app.ui.engine_session import EngineSession, load_params, model_name
+from app.ui.engine_session import EngineSession, model_name
 from app.ui.header.model_list import ModelCatalog
 from app.ui.toast import Toast
 

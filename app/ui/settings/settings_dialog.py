@@ -36,6 +36,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.config import Settings, paths
+from app.engine.load_settings import KV_CACHE_CHOICES
 from app.engine.providers import ProviderRegistry
 from app.engine.types import LoadedModel
 from app.ui import theme
@@ -51,7 +52,6 @@ PAGES = (
     ("Providers", "cloud"),
     ("Data", "folder"),
 )
-KV_TYPES = ("f16", "q8_0", "q4_0")
 MAX_PARALLEL = 16
 
 
@@ -245,15 +245,8 @@ class SettingsDialog(QDialog):
         )
         self.cache_type = QComboBox(page)
         self.cache_type.setObjectName("load_cache_type")
-        for value in KV_TYPES:
-            self.cache_type.addItem(
-                {
-                    "f16": "f16 (best quality)",
-                    "q8_0": "q8_0 (half the memory)",
-                    "q4_0": "q4_0 (a quarter)",
-                }[value],
-                value,
-            )
+        for value, label in KV_CACHE_CHOICES.items():
+            self.cache_type.addItem(label, value)
         self.cache_type.setCurrentIndex(
             max(0, self.cache_type.findData(self.settings.get("load.cache_type")))
         )
