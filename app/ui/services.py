@@ -23,7 +23,7 @@ from app.library.downloads import DownloadManager
 from app.library.local import Library
 from app.library.user_library import default_library
 from app.ui.engine_session import EngineSession
-from app.ui.header.model_list import ModelCatalog
+from app.ui.header.model_list import ModelChoices
 from app.ui.task_runner import shutdown_tasks, tasks
 
 log = logging.getLogger(__name__)
@@ -34,7 +34,7 @@ class Services:
     settings: Settings
     store: ChatStore
     engine: EngineSession
-    catalog: ModelCatalog
+    catalog: ModelChoices
     library: Library
     downloads: DownloadManager
     providers: ProviderRegistry
@@ -94,7 +94,7 @@ def create_services(worker: EngineWorker | None = None) -> Services:
     router = RemoteRouter(providers)
     engine = EngineSession(settings, worker, router=router)
     library = default_library()
-    catalog = ModelCatalog(settings, library)
+    catalog = ModelChoices(settings, library)
     downloads = DownloadManager(p.models_dir, p.downloads_dir)
     return Services(
         settings,

@@ -159,7 +159,7 @@ def test_the_model_list_scans_on_the_task_runner_once_more_when_asked_mid_scan(
         return [new]
 
     monkeypatch.setattr(model_list, "scan_models", scan)
-    catalog = model_list.ModelCatalog(Settings(tmp_path / "settings.json"), Library())
+    catalog = model_list.ModelChoices(Settings(tmp_path / "settings.json"), Library())
     changes: list[list[model_list.ModelEntry]] = []
     catalog.models_changed.connect(changes.append)
     catalog.refresh()

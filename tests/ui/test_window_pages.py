@@ -100,7 +100,7 @@ def test_a_refresh_asked_during_a_scan_scans_again(
         return [new]
 
     monkeypatch.setattr(model_list, "scan_models", scan)
-    catalog = model_list.ModelCatalog(Settings(), Library())
+    catalog = model_list.ModelChoices(Settings(), Library())
     catalog.refresh()
     qtbot.waitUntil(lambda: len(calls) == 1)
     catalog.refresh()  # the download finished: asks while the first scan runs
@@ -115,7 +115,7 @@ def test_the_picker_offers_models_from_the_users_own_folders(
     """The picker lists the same library as the Models page, folders the user added included."""
     from app.config import Settings
     from app.library.local import Library
-    from app.ui.header.model_list import ModelCatalog
+    from app.ui.header.model_list import ModelChoices
     from tests.helpers.gguf_writer import write_gguf
 
     mine = tmp_path / "mine"
@@ -123,7 +123,7 @@ def test_the_picker_offers_models_from_the_users_own_folders(
     library = Library(
         tmp_path / "models", extra_dirs=[mine], hf_cache_dir=tmp_path / "hf", lmstudio_dirs=()
     )
-    catalog = ModelCatalog(Settings(), library)
+    catalog = ModelChoices(Settings(), library)
     catalog.refresh()
     qtbot.waitUntil(lambda: [m.path for m in catalog.models] == [str(model)])
     assert catalog.models[0].detail.startswith("Q4_K_M · ")

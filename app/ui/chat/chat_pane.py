@@ -30,7 +30,7 @@ from app.ui.chat.conversation import ConversationController
 from app.ui.chat.empty_state import EmptyState
 from app.ui.chat.markdown import MarkdownRenderer
 from app.ui.engine_session import EngineSession, model_name
-from app.ui.header.model_list import ModelCatalog
+from app.ui.header.model_list import ModelChoices
 from app.ui.toast import Toast
 
 
@@ -45,7 +45,7 @@ class ChatPane(QWidget):
         self,
         controller: ConversationController,
         engine: EngineSession,
-        catalog: ModelCatalog,
+        catalog: ModelChoices,
         parent: QWidget | None = None,
     ) -> None:
         super().__init__(parent)

@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (
 from app.chats.models import Conversation
 from app.ui import icons, theme
 from app.ui.engine_session import EngineSession
-from app.ui.header.model_list import ModelCatalog
+from app.ui.header.model_list import ModelChoices
 from app.ui.header.model_picker import ModelPicker
 
 
@@ -85,7 +85,7 @@ class HeaderBar(QFrame):
     conversation_action_requested = Signal(str)
 
     def __init__(
-        self, engine: EngineSession, catalog: ModelCatalog, parent: QWidget | None = None
+        self, engine: EngineSession, catalog: ModelChoices, parent: QWidget | None = None
     ) -> None:
         super().__init__(parent)
         self.setObjectName("HeaderBar")

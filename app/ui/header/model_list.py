@@ -1,6 +1,6 @@
 """The models the picker offers: the library's (``services.library``: Ember's models, the HF
 cache, LM Studio's folder and the user's folders), then every file the user opened before.
-Blocking (disk); ``ModelCatalog`` calls it from a background task.
+Blocking (disk); ``ModelChoices`` calls it from a background task.
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def remember_model(settings: Settings, path: str) -> None:
     settings.set(RECENT_KEY, [path, *recent][:MAX_RECENT])
 
 
-class ModelCatalog(QObject):
+class ModelChoices(QObject):
     """The list of models, refreshed in the background. Signal: ``models_changed(list)``."""
 
     models_changed = Signal(list)

@@ -33,7 +33,7 @@ from app.engine.providers import parse_remote_id
 from app.engine.types import EngineError, LoadedModel
 from app.ui import icons, theme
 from app.ui.engine_session import EngineSession, model_name
-from app.ui.header.model_list import ModelCatalog
+from app.ui.header.model_list import ModelChoices
 from app.ui.header.remote_models import ProviderModels
 
 MAX_INLINE_MODELS = 8  # a provider with more lists them in a submenu
@@ -63,7 +63,7 @@ class ModelPicker(QWidget):
     manage_providers_requested = Signal()
 
     def __init__(
-        self, engine: EngineSession, catalog: ModelCatalog, parent: QWidget | None = None
+        self, engine: EngineSession, catalog: ModelChoices, parent: QWidget | None = None
     ) -> None:
         super().__init__(parent)
         self.setObjectName("ModelPicker")

@@ -25,7 +25,7 @@ from app.chats.models import Conversation
 from app.engine.providers import parse_remote_id
 from app.ui import icons
 from app.ui.chat.conversation import ConversationController
-from app.ui.header.model_list import ModelCatalog, ModelEntry
+from app.ui.header.model_list import ModelChoices, ModelEntry
 from app.ui.settings import presets
 from app.ui.settings.sampling_form import SamplingForm
 
@@ -47,7 +47,7 @@ class ConversationPanel(QFrame):
     def __init__(
         self,
         controller: ConversationController,
-        catalog: ModelCatalog,
+        catalog: ModelChoices,
         parent: QWidget | None = None,
     ) -> None:
         super().__init__(parent)
