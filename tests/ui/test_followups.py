@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QApplication
+from PySide6.QtCore import QPoint, QRect, Qt
+from PySide6.QtWidgets import QApplication, QLineEdit, QPushButton, QScrollArea, QToolButton
 from pytestqt.qtbot import QtBot
 
 from app.config import SETTINGS, Settings, paths
@@ -31,6 +31,7 @@ from app.ui.main_window import MainWindow
 from app.ui.models.my_models import MyModelsView
 from app.ui.models.runner import Runner
 from app.ui.settings import presets, provider_editor
+from app.ui.settings.settings_dialog import SettingsDialog
 from app.ui.task_runner import tasks
 from tests.chats.test_damage import fill, garbage, page_holding, page_size
 from tests.helpers.gguf_writer import write_gguf
@@ -321,4 +322,43 @@ def test_the_settings_dialog_offers_the_engines_kv_cache_choices(window: MainWin
     box = dialog.cache_type
     offered = {box.itemData(i): box.itemText(i) for i in range(box.count())}
     assert offered == KV_CACHE_CHOICES
+    dialog.reject()
+
+
+# -- the Settings dialog at its smallest size ---------------------------------------------------
+
+
+def smallest_settings(window: MainWindow, page: str) -> SettingsDialog:
+    window.open_settings()
+    dialog = window.settings_dialog
+    assert dialog is not None
+    dialog.resize(dialog.minimumSize())
+    dialog.show_page(page)
+    QApplication.processEvents()
+    return dialog
+
+
+def test_every_theme_card_is_whole_at_the_dialogs_smallest_size(window: MainWindow) -> None:
+    dialog = smallest_settings(window, "Appearance")
+    scroll = dialog.pages.currentWidget()
+    assert isinstance(scroll, QScrollArea)
+    viewport = scroll.viewport()
+    for value in ("system", "light", "dark"):
+        card = dialog.findChild(QToolButton, f"theme_{value}")
+        assert card is not None
+        shown = QRect(card.mapTo(viewport, QPoint(0, 0)), card.size())
+        assert viewport.rect().contains(shown), (value, shown, viewport.rect())
+        assert card.width() >= card.sizeHint().width()  # not squeezed either
+    dialog.reject()
+
+
+def test_the_data_pages_open_buttons_stand_apart_from_their_fields(window: MainWindow) -> None:
+    dialog = smallest_settings(window, "Data")
+    buttons = [b for b in dialog.findChildren(QPushButton) if b.text() == "Open"]
+    fields = [f for f in dialog.findChildren(QLineEdit) if f.objectName().startswith("path_")]
+    assert len(buttons) == len(fields) == 4
+    for button in buttons:
+        row = button.geometry().center().y()
+        (field,) = [f for f in fields if f.geometry().top() <= row <= f.geometry().bottom()]
+        assert button.geometry().left() - field.geometry().right() >= 6
     dialog.reject()

@@ -71,7 +71,10 @@ def _page(title: str, subtitle: str) -> tuple[QWidget, QVBoxLayout]:
     return page, layout
 
 
-PREVIEW_W, PREVIEW_H = 150, 94
+# Three cards side by side fit the dialog's smallest page (720 px wide dialog: 458 px inside
+# the page's margins); the drawing is made on a 150x94 grid and scaled to the card.
+PREVIEW_W, PREVIEW_H = 120, 75
+_GRID_W, _GRID_H = 150, 94
 
 
 def theme_preview(choice: str, ratio: float = 1.0) -> QPixmap:
@@ -81,19 +84,20 @@ def theme_preview(choice: str, ratio: float = 1.0) -> QPixmap:
     image.fill(Qt.GlobalColor.transparent)
     painter = QPainter(image)
     painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+    painter.scale(PREVIEW_W / _GRID_W, PREVIEW_H / _GRID_H)
     halves = [theme.LIGHT, theme.DARK] if choice == "system" else [theme.resolve(choice)]
     for index, p in enumerate(halves):
         painter.save()
         outline = QPainterPath()
-        outline.addRoundedRect(QRectF(0.5, 0.5, PREVIEW_W - 1, PREVIEW_H - 1), 9, 9)
+        outline.addRoundedRect(QRectF(0.5, 0.5, _GRID_W - 1, _GRID_H - 1), 9, 9)
         if len(halves) == 2:
             half = QPainterPath()
-            x = 0 if index == 0 else PREVIEW_W / 2
-            half.addRect(QRectF(x, 0, PREVIEW_W / 2, PREVIEW_H))
+            x = 0 if index == 0 else _GRID_W / 2
+            half.addRect(QRectF(x, 0, _GRID_W / 2, _GRID_H))
             outline = outline.intersected(half)
         painter.setClipPath(outline)
-        painter.fillRect(QRectF(0, 0, PREVIEW_W, PREVIEW_H), QColor(p.window))
-        painter.fillRect(QRectF(0, 0, 40, PREVIEW_H), QColor(p.sidebar))
+        painter.fillRect(QRectF(0, 0, _GRID_W, _GRID_H), QColor(p.window))
+        painter.fillRect(QRectF(0, 0, 40, _GRID_H), QColor(p.sidebar))
         painter.setPen(Qt.PenStyle.NoPen)
         painter.setBrush(QColor(p.border_strong))
         for y in (14, 24, 34):
@@ -109,9 +113,10 @@ def theme_preview(choice: str, ratio: float = 1.0) -> QPixmap:
         painter.setPen(QColor(p.border_strong))
         painter.drawRoundedRect(QRectF(50, 74, 90, 12), 6, 6)
         painter.restore()
+    painter.resetTransform()  # the frame: a crisp 1 px line at the card's own size
     painter.setPen(QColor(theme.current().border_strong))
     painter.setBrush(Qt.BrushStyle.NoBrush)
-    painter.drawRoundedRect(QRectF(0.5, 0.5, PREVIEW_W - 1, PREVIEW_H - 1), 9, 9)
+    painter.drawRoundedRect(QRectF(0.5, 0.5, PREVIEW_W - 1, PREVIEW_H - 1), 8, 8)
     painter.end()
     return image
 
@@ -206,7 +211,7 @@ class SettingsDialog(QDialog):
         )
         self.theme_group = QButtonGroup(self)
         row = QHBoxLayout()
-        row.setSpacing(16)
+        row.setSpacing(12)
         current = self.settings.get("ui.theme")
         for value, label in (("system", "Match system"), ("light", "Light"), ("dark", "Dark")):
             card = QToolButton(page)
@@ -328,6 +333,7 @@ class SettingsDialog(QDialog):
             open_button.setProperty("folder", str(folder))
             open_button.clicked.connect(self._on_open_folder_clicked)
             row = QHBoxLayout()
+            row.setSpacing(8)  # the button does not touch its field
             row.addWidget(field, 1)
             row.addWidget(open_button)
             form.addRow(theme.form_label(label, field, page), row)
