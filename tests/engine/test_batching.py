@@ -82,6 +82,7 @@ def test_a_follow_up_after_another_chat_reuses_the_first_chats_cache(
     history_a = "Notes about gardening. " * 60
     history_b = "Notes about sailing. " * 60
     first = worker.submit(CompletionRequest(history_a, GREEDY)).wait(300)
+    assert isinstance(first, Finished)
     worker.submit(CompletionRequest(history_b, GREEDY)).wait(300)
     follow = worker.submit(CompletionRequest(history_a + first.result + " More:", GREEDY))
     final = follow.wait(300)
@@ -98,6 +99,7 @@ def test_regenerating_reuses_the_prompt_and_keeps_the_other_branch(
     prompt = "Write a haiku about autumn leaves. " * 20
     s = SamplingParams(temperature=1.0, seed=1, max_tokens=16, logit_bias=NO_END)
     first = worker.submit(CompletionRequest(prompt, s)).wait(300)
+    assert isinstance(first, Finished)
     again = worker.submit(CompletionRequest(prompt, s)).wait(300)
     # all of the prompt but its last token, which is read again for its logits
     assert again.usage.cached_tokens == again.usage.prompt_tokens - 1
