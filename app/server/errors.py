@@ -225,9 +225,13 @@ async def _on_http_error(request: Request, exc: Exception) -> JSONResponse:
 
 async def _on_unexpected(_request: Request, exc: Exception) -> JSONResponse:
     log.exception("Unexpected error in a request", exc_info=exc)
-    return APIError(
+    error = APIError(
         500, "The server had an error while processing your request.", type="server_error"
-    ).response()
+    )
+    # Starlette drops the connection after an unhandled error: say so, or a keep-alive
+    # client's next request on it fails with a reset instead of this answer's error
+    error.headers["Connection"] = "close"
+    return error.response()
 
 
 def install_handlers(app: FastAPI) -> None:

@@ -12,7 +12,7 @@ from app.engine.worker import EngineWorker
 from app.server.config import ServerConfig
 from app.server.gateway import Gateway
 from app.server.runner import ServerRunner
-from tests.helpers.scripted_model import ScriptedModel
+from tests.helpers.scripted_model import ScriptedModel, scripted_factory
 from tests.server.conftest import MODEL_ID, N_CTX
 
 CHAT = "/v1/chat/completions"
@@ -206,3 +206,32 @@ def test_engine_failure_is_500_without_internals_and_the_server_survives() -> No
     finally:
         runner.stop()
         worker.shutdown()
+
+
+def test_json_nested_thousands_deep_naming_a_provider_is_a_400() -> None:
+    """A body with ``provider::model`` is read to route it; nesting 1,500 deep used to raise
+    RecursionError there and answer 500."""
+    worker = EngineWorker(model_factory=scripted_factory())
+    runner = ServerRunner(Gateway(worker), ServerConfig(port=0))
+    runner.start()
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{runner.port}") as http:
+            body = '{"model": "p::m", "messages": ' + "[" * 1500 + "]" * 1500 + "}"
+            r = http.post(CHAT, content=body, headers={"content-type": "application/json"})
+            assert error_of(r, 400)["type"] == "invalid_request_error"
+            assert http.get("/health").status_code == 200  # same connection, still served
+    finally:
+        runner.stop()
+        worker.shutdown()
+
+
+def test_an_unexpected_500_closes_the_connection() -> None:
+    """Starlette drops the connection after an unhandled error; the answer says so, so a
+    keep-alive client opens a new one instead of failing with a reset."""
+    import asyncio
+
+    from app.server.errors import _on_unexpected
+
+    response = asyncio.run(_on_unexpected(None, RuntimeError("boom")))  # type: ignore[arg-type]
+    assert response.status_code == 500 and response.headers["connection"] == "close"
+    assert b"boom" not in response.body

@@ -232,7 +232,7 @@ async def _forward_remote(request: Request, path: str) -> Response | None:
         return None  # a local request: parsed once, by _parse
     try:
         data = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: JSON nested thousands deep
         return None  # _parse answers with the proper 400
     if not isinstance(data, dict) or not is_remote_id(str(data.get("model") or "")):
         return None
