@@ -28,6 +28,7 @@ from app.server.app import create_app
 from app.server.config import ServerConfig
 from app.server.forward import RemoteForwarder
 from app.server.gateway import Gateway
+from app.server.header_timeout import HeaderTimeoutProtocol
 from app.server.requestlog import RequestLog
 from app.server.security import check_bind
 from app.server.status import PortInUseError, ServerStartError, ServerStatus
@@ -142,6 +143,7 @@ class ServerRunner:
                 server_header=False,
                 timeout_graceful_shutdown=max(1, round(config.graceful_timeout)),
                 timeout_keep_alive=5,
+                http=HeaderTimeoutProtocol,  # a request's head must come within 30 s
             )
             server = _Uvicorn(uv_config, self.ready)
             self._server = server
