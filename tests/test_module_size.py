@@ -12,9 +12,7 @@ ROOT = Path(__file__).resolve().parent.parent
 LIMIT = 600
 # Over the limit today, each being split by whoever works on it: a ceiling that may only go
 # down. Remove an entry once its module is under LIMIT.
-KNOWN_OVER = {
-    "app/library/local.py": 764,
-}
+KNOWN_OVER: dict[str, int] = {}
 
 
 def _sizes() -> dict[str, int]:
@@ -34,7 +32,7 @@ def test_every_module_is_under_the_limit() -> None:
 def test_the_modules_split_by_job_keep_their_import_paths() -> None:
     """Importers of the old modules keep working: the split-out names are re-exported."""
     from app.engine import gguf, providers, remote
-    from app.library import downloads, hub
+    from app.library import downloads, hub, local
 
     for module, names in {
         gguf: ("GGUFInfo", "GGUFError", "GGUFNeedMoreData", "ggml_type", "human_bytes"),
@@ -42,6 +40,7 @@ def test_the_modules_split_by_job_keep_their_import_paths() -> None:
         hub: ("HubError", "GatedRepoError", "UnsafeNameError", "fetch_header", "ModelFile"),
         remote: ("RemoteEngine", "RemoteAuthError", "iter_sse_data", "normalize_base_url"),
         providers: ("ProviderRegistry", "RemoteRouter", "parse_remote_id", "PRESETS"),
+        local: ("Library", "LocalModel", "LibraryError", "read_manifest", "update_manifest"),
     }.items():
         missing = [n for n in names if not hasattr(module, n)]
         assert not missing, f"{module.__name__} lost {missing}"

@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 from app.library.local import Library, LibraryError
-from app.library.local import ModelNotFoundError as LibraryModelNotFound
+from app.library.local import NoMatchingModelError as LibraryModelNotFound
 from app.library.user_library import default_library
 
 # owner/repo, optionally :QUANT or :FILENAME — the shape `ember pull` accepts.
@@ -20,7 +20,7 @@ def looks_like_hub_spec(name: str) -> bool:
 def resolve_model(name: str, library: Library | None = None) -> Path:
     """A path to a file wins; otherwise the name is looked up in the local library.
 
-    Raises the library's ModelNotFoundError (with an ``ember pull`` hint) or
+    Raises the library's NoMatchingModelError (with an ``ember pull`` hint) or
     AmbiguousModelError (naming the candidates)."""
     path = Path(name).expanduser()
     if path.exists() or (name.endswith(".gguf") and not looks_like_hub_spec(name)):

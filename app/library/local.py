@@ -23,24 +23,53 @@ import json
 import logging
 import os
 import re
-import shutil
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, Final, Literal, TypeVar, cast
 
-from huggingface_hub import constants as hf_constants
-
 from app.config import atomic_write_text, paths
 from app.engine.gguf import ArrayInfo, GGUFError, GGUFInfo, read_gguf
-from app.library.quant import is_projector, model_stem, parse_quant, quant_sort_key, split_name
+from app.library.local_files import (
+    _INFO_FIELDS,
+    MANIFEST_NAME,
+    AmbiguousModelError,
+    LibraryError,
+    LocalModel,
+    NoMatchingModelError,
+    NotOwnedError,
+    Source,
+    _copy_atomic,
+    _Found,
+    _group_folder,
+    _link,
+    _walk_gguf,
+    default_hf_cache_dir,
+    default_lmstudio_dirs,
+    now_iso,
+    read_manifest,
+    update_manifest,
+)
+
+__all__ = [
+    "MANIFEST_NAME",
+    "AmbiguousModelError",
+    "Library",
+    "LibraryError",
+    "LocalModel",
+    "NoMatchingModelError",
+    "NotOwnedError",
+    "Source",
+    "default_hf_cache_dir",
+    "default_lmstudio_dirs",
+    "now_iso",
+    "read_manifest",
+    "update_manifest",
+]
+from app.library.quant import model_stem, parse_quant, quant_sort_key, split_name
 
 log = logging.getLogger(__name__)
 
-Source = Literal["ember", "imported", "hf-cache", "lmstudio", "folder"]
-MANIFEST_NAME: Final = ".ember.json"
 IMPORTED_DIR: Final = "@imported"  # '@' cannot appear in a Hub owner name, so no clash
 _SOURCE_RANK: Final[dict[str, int]] = {
     "ember": 0,
@@ -49,140 +78,8 @@ _SOURCE_RANK: Final[dict[str, int]] = {
     "lmstudio": 3,
     "folder": 4,
 }
-_PROJECTOR_PREFERENCE: Final = ("F16", "BF16", "Q8_0", "F32")
 _CACHE_VERSION: Final = 1
 _REPO_PART_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-_manifest_lock = threading.Lock()
-
-
-class LibraryError(Exception):
-    """A library operation failed; the message says why and what to do."""
-
-
-class ModelNotFoundError(LibraryError, LookupError):
-    """Nothing in the library matches the name."""
-
-
-class AmbiguousModelError(LibraryError, LookupError):
-    """Several models match; ``candidates`` holds their ids."""
-
-    def __init__(self, message: str, candidates: Sequence[str]) -> None:
-        super().__init__(message)
-        self.candidates = tuple(candidates)
-
-
-class NotOwnedError(LibraryError):
-    """The model's files belong to someone else (HF cache, LM Studio, a user folder)."""
-
-
-# --- manifest ------------------------------------------------------------------------------
-
-
-def read_manifest(folder: Path) -> dict[str, dict[str, Any]]:
-    """The manifest's file entries of a repository folder ({} when there is none)."""
-    try:
-        data = json.loads((folder / MANIFEST_NAME).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    files = data.get("files") if isinstance(data, dict) else None
-    return (
-        {k: v for k, v in files.items() if isinstance(v, dict)} if isinstance(files, dict) else {}
-    )
-
-
-def update_manifest(folder: Path, filename: str, entry: dict[str, Any] | None, **top: Any) -> None:
-    """Set (or, with ``entry=None``, remove) one file's entry; written atomically."""
-    with _manifest_lock:
-        files = read_manifest(folder)
-        if entry is None:
-            files.pop(filename, None)
-        else:
-            files[filename] = entry
-        path = folder / MANIFEST_NAME
-        if not files:
-            path.unlink(missing_ok=True)
-            return
-        data = {"version": 1, **top, "files": files}
-        atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True))
-
-
-def now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
-
-
-# --- models --------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class LocalModel:
-    """One runnable model. ``path`` is what to load (the first part of a split model).
-
-    ``info`` is the header summary from the metadata cache: every field of GGUFInfo, but
-    without the tensor list and vocabulary (``read_gguf(path)`` gives the full header).
-    ``error`` says why a model cannot be used (corrupt header, missing split part).
-    """
-
-    id: str
-    name: str
-    path: Path
-    size: int
-    source: Source
-    owned: bool
-    parts: tuple[Path, ...]
-    projectors: tuple[Path, ...] = ()
-    repo_id: str | None = None
-    filename: str = ""
-    quant: str | None = None
-    info: GGUFInfo | None = None
-    error: str | None = None
-
-    @property
-    def mmproj(self) -> Path | None:
-        """The projector to load with this model (F16 preferred), if it has one."""
-        if not self.projectors:
-            return None
-
-        def rank(p: Path) -> int:
-            quant = parse_quant(p.name)
-            return _PROJECTOR_PREFERENCE.index(quant) if quant in _PROJECTOR_PREFERENCE else 99
-
-        return min(self.projectors, key=rank)
-
-    @property
-    def is_split(self) -> bool:
-        return len(self.parts) > 1
-
-
-def default_hf_cache_dir() -> Path:
-    """huggingface_hub's cache, honouring HF_HUB_CACHE / HF_HOME as they are now."""
-    if os.environ.get("HF_HUB_CACHE"):
-        return Path(os.environ["HF_HUB_CACHE"]).expanduser()
-    if os.environ.get("HF_HOME"):
-        return Path(os.environ["HF_HOME"]).expanduser() / "hub"
-    return Path(hf_constants.HF_HUB_CACHE)
-
-
-def default_lmstudio_dirs() -> tuple[Path, ...]:
-    home = Path.home()
-    return (home / ".lmstudio" / "models", home / ".cache" / "lm-studio" / "models")
-
-
-@dataclass
-class _Found:
-    """A model found on disk before its metadata is looked up."""
-
-    source: Source
-    root: Path
-    parts: list[Path]
-    projectors: list[Path]
-    repo_id: str | None
-    rel: str  # first part, relative to its repository (or root) folder
-    error: str | None = None
-
-
-# --- metadata cache ------------------------------------------------------------------------
-
-_INFO_FIELDS: Final = tuple(f.name for f in dataclasses.fields(GGUFInfo))
 
 
 def _slim_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
@@ -271,46 +168,6 @@ class _MetadataCache:
 
 
 # --- the library ---------------------------------------------------------------------------
-
-
-def _walk_gguf(root: Path) -> Iterator[tuple[Path, list[str]]]:
-    """(folder, .gguf names) under ``root``; hidden folders and files are skipped."""
-    for folder, dirs, files in os.walk(root, onerror=lambda e: log.debug("scan: %s", e)):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        names = sorted(f for f in files if f.lower().endswith(".gguf") and not f.startswith("."))
-        if names:
-            yield Path(folder), names
-
-
-def _group_folder(
-    folder: Path, names: Iterable[str]
-) -> list[tuple[list[Path], list[Path], str | None]]:
-    """Models in one folder: (parts, projectors, error)."""
-    projectors = [folder / n for n in names if is_projector(n)]
-    singles: list[tuple[list[Path], list[Path], str | None]] = []
-    splits: dict[tuple[str, int], dict[int, Path]] = {}
-    for name in names:
-        if is_projector(name):
-            continue
-        path = folder / name
-        if not path.is_file():  # broken symlink
-            continue
-        split = split_name(name)
-        if split is None:
-            singles.append(([path], projectors, None))
-        else:
-            splits.setdefault((split.base, split.count), {})[split.index] = path
-    for (_, count), found in splits.items():
-        missing = [i for i in range(1, count + 1) if i not in found]
-        if 1 not in found:
-            continue  # without its first part a split model cannot be loaded or named
-        error = None
-        if missing:
-            error = (
-                f"Incomplete split model: part(s) {', '.join(map(str, missing))} of {count} missing"
-            )
-        singles.append(([found[i] for i in sorted(found)], projectors, error))
-    return singles
 
 
 _M = TypeVar("_M", bound=Callable[..., Any])
@@ -507,10 +364,10 @@ class Library:
     def find(self, name_or_path: str) -> LocalModel:
         """The model a user means (``ember run NAME``): an id, a file path, ``owner/repo``,
         ``owner/repo:QUANT`` (or ``:FILENAME``), or a unique part of a name.
-        Raises ModelNotFoundError / AmbiguousModelError (with the candidates)."""
+        Raises NoMatchingModelError / AmbiguousModelError (with the candidates)."""
         query = name_or_path.strip()
         if not query:
-            raise ModelNotFoundError(
+            raise NoMatchingModelError(
                 "Name a model: an id, a path, owner/repo[:QUANT] or part of a name."
             )
         models = self.models
@@ -558,7 +415,7 @@ class Library:
                 if pull_hint
                 else " `ember ls` lists them."
             )
-            raise ModelNotFoundError(f"No model matches {query!r}.{hint}")
+            raise NoMatchingModelError(f"No model matches {query!r}.{hint}")
         ids = [m.id for m in matches]
         listed = "\n  ".join(ids)
         raise AmbiguousModelError(
@@ -574,7 +431,7 @@ class Library:
             if any(p.resolve() == real for p in m.parts):
                 return m
         if not candidate.name.lower().endswith(".gguf"):
-            raise ModelNotFoundError(f"{query} is not a .gguf model file.")
+            raise NoMatchingModelError(f"{query} is not a .gguf model file.")
         cache = _MetadataCache(self.cache_path)
         found = _Found("folder", candidate.parent, [candidate], [], None, candidate.name)
         for parts, projectors, error in _group_folder(
@@ -670,7 +527,7 @@ class Library:
         only lists them (the GUI can offer to remove the folder from the list instead)."""
         model = self.get(model_id)
         if model is None:
-            raise ModelNotFoundError(f"No model with id {model_id!r}; `ember ls` lists them.")
+            raise NoMatchingModelError(f"No model with id {model_id!r}; `ember ls` lists them.")
         if not model.owned:
             where = {
                 "hf-cache": "the Hugging Face cache",
@@ -737,28 +594,3 @@ class Library:
         self.extra_dirs = [d for d in self.extra_dirs if d not in (path, resolved)]
         self._models = None
         return tuple(self.extra_dirs)
-
-
-def _copy_atomic(src: Path, target: Path) -> None:
-    tmp = target.with_name(f".{target.name}.importing")
-    try:
-        shutil.copyfile(src, tmp)
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def _link(src: Path, target: Path) -> None:
-    try:
-        os.symlink(src.resolve(), target)
-        return
-    except (OSError, NotImplementedError) as e:
-        symlink_error = e
-    try:
-        os.link(src, target)
-    except OSError as e:
-        raise LibraryError(
-            f"Cannot link {src.name} into Ember's models folder "
-            f"({symlink_error}; {e.strerror or e}). "
-            "Import a copy instead."
-        ) from e

@@ -15,7 +15,7 @@ from app.library.local import (
     AmbiguousModelError,
     Library,
     LibraryError,
-    ModelNotFoundError,
+    NoMatchingModelError,
     NotOwnedError,
     read_manifest,
     update_manifest,
@@ -205,7 +205,7 @@ def test_delete_only_removes_owned_files(tree: Tree) -> None:
     with pytest.raises(NotOwnedError, match=r"not Ember's file.*Hugging Face cache"):
         lib.delete(hf_model.id)
     assert cached.exists() and cached.resolve().exists()
-    with pytest.raises(ModelNotFoundError):
+    with pytest.raises(NoMatchingModelError):
         lib.delete("nope/none/x.gguf")
 
 
@@ -234,9 +234,9 @@ def test_find_resolves_what_a_user_typed(tree: Tree) -> None:
     assert "llama-Q8_0" in str(err.value)
     with pytest.raises(AmbiguousModelError):
         lib.find("Q4_K_M")
-    with pytest.raises(ModelNotFoundError, match="ember pull alice/Llama-GGUF:Q2_K"):
+    with pytest.raises(NoMatchingModelError, match="ember pull alice/Llama-GGUF:Q2_K"):
         lib.find("alice/Llama-GGUF:Q2_K")
-    with pytest.raises(ModelNotFoundError, match="No model matches 'zzz'"):
+    with pytest.raises(NoMatchingModelError, match="No model matches 'zzz'"):
         lib.find("zzz")
 
     outside = write_gguf(tree.root / "elsewhere" / "solo.gguf")
