@@ -423,8 +423,12 @@ class Library:
         )
 
     def _find_path(self, query: str, models: list[LocalModel]) -> LocalModel | None:
-        candidate = Path(query).expanduser()
-        if not candidate.is_file():
+        try:
+            candidate = Path(query).expanduser()
+            if not candidate.is_file():
+                return None
+        # a name no file can have: too long (ENAMETOOLONG), a NUL, '~someone' unknown
+        except (OSError, ValueError, RuntimeError):
             return None
         real = candidate.resolve()
         for m in models:

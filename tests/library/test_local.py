@@ -244,6 +244,17 @@ def test_find_resolves_what_a_user_typed(tree: Tree) -> None:
     assert found.path == outside and not found.owned
 
 
+@pytest.mark.parametrize(
+    "name", ["a" * 300, "/" + "a" * 300 + ".gguf", "x/" * 3000, "~nobody-ember-test/model.gguf"]
+)
+def test_a_name_no_file_can_have_matches_no_model(tree: Tree, name: str) -> None:
+    """Over 255 bytes (ENAMETOOLONG), or '~someone' who does not exist: looking for a file by
+    that name raised an OSError (a 500 from the API); it is a name that matches nothing."""
+    tree.ember("alice/Llama-GGUF", "llama-Q4_K_M.gguf")
+    with pytest.raises(NoMatchingModelError, match="No model matches"):
+        tree.library().find(name)
+
+
 def test_add_and_remove_folders(tree: Tree, tmp_path: Path) -> None:
     lib = Library(
         tree.models, hf_cache_dir=tree.hf, lmstudio_dirs=(), cache_path=tmp_path / "c.json"
