@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.engine import types as engine
-from app.engine.types import ChatMessage, LoadedModel, SamplingParams
+from app.engine.constraints import grammar_for
+from app.engine.types import BadRequestError, ChatMessage, LoadedModel, SamplingParams
 from app.server import schemas
 from app.server.catalog import ModelMeta
 from app.server.errors import APIError
@@ -143,16 +144,45 @@ def check_chat(body: schemas.ChatCompletionRequest) -> None:
     _response_format(body.response_format)
 
 
+Constraint = tuple[str | None, dict[str, Any] | None, str]  # GBNF, JSON schema, the param
+
+
+def chat_constraint(body: schemas.ChatCompletionRequest) -> Constraint:
+    """What constrains a chat answer: a forced call's schema, else the response format's
+    grammar or schema, else the body's own ``grammar`` (each with the parameter it came from)."""
+    mode, named = tool_mode(body)
+    if mode in ("required", "named"):
+        functions = [t.function.model_dump(exclude_none=True) for t in body.tools or []]
+        chosen = [f for f in functions if named is None or f["name"] == named]
+        return None, call_schema(chosen), "tools"
+    grammar, schema = _response_format(body.response_format)
+    if grammar is not None or schema is not None:
+        return grammar, schema, "response_format"
+    return body.grammar, None, "grammar"
+
+
+def check_constraint(constraint: Constraint) -> None:
+    """Refuse a grammar or schema that is invalid or too large for llama.cpp (a 400 naming
+    what and the limit), before a model is resolved or a job queued. Converting a schema can
+    take milliseconds: call it off the event loop. The result is cached for the engine."""
+    grammar, schema, param = constraint
+    if not grammar and schema is None:
+        return
+    try:
+        grammar_for(SamplingParams(grammar=grammar, json_schema=schema))
+    except BadRequestError as e:
+        raise APIError(400, e.message, param=param, code="invalid_value") from None
+
+
 def plan_chat(body: schemas.ChatCompletionRequest, model: LoadedModel, meta: ModelMeta) -> ChatPlan:
     """The engine request for a body that passed :func:`check_chat`."""
     _check_vocabulary(body, meta)
-    mode, named = tool_mode(body)
+    mode, _named = tool_mode(body)
     functions = [t.function.model_dump(exclude_none=True) for t in body.tools or []]
     tools_for_template = [t.model_dump(exclude_none=True) for t in body.tools or []]
-    grammar, schema = _response_format(body.response_format)
-    if mode in ("required", "named"):
-        chosen = [f for f in functions if named is None or f["name"] == named]
-        grammar, schema = None, call_schema(chosen)
+    grammar, schema, source = chat_constraint(body)
+    if source == "grammar":
+        grammar = None  # sampling() takes the body's own grammar itself
     template = model.chat_template
     native_tools = template_supports_tools(template)
     messages = _chat_messages(body.messages, native_tools)

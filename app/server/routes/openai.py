@@ -121,6 +121,7 @@ async def chat_completions(request: Request, gateway: GatewayDep) -> Response:
         return remote
     body, note = await _parse(request, schemas.ChatCompletionRequest)
     convert.check_chat(body)
+    await _check_constraint(convert.chat_constraint(body))
     model, meta = await _resolve(gateway, body.model, note)
     plan = convert.plan_chat(body, model, meta)
     obj = "chat.completion.chunk" if body.stream else "chat.completion"
@@ -175,6 +176,7 @@ async def completions(request: Request, gateway: GatewayDep) -> Response:
         return remote
     body, note = await _parse(request, schemas.CompletionRequest)
     prompt = convert.check_completion(body)
+    await _check_constraint((body.grammar, None, "grammar"))
     model, meta = await _resolve(gateway, body.model, note)
     engine_request = convert.completion_request(body, prompt, model, meta)
     env = shapes.Envelope("cmpl-", "text_completion", model, int(time.time()))
@@ -249,6 +251,14 @@ async def _parse(request: Request, cls: type[Body]) -> tuple[Body, LogNote]:
     note = note_of(request.scope)
     note.stream = bool(getattr(body, "stream", False))
     return body, note
+
+
+async def _check_constraint(constraint: convert.Constraint) -> None:
+    """A 400 for a bad or oversized grammar or schema before a model is loaded or a job
+    queued; converting it is off the event loop (the engine finds it cached)."""
+    grammar, schema, _param = constraint
+    if grammar or schema is not None:
+        await asyncio.to_thread(convert.check_constraint, constraint)
 
 
 async def _resolve(
