@@ -201,7 +201,8 @@ class _State:
 LoadProgressFn = Callable[[float], bool]
 ModelFactory = Callable[[LoadRequest, LoadProgressFn], Model]
 
-PROGRESS_STEP = 0.01  # report a load's progress in steps of at least 1%
+PROGRESS_STEP = 0.01
+ENGINE_STACK_BYTES = 16 * 1024 * 1024  # report a load's progress in steps of at least 1%
 
 
 def _default_factory(request: LoadRequest, progress: LoadProgressFn) -> Model:
@@ -235,7 +236,14 @@ class EngineWorker:
         self._state = _State()
         self._stopping = False
         self._thread = threading.Thread(target=self._run, name="ember-engine", daemon=True)
-        self._thread.start()
+        # llama.cpp's grammar parser recurses once per nested group (~450 bytes of C stack a
+        # level, up to the 1,200 constraints.py allows): give the engine thread the 8 MB a
+        # Linux main thread has, not macOS's 512 KB or Windows' 1 MB for other threads.
+        previous = threading.stack_size(ENGINE_STACK_BYTES)
+        try:
+            self._thread.start()
+        finally:
+            threading.stack_size(previous)
 
     # -- submitting -------------------------------------------------------------------------
 
