@@ -55,6 +55,27 @@ HOSTILE: dict[str, tuple[str, dict[str, Any], str]] = {
         {"prompt": "x", "grammar": "root ::= " + "(" * 50000 + '"a"' + ")" * 50000},
         "nests groups",
     ),
+    "50,000 parentheses after a comment that ends in CR": (
+        "/v1/completions",
+        {"prompt": "x", "grammar": "root ::= ( # c\r" + "(" * 50000 + '"a"' + ")" * 50001},
+        "nests groups",
+    ),
+    "{5,2}, counted down from 2**64": (
+        "/v1/completions",
+        {"prompt": "x", "grammar": 'root ::= "a"{5,2}'},
+        "fewer times",
+    ),
+    "16 rules that each begin with the next, two ways": (
+        "/v1/completions",
+        {"prompt": "x", "grammar": "root ::= r0\n" + "".join(
+            f'r{i} ::= r{i + 1} "a" | r{i + 1} "b"\n' for i in range(16)) + 'r16 ::= "c"'},
+        "branches too much",
+    ),
+    "a pattern repeated 1e9 times": (
+        "/v1/chat/completions",
+        chat({"type": "string", "pattern": "^a{1000000000}$"}),
+        "pattern",
+    ),
 }  # fmt: skip
 
 

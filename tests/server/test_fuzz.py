@@ -85,7 +85,10 @@ fields: dict[str, st.SearchStrategy[Any]] = {
         json_values,
     ),
     "grammar": st.one_of(
-        st.sampled_from(["root ::= " + "(" * 30000, 'root ::= "a"{0,99999}', "root ::= (", ""]),
+        st.sampled_from(["root ::= " + "(" * 30000, 'root ::= "a"{0,99999}', "root ::= (", "",
+                         "root ::= ( # c\r" + "(" * 30000, 'root ::= "a"{5,2}',
+                         "root ::= r0\n" + "".join(f'r{i} ::= r{i + 1} "a" | r{i + 1} "b"\n'
+                                                    for i in range(16)) + 'r16 ::= "c"']),
         json_values,
     ),
     "tools": st.one_of(json_values, st.builds(
