@@ -342,13 +342,15 @@ def check(text: str, root: str = "root", what: str = "The grammar") -> None:
     parser = _Parser(text, what)
     parser.parse()
     if root not in parser.names or parser.names[root] not in parser.rules:
-        raise parser.fail(f"has no rule named '{root}' to start from.")
+        raise parser.fail(f"does not parse: it has no rule named '{root}' to start from.")
     for rule in parser.rules.values():
         for alt in rule:
             for item in alt:
                 if item.ref != _TERMINAL and item.ref not in parser.rules:
                     name = parser.labels[item.ref]
-                    raise parser.fail(f"uses the rule '{name}' but never defines it.")
+                    raise parser.fail(
+                        f"does not parse: it uses the rule '{name}' but never defines it."
+                    )
     _check_start_costs(parser)
 
 
