@@ -19,6 +19,7 @@ from app.server.runner import ServerRunner
 @pytest.fixture
 def runner(monkeypatch: pytest.MonkeyPatch) -> Iterator[ServerRunner]:
     monkeypatch.setattr(header_timeout, "HEADER_TIMEOUT", 0.5)
+    monkeypatch.setattr(header_timeout, "BODY_IDLE_TIMEOUT", 0.5)
     worker = EngineWorker()
     r = ServerRunner(Gateway(worker), ServerConfig(port=0))
     r.start()
@@ -61,3 +62,25 @@ def test_a_keep_alive_connection_serves_several_requests(runner: ServerRunner) -
     with httpx.Client(base_url=f"http://127.0.0.1:{runner.port}") as http:
         for _ in range(3):
             assert http.get("/health").status_code == 200
+
+
+HEAD = (
+    b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+    b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n"
+)
+
+
+@pytest.mark.parametrize("body", [b"", b'{"model": '])
+def test_a_request_body_that_stops_coming_is_closed(runner: ServerRunner, body: bytes) -> None:
+    """A body promised by Content-Length and never sent held its connection (and the server's
+    shutdown) for good."""
+    with socket.create_connection(("127.0.0.1", runner.port)) as sock:
+        sock.sendall(HEAD + body)
+        assert closed_by_server(sock)
+
+
+def test_a_whole_body_is_read_and_answered(runner: ServerRunner) -> None:
+    with httpx.Client(base_url=f"http://127.0.0.1:{runner.port}") as http:
+        r = http.post("/v1/embeddings", json={"input": "x" * 200_000})
+        assert r.status_code == 400 and "No model is loaded" in r.json()["error"]["message"]
+        assert http.get("/health").status_code == 200
