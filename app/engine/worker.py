@@ -237,7 +237,7 @@ class EngineWorker:
         self._stopping = False
         self._thread = threading.Thread(target=self._run, name="ember-engine", daemon=True)
         # llama.cpp's grammar parser recurses once per nested group (~450 bytes of C stack a
-        # level, up to the 1,200 constraints.py allows): give the engine thread the 8 MB a
+        # level, up to the 256 app/engine/gbnf.py allows): give the engine thread the 8 MB a
         # Linux main thread has, not macOS's 512 KB or Windows' 1 MB for other threads.
         previous = threading.stack_size(ENGINE_STACK_BYTES)
         try:
