@@ -472,7 +472,7 @@ class MainWindow(QMainWindow):
         super().showEvent(event)
         if self._pending_sizes is not None:
             # The splitter knows its real width only once shown; sizes set before are scaled.
-            QTimer.singleShot(0, self._apply_pending_sizes)
+            QTimer.singleShot(0, self, self._apply_pending_sizes)
 
     @Slot()
     def _apply_pending_sizes(self) -> None:

@@ -116,7 +116,7 @@ class ChatView(QScrollArea):
                 self._add_widget(message)
             self._stick = True
             self.scroll_to_bottom()
-            QTimer.singleShot(0, self._fill_viewport)
+            QTimer.singleShot(0, self, self._fill_viewport)
         else:
             for widget in self._widgets[keep - self._first :]:
                 self._remove_widget(widget)
@@ -190,7 +190,7 @@ class ChatView(QScrollArea):
             if deadline is not None and time.perf_counter() > deadline:
                 break
         self.older_label.setVisible(self._first > 0)
-        QTimer.singleShot(200, self._drop_anchor)
+        QTimer.singleShot(200, self, self._drop_anchor)
         return added
 
     @Slot()
@@ -201,7 +201,7 @@ class ChatView(QScrollArea):
     def _fill_viewport(self) -> None:
         if self._first > 0 and self.canvas.sizeHint().height() < self.viewport().height():
             self.render_older(budget=TURN_BUDGET)
-            QTimer.singleShot(0, self._fill_viewport)
+            QTimer.singleShot(0, self, self._fill_viewport)
 
     @Slot()
     def _render_older_in_turns(self) -> None:
@@ -210,7 +210,7 @@ class ChatView(QScrollArea):
         self.render_older(budget=TURN_BUDGET)
         if self._first > 0 and self.verticalScrollBar().value() < LOAD_MARGIN:
             self._older_scheduled = True
-            QTimer.singleShot(0, self._render_older_in_turns)
+            QTimer.singleShot(0, self, self._render_older_in_turns)
 
     @Slot(int)
     def _on_scrolled(self, value: int) -> None:
@@ -219,7 +219,7 @@ class ChatView(QScrollArea):
             self._stick = bar.maximum() - value <= STICK_MARGIN
         if value < LOAD_MARGIN and self._first > 0 and not self._older_scheduled:
             self._older_scheduled = True
-            QTimer.singleShot(0, self._render_older_in_turns)
+            QTimer.singleShot(0, self, self._render_older_in_turns)
 
     @Slot(int, int)
     def _on_range_changed(self, _minimum: int, maximum: int) -> None:

@@ -270,18 +270,18 @@ class ProviderEditor(QWidget):
         theme.set_style_property(self.result, "kind", kind)
         self._reveal = bool(text)
         if text:
-            QTimer.singleShot(0, self._reveal_result)
+            QTimer.singleShot(0, self, self._reveal_result)
 
     @Slot(int, int)
     def _on_scroll_range_changed(self, _low: int, _high: int) -> None:
         if self._reveal:
-            QTimer.singleShot(0, self._reveal_result)
+            QTimer.singleShot(0, self, self._reveal_result)
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 (Qt override)
         # The result's height is known only once the layouts above it have run: reveal it
         # when it takes its size (a wrapped message grows in steps).
         if watched is self.result and event.type() == QEvent.Type.Resize and self._reveal:
-            QTimer.singleShot(0, self._reveal_result)
+            QTimer.singleShot(0, self, self._reveal_result)
         return False
 
     @Slot()

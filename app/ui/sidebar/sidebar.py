@@ -275,7 +275,7 @@ class Sidebar(QFrame):
     def _on_item_changed(self, item: QListWidgetItem) -> None:
         if item.data(KIND_ROLE) == CHAT:
             conversation_id = str(item.data(ID_ROLE))
-            QTimer.singleShot(0, lambda: self.apply_rename(conversation_id, item.text()))
+            QTimer.singleShot(0, self, lambda: self.apply_rename(conversation_id, item.text()))
 
     @Slot()
     def _on_delete_key(self) -> None:
