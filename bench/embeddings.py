@@ -4,10 +4,10 @@ One ~2,000-token input goes through ``/v1/embeddings``' engine path (EmbeddingRe
 same text is then read as a prompt (a completion of one token, nothing cached). Prints the
 ratio of the times and the process's peak memory growth during the embedding.
 
-For a causal model llama.cpp computes every output token's logits whenever a context makes
-embeddings; Ember's chunks keep the memory proportional to the input, but the vocabulary
-projection costs what it costs: for Gemma 3 270M (a 262k vocabulary, a third of the model's
-weights) expect about 2-3x a prompt read; for 7B-class models close to 1x.
+llama.cpp builds every output token's vocabulary projection into an embedding context's graph;
+Ember stops each graph at the hidden states (app.engine.llamacpp.StopAtHiddenStates), so an
+embedding costs about a prompt read, and its chunks keep the memory proportional to the input.
+Before that, Gemma 3 270M (a 262k vocabulary, a third of its weights) took 2-3x a prompt read.
 
 Run: .venv/bin/python bench/embeddings.py [--tokens 2000]
 """

@@ -267,6 +267,7 @@ class LlamaCppModel:
         self._model: Any = None
         self._ctx: Any = None
         self._embed_ctx: Any = None
+        self.embed_stop: StopAtHiddenStates | None = None  # the embedding context's eval callback
         self._native = native = _llama_cpp().llama_cpp
         _init_backend(native)
         try:
@@ -495,9 +496,9 @@ class LlamaCppModel:
         """Mean-pooled embeddings, from a second context on the same weights (so embeddings
         never disturb the generating sequences' KV cache).
 
-        llama.cpp computes every output token's logits when a context makes embeddings, and
-        its buffer for them is ``n_vocab`` floats per output: a 2,000-token input pooled in
-        one ubatch needs 2 GB with a 262k vocabulary. So the context makes per-token
+        llama.cpp reserves ``n_vocab`` floats of logits per output when a context makes
+        embeddings (a 2,000-token input pooled in one ubatch: 2 GB with a 262k vocabulary),
+        and would compute them but for :class:`StopAtHiddenStates`. So the context makes per-token
         embeddings (no pooling) ``EMBED_CHUNK`` tokens at a time, attention reaching back
         through its KV cache as in a prompt, and the mean is taken here: memory stays
         proportional to the input, and a cancel is seen between chunks (or mid-chunk through
@@ -555,12 +556,56 @@ class LlamaCppModel:
             c.n_outputs_max = EMBED_CHUNK
             c.embeddings = True
             c.pooling_type = native.LLAMA_POOLING_TYPE_NONE
+            self.embed_stop = StopAtHiddenStates.make(native)
+            if self.embed_stop is not None:
+                c.cb_eval = self.embed_stop.callback
             ctx = native.llama_init_from_model(self._model, c)
             if not ctx:
                 raise EngineError("llama.cpp could not make a context for embeddings.")
             native.llama_set_abort_callback(ctx, self.abort.callback, self.abort.data)
             self._embed_ctx = ctx
         return self._embed_ctx
+
+
+class StopAtHiddenStates:
+    """An eval callback for the embedding context that ends each graph at the hidden states
+    embeddings are made of: the model's ``result_norm``, which llama.cpp's pooling step
+    renames ``result_embd_pooled`` (with no pooling it is the same tensor).
+
+    llama.cpp builds the vocabulary projection (``result_output``) into every graph, and an
+    embedding context makes every token an output, so without this it multiplies each token's
+    hidden state by the whole output matrix — for Gemma's 262k vocabulary a third of the
+    model's weights, and 2-3x the time of reading the input. ggml's scheduler asks the callback
+    about each node (``ask``), computes up to the one it wants, shows it, and stops the graph
+    when the callback then answers false; the logits buffer is left unwritten, which nothing
+    reads. A graph without that node is computed whole, as before (``stops`` counts the
+    graphs cut short)."""
+
+    TARGET = b"result_embd_pooled"
+
+    def __init__(self, native: Any, get_name: Any) -> None:
+        self.stops = 0
+        self._get_name = get_name
+
+        def callback(tensor: int, ask: bool, _data: int) -> bool:
+            if ask:
+                return bool(get_name(tensor) == self.TARGET)
+            self.stops += 1
+            return False  # the hidden states are computed: stop before the projection
+
+        self.callback = native.ggml_backend_sched_eval_callback(callback)
+
+    @classmethod
+    def make(cls, native: Any) -> StopAtHiddenStates | None:
+        try:
+            from llama_cpp import _ggml
+
+            get_name = _ggml.libggml.ggml_get_name
+        except (ImportError, AttributeError, OSError):  # pragma: no cover - older bindings
+            return None
+        get_name.argtypes = [ctypes.c_void_p]
+        get_name.restype = ctypes.c_char_p
+        return cls(native, get_name)
 
 
 class EmbeddingCancelledError(Exception):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from app.engine.llamacpp import LlamaCppModel
+from app.engine.llamacpp import EMBED_CHUNK, LlamaCppModel, StopAtHiddenStates
 from app.engine.types import (
     ChatRequest,
     CompletionRequest,
@@ -21,8 +21,10 @@ from app.engine.types import (
     Failed,
     Finished,
     LoadedModel,
+    LoadParams,
     SamplingParams,
     Started,
+    TokenizeRequest,
 )
 from app.engine.worker import EngineWorker, Job
 
@@ -187,6 +189,30 @@ def test_embeddings_of_a_long_input_are_chunked_and_match_a_short_read(
     assert abs(sum(x * x for x in vectors[0]) - 1.0) < 1e-3
     again = worker.run(EmbeddingRequest(["short text"]), 60)
     assert again[0] == pytest.approx(vectors[1], abs=1e-5)  # chunks and inputs independent
+
+
+def test_embeddings_skip_the_vocabulary_projection_and_equal_the_whole_graph(
+    worker: EngineWorker, loaded: LoadedModel, gemma_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    text = "Hidden states, not logits, make an embedding. " * 30  # three chunks
+    n_chunks = -(-len(worker.run(TokenizeRequest(text))) // EMBED_CHUNK)
+    assert n_chunks >= 2
+    model = model_of(worker)
+    cut = worker.run(EmbeddingRequest([text]), 300)
+    assert model.embed_stop is not None
+    before = model.embed_stop.stops
+    assert worker.run(EmbeddingRequest([text]), 300) == cut
+    assert model.embed_stop.stops - before == n_chunks  # every graph stopped early
+    # The same input through whole graphs (vocabulary projection computed): the same vector.
+    monkeypatch.setattr(StopAtHiddenStates, "make", classmethod(lambda cls, native: None))
+    whole_worker = EngineWorker()
+    try:
+        whole_worker.load(str(gemma_path), LoadParams(n_ctx=4096)).result(120)
+        whole = whole_worker.run(EmbeddingRequest([text]), 300)
+        assert model_of(whole_worker).embed_stop is None
+    finally:
+        whole_worker.shutdown()
+    assert whole[0] == pytest.approx(cut[0], abs=1e-5)
 
 
 def test_an_embedding_can_be_cancelled(worker: EngineWorker, loaded: LoadedModel) -> None:
