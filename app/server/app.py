@@ -1,8 +1,10 @@
 """The FastAPI application factory.
 
-``create_app(gateway, config, request_log)`` builds one app: the OpenAI routes, ``/health``,
-OpenAI-shaped errors for everything, and the ASGI middleware (outermost first): request log,
-then security (Host, Origin/CORS, API key, body size). No state lives in module globals.
+``create_app(gateway, config, request_log)`` builds one app: the OpenAI routes, Ollama's
+routes (``/``, ``/api/...``: app/server/ollama), ``/health``, OpenAI-shaped errors for all but
+Ollama's routes (they answer ``{"error": "..."}``), and the ASGI middleware (outermost first):
+request log, then security (Host, Origin/CORS, API key, body size). No state lives in module
+globals.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from app.server.config import ServerConfig
 from app.server.errors import install_handlers
 from app.server.forward import RemoteForwarder
 from app.server.gateway import Gateway
+from app.server.ollama.routes import router as ollama_router
 from app.server.requestlog import RequestLog, RequestLogMiddleware
 from app.server.routes.openai import router as openai_router
 from app.server.security import SecurityMiddleware
@@ -46,6 +49,7 @@ def create_app(
         return JSONResponse({"status": "ok"})
 
     app.include_router(openai_router)
+    app.include_router(ollama_router)
     app.add_middleware(SecurityMiddleware, config=config)
     if request_log is not None:
         app.add_middleware(

@@ -54,6 +54,10 @@ class CatalogModel:
     created: int = 0  # unix seconds (the file's modification time)
     owned_by: str = "local"
     meta: ModelMeta | None = None  # None: read from the file's header when needed
+    # what Ollama-style names are made of (app/server/names.py)
+    repo_id: str | None = None
+    quant: str | None = None
+    name: str = ""
 
 
 class CatalogError(Exception):
@@ -70,6 +74,41 @@ class ModelCatalog(Protocol):
         ...
 
 
+def by_name(catalog: ModelCatalog, name: str) -> CatalogModel | None:
+    """The model an Ollama-style name (``gemma:latest``, ``hf.co/owner/repo:Q4_K_M``) or an
+    alias made by ``/api/copy`` means, or None."""
+    from app.server.names import alias_store, find, named_models
+
+    if not name.strip():
+        return None
+    return find(name, named_models(catalog.list_models(), alias_store().load()))
+
+
+def refresh(catalog: ModelCatalog) -> None:
+    """Forget what a catalog remembers of the disk (a model was just downloaded or deleted)."""
+    for inner in getattr(catalog, "catalogs", (catalog,)):
+        if isinstance(inner, LibraryCatalog):
+            inner.refresh()
+
+
+def delete(catalog: ModelCatalog, model_id: str) -> None:
+    """Delete a library model's files. Raises CatalogError saying why not (not Ember's file,
+    not in the library)."""
+    from app.library.local import LibraryError
+
+    for inner in getattr(catalog, "catalogs", (catalog,)):
+        if isinstance(inner, LibraryCatalog) and inner.library.get(model_id) is not None:
+            try:
+                inner.library.delete(model_id)
+            except LibraryError as e:
+                raise CatalogError(str(e)) from e
+            inner.refresh()
+            return
+    raise CatalogError(
+        "It is not a model in Ember's library (a model file opened directly is not deleted)."
+    )
+
+
 def entry_for_file(path: str | Path, model_id: str | None = None) -> CatalogModel:
     """A catalog entry for a model file outside the library; its id is the file's stem."""
     p = Path(path).expanduser()
@@ -78,11 +117,14 @@ def entry_for_file(path: str | Path, model_id: str | None = None) -> CatalogMode
         size, created = st.st_size, int(st.st_mtime)
     except OSError:
         size, created = 0, 0
+    from app.library.quant import parse_quant
+
     return CatalogModel(
         id=model_id or p.name.removesuffix(".gguf"),
         path=str(p.resolve()) if p.exists() else str(p),
         size_bytes=size,
         created=created,
+        quant=parse_quant(p.name),
     )
 
 
@@ -120,6 +162,9 @@ class ChainCatalog:
         return list(seen.values())
 
     def resolve(self, name: str) -> CatalogModel | None:
+        named = by_name(self, name)  # names are made over the merged list: check them first
+        if named is not None:
+            return named
         first_error: CatalogError | None = None
         for catalog in self.catalogs:
             try:
@@ -158,7 +203,16 @@ class LibraryCatalog:
         with self._lock:
             return [_from_local(m) for m in self._scan(self.rescan_after) if m.error is None]
 
+    def refresh(self) -> None:
+        """Scan again on the next call."""
+        with self._lock:
+            self._scanned_at = float("-inf")
+
     def resolve(self, name: str) -> CatalogModel | None:
+        found = self._resolve(name)
+        return found if found is not None else by_name(self, name)
+
+    def _resolve(self, name: str) -> CatalogModel | None:
         from app.library.local import AmbiguousModelError, LibraryError
 
         with self._lock:
@@ -200,4 +254,7 @@ def _from_local(m: LocalModel) -> CatalogModel:
         )
         if m.info
         else None,
+        repo_id=m.repo_id,
+        quant=m.quant,
+        name=m.name,
     )

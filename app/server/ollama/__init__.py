@@ -1,0 +1,2 @@
+"""Ollama's API on Ember's server: the routes (routes.py, manage.py), the conversion of its
+bodies into the OpenAI routes' (convert.py), its shapes (shapes.py, answers.py)."""

@@ -1,0 +1,223 @@
+"""From Ollama request bodies to the OpenAI routes' request bodies, so both APIs share one
+conversion to engine requests (app/server/convert.py) and one set of bounds before llama.cpp.
+
+A value the OpenAI schema refuses is answered with the Ollama name of the field
+(``options.temperature``), not the OpenAI one.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from app.server import schemas as openai
+from app.server.errors import APIError, from_validation_errors
+from app.server.ollama.schemas import ChatBody, Format, GenerateBody, KeepAlive, Options
+
+# OpenAI field -> where the Ollama body has it
+_OPTION_FIELDS = {
+    "max_tokens": "options.num_predict",
+    "stop": "options.stop",
+    "response_format": "format",
+    **{
+        name: f"options.{name}"
+        for name in (
+            "temperature",
+            "top_k",
+            "top_p",
+            "min_p",
+            "typical_p",
+            "repeat_penalty",
+            "repeat_last_n",
+            "presence_penalty",
+            "frequency_penalty",
+            "seed",
+            "mirostat",
+            "mirostat_tau",
+            "mirostat_eta",
+        )
+    },
+}
+Body = TypeVar("Body", bound=BaseModel)
+_DURATION = re.compile(r"(-?\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
+_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def keep_alive_seconds(value: KeepAlive) -> float | None:
+    """Ollama's ``keep_alive``: seconds (a number, or a Go duration such as "5m" or "1h30m");
+    negative means for good; None when not given. A 400 for anything else."""
+    if value is None:
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    text = value.strip()
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    if text and _DURATION.sub("", text) == "":
+        return sum(float(n) * _UNIT_SECONDS[u] for n, u in _DURATION.findall(text))
+    raise APIError(
+        400,
+        f'Invalid \'keep_alive\': {value!r}. Use a duration such as "5m" or "30s", 0 to '
+        "unload the model after the request, or -1 to keep it loaded.",
+        param="keep_alive",
+    )
+
+
+def unloads(value: KeepAlive) -> bool:
+    return keep_alive_seconds(value) == 0
+
+
+def _sampling(options: Options | None) -> dict[str, Any]:
+    """The OpenAI body's sampling fields for Ollama's ``options``."""
+    if options is None:
+        return {}
+    out: dict[str, Any] = {
+        k: v
+        for k, v in options.model_dump(exclude_none=True).items()
+        if k not in ("num_ctx", "num_predict", "seed")
+    }
+    if options.num_predict is not None and options.num_predict > 0:
+        out["max_tokens"] = options.num_predict  # -1, -2 (and 0): until the context is full
+    if options.seed is not None and options.seed >= 0:  # -1: a random seed
+        out["seed"] = options.seed
+    if options.stop is not None:
+        out["stop"] = options.stop or None
+    return out
+
+
+def _format(fmt: Format) -> dict[str, Any] | None:
+    if fmt == "json":
+        return {"type": "json_object"}
+    if isinstance(fmt, dict):
+        if not fmt:
+            raise APIError(400, "Invalid 'format': the JSON schema is empty.", param="format")
+        return {"type": "json_schema", "json_schema": {"name": "response", "schema": fmt}}
+    return None
+
+
+def _validate(cls: type[Body], data: dict[str, Any]) -> Body:
+    try:
+        return cls.model_validate(data)
+    except ValidationError as e:
+        error = from_validation_errors(e.errors(include_url=False))
+    param = error.param or ""
+    head = param.split(".", 1)[0].split("[", 1)[0]
+    ollama = _OPTION_FIELDS.get(head)
+    if ollama is not None:
+        renamed = ollama + param[len(head) :]
+        error = APIError(400, error.message.replace(f"'{param}'", f"'{renamed}'"), param=renamed)
+    raise error
+
+
+def check_images(images: list[str] | None, model: str) -> None:
+    if images:
+        raise APIError(
+            400,
+            f"The model {model!r} cannot see images: Ember runs text models only for now. "
+            "Send the request without 'images'.",
+            param="images",
+        )
+
+
+# ---- chat -----------------------------------------------------------------------------------
+
+
+def chat_body(body: ChatBody) -> openai.ChatCompletionRequest:
+    messages: list[dict[str, Any]] = []
+    for i, m in enumerate(body.messages or []):
+        check_images(m.images, body.model)
+        msg: dict[str, Any] = {"role": m.role, "content": m.content}
+        if m.role == "tool" and m.tool_name:
+            msg["name"] = m.tool_name
+        if m.tool_calls:
+            msg["tool_calls"] = [
+                {
+                    "id": f"call_{i}_{j}",
+                    "type": "function",
+                    "function": {
+                        "name": c.function.name,
+                        "arguments": json.dumps(c.function.arguments, ensure_ascii=False),
+                    },
+                }
+                for j, c in enumerate(m.tool_calls)
+            ]
+        messages.append(msg)
+    data: dict[str, Any] = {
+        "model": body.model,
+        "messages": messages,
+        "stream": bool(body.stream is not False),
+        **_sampling(body.options),
+    }
+    if body.tools:
+        data["tools"] = body.tools
+    if (fmt := _format(body.format)) is not None:
+        data["response_format"] = fmt
+    return _validate(openai.ChatCompletionRequest, data)
+
+
+# ---- generate -------------------------------------------------------------------------------
+
+
+def check_generate(body: GenerateBody) -> None:
+    """What /api/generate refuses before a model is resolved."""
+    check_images(body.images, body.model)
+    if body.template:
+        raise APIError(
+            400,
+            "Ember does not run Ollama's Go templates: leave 'template' out (the model's own "
+            "chat template is used), or send raw: true with the prompt already formatted.",
+            param="template",
+        )
+    if body.context:
+        raise APIError(
+            400,
+            "'context' (token ids of an earlier answer) is not supported: send the "
+            "conversation as messages to /api/chat instead.",
+            param="context",
+        )
+
+
+def generate_chat_body(body: GenerateBody) -> openai.ChatCompletionRequest:
+    """A templated /api/generate: the system prompt and the prompt as a chat."""
+    messages: list[dict[str, Any]] = []
+    if body.system:
+        messages.append({"role": "system", "content": body.system})
+    messages.append({"role": "user", "content": body.prompt or ""})
+    data: dict[str, Any] = {
+        "model": body.model,
+        "messages": messages,
+        "stream": bool(body.stream is not False),
+        **_sampling(body.options),
+    }
+    if (fmt := _format(body.format)) is not None:
+        data["response_format"] = fmt
+    return _validate(openai.ChatCompletionRequest, data)
+
+
+def generate_completion_body(body: GenerateBody) -> openai.CompletionRequest:
+    """A raw /api/generate, or one with a suffix (fill-in-the-middle): the prompt as it is.
+    A JSON ``format`` becomes the body's grammar (a schema is added by the route)."""
+    data: dict[str, Any] = {
+        "model": body.model,
+        "prompt": body.prompt or "",
+        "stream": bool(body.stream is not False),
+        **_sampling(body.options),
+    }
+    if body.suffix is not None:
+        data["suffix"] = body.suffix
+    return _validate(openai.CompletionRequest, data)
+
+
+def completion_format(fmt: Format) -> tuple[str | None, dict[str, Any] | None]:
+    """The grammar or schema a raw /api/generate's ``format`` asks for."""
+    from app.server.convert import JSON_OBJECT_GBNF
+
+    if fmt == "json":
+        return JSON_OBJECT_GBNF, None
+    converted = _format(fmt)
+    return None, (converted["json_schema"]["schema"] if converted else None)
