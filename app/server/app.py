@@ -18,6 +18,7 @@ from app.server.config import ServerConfig
 from app.server.errors import install_handlers
 from app.server.forward import RemoteForwarder
 from app.server.gateway import Gateway
+from app.server.ollama.manage import router as ollama_manage_router
 from app.server.ollama.routes import router as ollama_router
 from app.server.requestlog import RequestLog, RequestLogMiddleware
 from app.server.routes.openai import router as openai_router
@@ -50,6 +51,7 @@ def create_app(
 
     app.include_router(openai_router)
     app.include_router(ollama_router)
+    app.include_router(ollama_manage_router)
     app.add_middleware(SecurityMiddleware, config=config)
     if request_log is not None:
         app.add_middleware(

@@ -91,6 +91,23 @@ def refresh(catalog: ModelCatalog) -> None:
             inner.refresh()
 
 
+def check_deletable(catalog: ModelCatalog, model_id: str) -> None:
+    """Raise CatalogError saying why :func:`delete` would refuse ``model_id``."""
+    for inner in getattr(catalog, "catalogs", (catalog,)):
+        if isinstance(inner, LibraryCatalog):
+            model = inner.library.get(model_id)
+            if model is not None and model.owned:
+                return
+            if model is not None:
+                raise CatalogError(
+                    f"{model.name} is not Ember's file but one Ember lists in place "
+                    f"({model.source}); delete it where it is."
+                )
+    raise CatalogError(
+        "It is not a model in Ember's library (a model file opened directly is not deleted)."
+    )
+
+
 def delete(catalog: ModelCatalog, model_id: str) -> None:
     """Delete a library model's files. Raises CatalogError saying why not (not Ember's file,
     not in the library)."""

@@ -1,0 +1,137 @@
+"""/api/pull, /api/copy and /api/delete through the official `ollama` client, against a real
+server whose library is EMBER_HOME's, pulling from the local stand-in for the Hugging Face Hub
+(tests/helpers/hub_server.py) through Ember's resumable, verified downloader."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import httpx
+import ollama
+import pytest
+
+from app.config import paths
+from app.engine.worker import EngineWorker
+from app.library.local import Library
+from app.server.catalog import LibraryCatalog
+from app.server.config import ServerConfig
+from app.server.gateway import Gateway
+from app.server.runner import ServerRunner
+from tests.helpers.gguf_writer import gguf_bytes
+from tests.helpers.hub_server import FakeHub, FakeRepo, fake_hub_env
+
+REPO = "someone/Tiny-GGUF"
+NAME = f"hf.co/{REPO}:Q4_K_M"
+
+
+@dataclass
+class Server:
+    root: str
+    gateway: Gateway
+    hub: FakeHub
+
+
+@pytest.fixture
+def server(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Server]:
+    with fake_hub_env(monkeypatch, tmp_path_factory) as hub:
+        files = {f"Tiny-{q}.gguf": gguf_bytes(quant=q, name="Tiny") for q in ("Q4_K_M", "Q8_0")}
+        hub.add(FakeRepo(REPO, files))
+        p = paths().ensure()
+        library = Library(
+            models_dir=p.models_dir,
+            hf_cache_dir=p.home / "hf",
+            lmstudio_dirs=(),
+            cache_path=p.home / "library.json",
+        )
+        worker = EngineWorker()
+        gateway = Gateway(worker, LibraryCatalog(library))
+        runner = ServerRunner(gateway, ServerConfig(port=0))
+        runner.start()
+        try:
+            assert runner.base_url is not None
+            yield Server(runner.base_url.removesuffix("/v1"), gateway, hub)
+        finally:
+            runner.stop()
+            worker.shutdown()
+
+
+@pytest.fixture
+def c(server: Server) -> Iterator[ollama.Client]:
+    with ollama.Client(host=server.root) as client:
+        yield client
+
+
+def names(c: ollama.Client) -> list[str]:
+    return [m.model or "" for m in c.list().models]
+
+
+def test_pull_streams_progress_then_the_model_is_listed(c: ollama.Client) -> None:
+    assert NAME not in names(c)
+    progress = list(c.pull(NAME, stream=True))
+    statuses = [p.status for p in progress]
+    assert statuses[0] == "pulling manifest"
+    assert statuses[-1] == "success"
+    assert "verifying sha256 digest" in statuses
+    pulling = [p for p in progress if (p.status or "").startswith("pulling sha") or p.total]
+    assert pulling and pulling[-1].total == pulling[-1].completed
+    assert (pulling[-1].digest or "").startswith("sha256:")
+    assert NAME in names(c)  # listed at once (no wait for the library's next scan)
+    files = sorted(p.name for p in paths().models_dir.rglob("*.gguf"))
+    assert files == ["Tiny-Q4_K_M.gguf"]
+
+    again = c.pull(NAME)  # already there: no download, just success
+    assert again.status == "success"
+    other = c.pull(f"huggingface.co/{REPO}:q8_0")  # any case, either host name
+    assert other.status == "success"
+    assert f"hf.co/{REPO}:Q8_0" in names(c)
+
+
+def test_names_that_cannot_be_pulled(c: ollama.Client) -> None:
+    with pytest.raises(ollama.ResponseError) as e:
+        c.pull("llama3.2")
+    assert e.value.status_code == 400 and "hf.co/OWNER/REPO" in e.value.error
+    with pytest.raises(ollama.ResponseError) as e:
+        c.pull("hf.co/someone/Missing-GGUF")
+    assert e.value.status_code == 404
+    with pytest.raises(ollama.ResponseError) as e:
+        c.pull(f"hf.co/{REPO}:Q2_K")
+    assert e.value.status_code == 404 and "Q4_K_M" in e.value.error  # it names the choices
+    with pytest.raises(ollama.ResponseError) as e:
+        c.pull("hf.co/../etc:Q4_K_M")
+    assert e.value.status_code == 400
+
+
+def test_copy_is_an_alias_both_apis_accept_and_delete_removes(
+    server: Server, c: ollama.Client
+) -> None:
+    c.pull(NAME)
+    assert c.copy(NAME, "tiny").status == "success"
+    assert "tiny" in names(c)
+    assert c.show("tiny:latest").details is not None
+    entry = server.gateway.catalog.resolve("tiny")  # what the OpenAI routes resolve names by
+    assert entry is not None and entry.path.endswith("Tiny-Q4_K_M.gguf")
+    with pytest.raises(ollama.ResponseError) as e:
+        c.copy(NAME, "bad name!")
+    assert e.value.status_code == 400
+
+    assert c.delete("tiny").status == "success"  # the alias only
+    assert "tiny" not in names(c) and NAME in names(c)
+    assert c.delete(NAME).status == "success"
+    assert NAME not in names(c)
+    assert not list(paths().models_dir.rglob("*.gguf"))
+    with pytest.raises(ollama.ResponseError) as e:
+        c.delete(NAME)
+    assert e.value.status_code == 404
+
+
+def test_pull_without_streaming_and_a_failed_download(server: Server) -> None:
+    with httpx.Client(base_url=server.root, timeout=60) as http:
+        server.hub.corrupt(REPO, "Tiny-Q8_0.gguf")
+        failed = http.post("/api/pull", json={"model": f"hf.co/{REPO}:Q8_0", "stream": False})
+        assert failed.status_code == 500
+        assert "sha256 does not match" in failed.json()["error"]
+        done = http.post("/api/pull", json={"model": NAME, "stream": False})
+        assert done.status_code == 200 and done.json() == {"status": "success"}
