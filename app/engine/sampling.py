@@ -54,6 +54,10 @@ class Vocabulary(Protocol):
 _TOKEN_DATA = np.dtype([("id", np.intc), ("logit", np.single), ("p", np.single)])
 
 
+# How many of the best-scored tokens the grammar is asked about before filtering all of them.
+TOP_CHECKED = (64, 1024)
+
+
 class Sampler:
     """The sampler chain of one generation, built as llama-cpp-python's ``Llama`` builds it
     (logit bias, penalties, grammar, then greedy, mirostat or top-k, typical, top-p, min-p,
@@ -106,6 +110,9 @@ class Sampler:
                     s.presence_penalty,
                 )
             )  # fmt: skip
+            # the chain's samplers before the grammar's place (which raise or lower logits);
+            # the ones after it choose among the candidates left
+            self._n_pre = int(native.llama_sampler_chain_n(self._chain))
             if grammar is not None:
                 g = native.llama_sampler_init_grammar(
                     model.vocab, grammar.text.encode("utf-8"), grammar.root.encode("utf-8")
@@ -138,6 +145,17 @@ class Sampler:
         except BaseException:
             self.close()
             raise
+        # How many allowed tokens the samplers after the grammar can look at: greedy takes one,
+        # top-k k; others (mirostat, no top-k, dist alone) look at every token (None).
+        self._need: int | None = None
+        if s.temperature == 0.0:
+            self._need = 1
+        elif (
+            s.temperature > 0.0
+            and s.mirostat_mode == 0
+            and 0 < s.top_k <= max(TOP_CHECKED, default=0)
+        ):
+            self._need = s.top_k
         if self._grammar is not None:
             self._one_data = (native.llama_token_data * 1)()
             self._one = native.llama_token_data_array()
@@ -195,6 +213,11 @@ class Sampler:
         cur = native.llama_token_data_array(
             data.ctypes.data_as(ctypes.POINTER(native.llama_token_data)), self._n_vocab, -1, False
         )
+        if self._need is not None:
+            data["logit"] = scores
+            token = self._sample_among_the_best(data, cur)
+            if token is not None:
+                return token
         # mid-character, the grammar reads the next token's first bytes as the character's
         # end, and the VocabIndex (which reads tokens from their start) does not apply
         index = self._model.vocab_index(build=False) if self._text_clean else None
@@ -213,6 +236,46 @@ class Sampler:
             # accepting it would abort the process inside llama.cpp
             raise EngineError("The grammar allows no token here: it cannot be completed.")
         return int(cur.data[cur.selected].id)
+
+    def _sample_among_the_best(self, data: np.ndarray, cur: Any) -> int | None:
+        """The same choice as filtering every token, found by asking the grammar only about
+        the most likely ones; None when too few of those are allowed.
+
+        The samplers before the grammar's place (logit bias, penalties) run on every token
+        first. After the grammar come greedy (it takes the best allowed token) or top-k (the
+        ``k`` best allowed tokens, then typical, top-p, min-p, temperature and dist among
+        those only). So once the grammar allows ``need`` of the best-scored tokens, every
+        token not asked about scores lower than all of them and could not be chosen: the
+        chain, run on the allowed ones alone, picks what it would pick from all 262k
+        filtered (ties in score aside). Asking about 64 tokens costs microseconds; filtering
+        the vocabulary costs milliseconds."""
+        native, chain, need = self._native, self._chain, self._need
+        assert need is not None
+        for i in range(self._n_pre):
+            native.llama_sampler_apply(native.llama_sampler_chain_get(chain, i), ctypes.byref(cur))
+        scores = data["logit"]  # after bias and penalties
+        for checked in TOP_CHECKED:
+            if checked < need:
+                continue
+            best = np.argpartition(scores, -checked)[-checked:]
+            allowed = best[grammar_allows(self._grammar, best.astype(np.intc))]
+            if len(allowed) < need:
+                continue
+            small = np.empty(len(allowed), dtype=_TOKEN_DATA)
+            small["id"] = allowed
+            small["logit"] = scores[allowed]
+            small["p"] = 0.0
+            few = native.llama_token_data_array(
+                small.ctypes.data_as(ctypes.POINTER(native.llama_token_data)), len(small), -1,
+                False,
+            )  # fmt: skip
+            for i in range(self._n_pre, int(native.llama_sampler_chain_n(chain))):
+                sampler = native.llama_sampler_chain_get(chain, i)
+                native.llama_sampler_apply(sampler, ctypes.byref(few))
+            if not 0 <= few.selected < few.size or few.data[few.selected].logit == -np.inf:
+                return None  # let the full filter decide (and say so if nothing is allowed)
+            return int(few.data[few.selected].id)
+        return None
 
     def _follow_text(self, token: int) -> None:
         """Track whether the accepted text ends in a complete UTF-8 character (the grammar

@@ -280,3 +280,46 @@ def test_the_vocab_index_changes_no_token(
     without = [sampled_tokens(model, prompt, s) for s in runs]
     assert model._vocab_index is None and model.grammar_seconds > 0
     assert with_index == without
+
+
+def test_asking_the_grammar_about_the_best_tokens_only_changes_no_token(
+    model: LlamaCppModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a rejection, the grammar is asked about the best-scored tokens only (greedy and
+    top-k sampling): the same tokens as filtering the whole vocabulary, bias and penalties
+    included."""
+    tool_call = schema_grammar(
+        {
+            "type": "object",
+            "properties": {
+                "name": {"const": "get_weather"},
+                "arguments": {"type": "object", "properties": {"city": {"type": "string"}}},
+            },
+            "required": ["name", "arguments"],
+        }
+    )
+    runs = [
+        SamplingParams(temperature=0.0, max_tokens=30, grammar=tool_call),
+        SamplingParams(temperature=0.0, max_tokens=30, grammar=NUMBERS, logit_bias={236771: 8.0}),
+        SamplingParams(temperature=0.8, seed=1, max_tokens=30, grammar=tool_call),
+        SamplingParams(
+            temperature=1.2, seed=2, max_tokens=30, grammar=NUMBERS, top_k=10,
+            repeat_penalty=1.3, presence_penalty=-0.5, frequency_penalty=0.4,
+        ),
+    ]  # fmt: skip
+    prompt = "What's the weather in Paris? Call a tool."
+    hits: list[int] = []
+    shortcut = Sampler._sample_among_the_best
+
+    def counted(self: Sampler, data: Any, cur: Any) -> int | None:
+        token = shortcut(self, data, cur)
+        if token is not None:
+            hits.append(token)
+        return token
+
+    monkeypatch.setattr(Sampler, "_sample_among_the_best", counted)
+    fast = [sampled_tokens(model, prompt, s) for s in runs]
+    assert len(hits) >= len(runs)  # the shortcut chose tokens in these runs
+    monkeypatch.setattr("app.engine.sampling.TOP_CHECKED", ())
+    slow = [sampled_tokens(model, prompt, s) for s in runs]
+    assert fast == slow
