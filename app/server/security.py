@@ -5,10 +5,13 @@
 - Bound to anything else, an API key of at least ``MIN_NETWORK_KEY_CHARS`` characters is
   required (:func:`check_bind` refuses to start without one); it may be set on loopback too.
   Keys are compared in constant time.
-- A request with an ``Origin`` header comes from a browser page; unless that origin is
-  configured (``--cors-origin``), it is refused, so pages cannot drive the local server even
-  with "simple" requests that skip the CORS preflight. Configured origins get CORS headers,
-  and preflights are answered, including Private Network Access.
+- A request with an ``Origin`` header comes from a browser page. As Ollama allows by default,
+  pages from this computer (``http(s)://localhost``, ``127.0.0.1``, ``[::1]``, any port) and
+  app or editor webviews (``app://``, ``file://``, ``tauri://``, ``vscode-webview://``,
+  ``vscode-file://``) are allowed; any other origin is refused unless configured
+  (``--cors-origin``), so other pages cannot drive the local server even with "simple"
+  requests that skip the CORS preflight. Allowed origins get CORS headers, and preflights are
+  answered, including Private Network Access.
 - Request bodies above ``max_body_bytes`` are refused with 413 before the app sees them.
 - A refused request is marked in the request log's note, so the log keeps none of its body.
 """
@@ -17,6 +20,8 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
+import json
+import re
 import secrets
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -24,7 +29,24 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from app.server.config import ServerConfig
 from app.server.requestlog import note_of
 
-OPEN_PATHS = frozenset({"/health"})  # answered without an API key (nothing secret in them)
+# answered without an API key (nothing secret in them; Ollama's clients probe the last two)
+OPEN_PATHS = frozenset({"/health", "/", "/api/version"})
+# Ollama's default origins: pages on this computer, and app or editor webviews
+LOCAL_PAGE = re.compile(r"^https?://(localhost|127\.0\.0\.1|\[::1\])(:\d{1,5})?$", re.I)
+WEBVIEW_SCHEMES = ("app://", "file://", "tauri://", "vscode-webview://", "vscode-file://")
+
+
+def default_origin(origin: str) -> bool:
+    """Whether a page at ``origin`` may call the API without being configured."""
+    origin = origin.strip()
+    return bool(LOCAL_PAGE.match(origin.rstrip("/"))) or origin.lower().startswith(WEBVIEW_SCHEMES)
+
+
+def is_ollama_path(path: str) -> bool:
+    """Ollama's routes answer errors as ``{"error": "..."}``."""
+    return path == "/" or path.startswith("/api/")
+
+
 # 16 hex characters are 64 bits: out of reach of guessing over the network, short to type.
 MIN_NETWORK_KEY_CHARS = 16
 
@@ -112,8 +134,9 @@ class SecurityMiddleware:
                     scope,
                     send,
                     403,
-                    f"Requests from web pages at {origin} are not allowed; add the origin to "
-                    "the server's CORS origins (--cors-origin) to allow them.",
+                    f"Requests from web pages at {origin} are not allowed (only pages on this "
+                    "computer and app webviews are); add the origin to the server's CORS "
+                    "origins (--cors-origin) to allow them.",
                     "origin_not_allowed",
                 )
                 return
@@ -145,7 +168,7 @@ class SecurityMiddleware:
         return is_loopback(name) or name in self.extra_hosts
 
     def _origin_ok(self, origin: str) -> bool:
-        return self.any_origin or origin.rstrip("/") in self.origins
+        return self.any_origin or origin.rstrip("/") in self.origins or default_origin(origin)
 
     def _cors_headers(self, origin: str) -> list[tuple[bytes, bytes]]:
         return [
@@ -188,7 +211,11 @@ async def _reject(
     # Whoever was refused may have sent anything (a stranger's prompt, a huge body): the
     # request log records that it happened, not what it said.
     note_of(scope).refused = True
-    body = error_bytes(status, message, code)
+    if is_ollama_path(str(scope.get("path", ""))):
+        note_of(scope).error = message  # the log reads OpenAI's shape only
+        body = json.dumps({"error": message}).encode()
+    else:
+        body = error_bytes(status, message, code)
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     if status == 401:
         headers.append((b"www-authenticate", b"Bearer"))
@@ -201,7 +228,7 @@ async def _preflight(send: Send, cors: list[tuple[bytes, bytes]], headers: dict[
     allow_headers = headers.get("access-control-request-headers") or "authorization, content-type"
     out = [
         *cors,
-        (b"access-control-allow-methods", b"GET, POST, OPTIONS"),
+        (b"access-control-allow-methods", b"GET, HEAD, POST, DELETE, OPTIONS"),
         (b"access-control-allow-headers", allow_headers.encode("latin-1")),
         (b"access-control-max-age", b"600"),
         (b"content-length", b"0"),
