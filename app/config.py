@@ -214,6 +214,12 @@ SETTINGS: dict[str, Setting] = _settings(
     Setting("server.port", int, 8434, "Port of the API"),
     Setting("server.api_key", str, "", "API key required by the server (empty: none on 127.0.0.1)"),
     Setting("server.cors_origins", list, [], "Origins allowed by CORS"),
+    Setting(
+        "server.ollama_port",
+        int,
+        0,
+        "Also listen on this port (Ollama's is 11434) for tools that cannot change it (0: off)",
+    ),
     # library
     Setting("library.extra_dirs", list, [], "More folders to look for models in"),
 )
