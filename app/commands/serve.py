@@ -1,8 +1,9 @@
-"""``ember serve``: the OpenAI-compatible API without the GUI.
+"""``ember serve``: the OpenAI-compatible and Ollama-compatible APIs without the GUI.
 
-Binds first (a taken port is one clear line and exit 1, before any slow model load), prints
-the base URL, then loads ``--model`` if given; other library models load on first use.
-Ctrl+C or SIGTERM stops it cleanly: open streams are cancelled, the model is unloaded.
+Binds first (a taken port is one clear line and exit 1, before any slow model load; also the
+optional Ollama port, 11434), prints the base URLs, then loads ``--model`` if given; other
+library models load on first use. Ctrl+C or SIGTERM stops it cleanly: open streams are
+cancelled, the model is unloaded.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from app.server.catalog import (
 )
 from app.server.config import ServerConfig
 from app.server.gateway import Gateway
+from app.server.ollama.port import OLLAMA_PORT, start_ollama_port
 from app.server.runner import ServerRunner
 from app.server.security import InsecureBindError, check_bind
 from app.server.status import ServerStartError
@@ -79,6 +81,17 @@ def add_parser(sub: Any) -> None:
         help="let web pages from ORIGIN (e.g. http://localhost:3000) call the API; repeatable",
     )
     p.add_argument(
+        "--ollama-port",
+        type=int,
+        nargs="?",
+        const=OLLAMA_PORT,
+        default=None,
+        metavar="PORT",
+        help=f"also listen on PORT (default: Ollama's {OLLAMA_PORT}) for tools that only call "
+        "Ollama there; the main port answers Ollama's API too (default: the "
+        "server.ollama_port setting, 0 = off)",
+    )
+    p.add_argument(
         "--max-queue",
         type=int,
         default=16,
@@ -113,6 +126,18 @@ def server_config(args: argparse.Namespace, settings: Settings) -> ServerConfig:
     if args.log_requests:
         overrides["log_file"] = paths().logs_dir / "requests.jsonl"
     return ServerConfig.from_settings(settings, **overrides)
+
+
+def ollama_port(args: argparse.Namespace, settings: Settings, main_port: int) -> int | None:
+    """The extra port to listen on, or None."""
+    port = args.ollama_port if args.ollama_port is not None else settings.get("server.ollama_port")
+    if not port:
+        return None
+    if not 0 < int(port) < 65536:
+        raise CliError(f"--ollama-port {port} is not a port; use 1 to 65535 (Ollama's: 11434).")
+    if int(port) == main_port:
+        return None  # the main port answers Ollama's API already
+    return int(port)
 
 
 def read_key_file(path: Path) -> str:
@@ -175,14 +200,23 @@ def run(args: argparse.Namespace) -> int:
         worker, ChainCatalog(static, library), load_params(args), max_waiting=max(1, args.max_queue)
     )
     runner = ServerRunner(gateway, config)
+    extra_port = ollama_port(args, settings, config.port)
+    extra: ServerRunner | None = None
     stop = threading.Event()
     try:
         try:
             status = runner.start()
+            if extra_port is not None:
+                extra = start_ollama_port(gateway, config, extra_port, runner.request_log)
         except ServerStartError as e:
             raise CliError(str(e)) from e
         _on_signals(stop)
         print(f"Ember API at {status.base_url}", flush=True)
+        root = (status.base_url or "").removesuffix("/v1")
+        ollama_url = (
+            extra.status.base_url.removesuffix("/v1") if extra and extra.status.base_url else root
+        )
+        print(f"Ollama-compatible API at {ollama_url}", flush=True)
         if entry is not None:
             print(f"Loading {entry.id}…", file=sys.stderr, flush=True)
             handle = gateway.load(entry.path, entry.id)
@@ -203,6 +237,8 @@ def run(args: argparse.Namespace) -> int:
         print("Stopping…", file=sys.stderr, flush=True)
         return 0
     finally:
+        if extra is not None:
+            extra.stop()
         runner.stop()
         worker.shutdown()
 

@@ -1,0 +1,120 @@
+"""Ollama's port, optionally: `ember serve --ollama-port [PORT]` or the server.ollama_port
+setting also listens there (a real subprocess, the official `ollama` client); a taken port is
+one sentence saying who holds it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import ollama
+
+from app.cli import build_parser
+from app.config import Settings
+from app.server.runner import bind_socket
+from tests.helpers.cli import EMBER
+from tests.helpers.net import free_port, wait_for_health
+
+
+def test_the_flag_alone_means_ollamas_port() -> None:
+    parser = build_parser("serve")
+    assert parser.parse_args(["serve", "--ollama-port"]).ollama_port == 11434
+    assert parser.parse_args(["serve", "--ollama-port", "11500"]).ollama_port == 11500
+    assert parser.parse_args(["serve"]).ollama_port is None
+
+
+def test_the_setting_makes_serve_listen_on_the_ollama_port_too(ember_home: Path) -> None:
+    port, extra = free_port(), free_port()
+    Settings().set("server.ollama_port", extra)
+    process = subprocess.Popen(
+        [*EMBER, "serve", "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "EMBER_HOME": str(ember_home)},
+    )
+    try:
+        wait_for_health(f"http://127.0.0.1:{extra}", process)
+        with ollama.Client(host=f"http://127.0.0.1:{extra}") as client:
+            assert client.list().models == []
+        with ollama.Client(host=f"http://127.0.0.1:{port}") as client:  # the main port too
+            assert client.list().models == []
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 0, err
+    assert out.splitlines()[:2] == [
+        f"Ember API at http://127.0.0.1:{port}/v1",
+        f"Ollama-compatible API at http://127.0.0.1:{extra}",
+    ]
+
+
+class _FakeOllama(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        if self.path == "/api/version":
+            body = json.dumps({"version": "0.9.0"}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+        else:
+            body = b"404 page not found"
+            self.send_response(404)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@contextmanager
+def fake_ollama() -> Iterator[int]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _FakeOllama)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield int(server.server_address[1])
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def serve_on(ember_home: Path, extra: int) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*EMBER, "serve", "--port", str(free_port()), "--ollama-port", str(extra)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "EMBER_HOME": str(ember_home)},
+        check=False,
+    )
+
+
+def test_a_port_held_by_ollama_itself_is_one_sentence(ember_home: Path) -> None:
+    with fake_ollama() as port:
+        r = serve_on(ember_home, port)
+    assert r.returncode == 1
+    assert r.stderr.count("\n") == 1
+    assert r.stderr.startswith(f"ember: error: Port {port} is taken by Ollama itself")
+    assert "ollama 0.9.0" in r.stderr and "quit Ollama" in r.stderr
+
+
+def test_a_port_held_by_another_program_says_so(ember_home: Path) -> None:
+    taken = bind_socket("127.0.0.1", 0)
+    port = taken.getsockname()[1]
+    try:
+        r = serve_on(ember_home, port)
+    finally:
+        taken.close()
+    assert r.returncode == 1 and r.stderr.count("\n") == 1
+    assert "already in use by another program" in r.stderr and "--ollama-port" in r.stderr
