@@ -1,0 +1,369 @@
+"""The tool-calling loop: the model answers or calls tools; each call is approved (or not),
+run, and its result goes back to the model; until the model answers or the round limit.
+
+It reads the engine's raw text the way the API does (:mod:`app.server.output`): with
+``required`` the answer is constrained to a call by a grammar, so even a model never trained
+for tools calls one; with ``auto`` the tools go to the chat template, or, for a template
+without tool support, into a system message (Ember's tool prompt). ``required`` applies to the
+first round only: after a result the model may answer. When the rounds run out while the model
+still calls tools, one last answer is asked for without tools.
+
+The loop runs on the caller's thread (a worker thread in the app, the main thread in the
+terminal); :class:`LoopControl` cancels it from any thread: the current answer or call stops
+at once. A tool result is data for the model, never an instruction to Ember.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import json
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from app.engine.types import (
+    ChatMessage,
+    ChatRequest,
+    Delta,
+    Failed,
+    FinalEvent,
+    Finished,
+    Request,
+    SamplingParams,
+)
+from app.engine.worker import Job
+from app.server.output import ChatOutput
+from app.server.tools import call_as_text, call_schema, template_supports_tools, tools_prompt
+from app.tools.manager import ToolBox, ToolError, ToolManager
+from app.tools.results import ToolOutput, error_output
+
+ToolChoice = Literal["auto", "required", "none"]
+Decision = Literal["once", "always", "deny"]
+TOOL_CHOICES: tuple[ToolChoice, ...] = ("auto", "required", "none")
+
+DEFAULT_TIMEOUT = 60.0
+DEFAULT_ROUNDS = 8
+MAX_ARGUMENT_CHARS = 64_000
+
+
+class Engine(Protocol):
+    def submit(self, request: Request) -> Job: ...
+
+
+@dataclass(slots=True)
+class ToolCall:
+    """A call the model made. ``name`` is what the model called (see :class:`ToolBox`);
+    ``server``/``tool`` what it stands for (empty when the model named no offered tool)."""
+
+    id: str
+    name: str
+    arguments: str
+    server: str = ""
+    tool: str = ""
+    decision: Decision | None = None
+    output: ToolOutput | None = None
+
+    def parsed_arguments(self) -> dict[str, Any] | None:
+        try:
+            value = json.loads(self.arguments or "{}")
+        except ValueError:
+            return None
+        return value if isinstance(value, dict) else None
+
+    def pretty_arguments(self) -> str:
+        value = self.parsed_arguments()
+        return (
+            json.dumps(value, ensure_ascii=False, indent=2) if value is not None else self.arguments
+        )
+
+    def as_message_call(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "type": "function",
+            "function": {"name": self.name, "arguments": self.arguments},
+        }
+
+
+class LoopControl:
+    """Cancels a running loop from any thread: the answer being written and the call being
+    run stop, and no further round starts."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.cancelled = False
+        self._job: Job | None = None
+        self._call: concurrent.futures.Future[ToolOutput] | None = None
+
+    def cancel(self) -> None:
+        with self._lock:
+            self.cancelled = True
+            job, call = self._job, self._call
+        if job is not None:
+            job.cancel()
+        if call is not None:
+            call.cancel()
+
+    def _running(
+        self, job: Job | None = None, call: concurrent.futures.Future[ToolOutput] | None = None
+    ) -> bool:
+        """Record what runs now; False when the loop was cancelled meanwhile."""
+        with self._lock:
+            self._job, self._call = job, call
+            cancelled = self.cancelled
+        if cancelled:
+            if job is not None:
+                job.cancel()
+            if call is not None:
+                call.cancel()
+        return not cancelled
+
+
+@dataclass(slots=True)
+class LoopHooks:
+    """What the loop tells its caller, on the loop's thread. ``approve`` may block (it asks
+    a person); every other hook must return quickly."""
+
+    approve: Callable[[ToolCall], Decision]
+    on_text: Callable[[str], None] = lambda text: None
+    on_call: Callable[[ToolCall], None] = lambda call: None
+    on_result: Callable[[ToolCall], None] = lambda call: None
+    on_message: Callable[[ChatMessage], None] = lambda message: None
+
+
+@dataclass(slots=True)
+class LoopResult:
+    """``messages``: what the loop added (assistant calls, tool results, the answer);
+    ``final``: the last answer's final event (a cancel or a failure ends the loop early)."""
+
+    messages: list[ChatMessage] = field(default_factory=list)
+    final: FinalEvent | None = None
+    rounds: int = 0
+    calls: list[ToolCall] = field(default_factory=list)
+    cancelled: bool = False
+
+    @property
+    def answer(self) -> str:
+        last = self.messages[-1] if self.messages else None
+        if last is None or last.get("role") != "assistant" or last.get("tool_calls"):
+            return ""
+        return last.get("content") or ""
+
+
+@dataclass(slots=True)
+class ToolLoop:
+    """One conversation turn with tools. ``chat_template``: the loaded model's template
+    source (None: Ember's plain fallback), which decides how tools reach the model."""
+
+    engine: Engine
+    manager: ToolManager
+    toolbox: ToolBox
+    hooks: LoopHooks
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    model: str | None = None
+    chat_template: str | None = None
+    tool_choice: ToolChoice = "auto"
+    timeout: float = DEFAULT_TIMEOUT
+    max_rounds: int = DEFAULT_ROUNDS
+    control: LoopControl = field(default_factory=LoopControl)
+
+    def run(self, messages: list[ChatMessage]) -> LoopResult:
+        """Answer the conversation ``messages`` (not changed; see ``LoopResult.messages``)."""
+        result = LoopResult()
+        history = list(messages)
+        choice: ToolChoice = self.tool_choice if self.toolbox else "none"
+        while True:
+            offer = choice if result.rounds < self.max_rounds else "none"
+            text, calls, final = self._generate(history, offer)
+            result.final = final
+            if isinstance(final, Failed) or final.reason == "cancelled" or self.control.cancelled:
+                result.cancelled = final.reason == "cancelled" or self.control.cancelled
+                if text:
+                    result.messages.append({"role": "assistant", "content": text})
+                return result
+            result.rounds += 1
+            if not calls:
+                answer: ChatMessage = {"role": "assistant", "content": text}
+                result.messages.append(answer)
+                self.hooks.on_message(answer)
+                return result
+            asked: ChatMessage = {
+                "role": "assistant",
+                "content": text or None,
+                "tool_calls": [c.as_message_call() for c in calls],
+            }
+            history.append(asked)
+            result.messages.append(asked)
+            self.hooks.on_message(asked)
+            for call in calls:
+                self._run_call(call)
+                result.calls.append(call)
+                assert call.output is not None
+                reply: ChatMessage = {
+                    "role": "tool",
+                    "tool_call_id": call.id,
+                    "name": call.name,
+                    "content": call.output.text,
+                }
+                history.append(reply)
+                result.messages.append(reply)
+                self.hooks.on_message(reply)
+                if self.control.cancelled:
+                    result.cancelled = True
+                    return result
+            if choice == "required":
+                choice = "auto"  # forced once; then the model may answer
+
+    # -- one answer ----------------------------------------------------------------------------
+
+    def _generate(
+        self, history: list[ChatMessage], choice: ToolChoice
+    ) -> tuple[str, list[ToolCall], FinalEvent]:
+        request = self.request(history, choice)
+        names = frozenset(self.toolbox.route)
+        output = ChatOutput(
+            tool_mode=choice if choice != "none" else "none",
+            tool_names=names,
+            reasoning=True,
+        )
+        job = self.engine.submit(request)
+        if not self.control._running(job=job):
+            return "", [], job.wait()
+        text: list[str] = []
+        pieces = []
+        for event in job.events():
+            if isinstance(event, Delta):
+                pieces += self._take(output.feed(event.text), text)
+        final = job.wait()
+        self.control._running()
+        if isinstance(final, Finished):
+            pieces += self._take(output.finish(), text)
+        calls = self._calls(pieces)
+        return "".join(text), calls, final
+
+    def _take(self, pieces: list[Any], text: list[str]) -> list[Any]:
+        """Content goes to ``on_text`` as it comes; tool pieces are returned."""
+        calls = []
+        for piece in pieces:
+            if piece.kind == "content":
+                text.append(piece.text)
+                self.hooks.on_text(piece.text)
+            elif piece.kind == "tool":
+                calls.append(piece)
+        return calls
+
+    def _calls(self, pieces: list[Any]) -> list[ToolCall]:
+        calls: dict[int, ToolCall] = {}
+        for piece in pieces:
+            call = calls.setdefault(piece.index, ToolCall(id="", name="", arguments=""))
+            if piece.id is not None:
+                call.id = piece.id
+            if piece.name is not None:
+                call.name = piece.name
+            call.arguments += piece.text
+        out = []
+        for call in calls.values():
+            call.server, call.tool = self.toolbox.route.get(call.name, ("", ""))
+            out.append(call)
+        return out
+
+    def request(self, history: list[ChatMessage], choice: ToolChoice) -> ChatRequest:
+        """The engine request for ``history`` with the tools offered as ``choice`` says."""
+        native = template_supports_tools(self.chat_template)
+        messages = [_engine_message(m, native) for m in history]
+        sampling = self.sampling
+        tools = self.toolbox.tools if choice != "none" else []
+        if tools and not native:
+            messages = _with_system(messages, tools_prompt(tools))
+        if tools and choice == "required":
+            functions = [t["function"] for t in tools]
+            sampling = dataclasses.replace(sampling, json_schema=call_schema(functions))
+        return ChatRequest(
+            messages=messages,
+            sampling=sampling,
+            model=self.model,
+            tools=tools if tools and native else None,
+            priority=1,
+        )
+
+    # -- one call ------------------------------------------------------------------------------
+
+    def _run_call(self, call: ToolCall) -> None:
+        self.hooks.on_call(call)
+        call.output = self._outcome(call)
+        self.hooks.on_result(call)
+
+    def _outcome(self, call: ToolCall) -> ToolOutput:
+        if not call.server:
+            offered = ", ".join(self.toolbox.route) or "none"
+            return error_output(f"there is no tool called {call.name!r} (tools: {offered}).")
+        if len(call.arguments) > MAX_ARGUMENT_CHARS:
+            return error_output(f"the arguments are longer than {MAX_ARGUMENT_CHARS:,} characters.")
+        arguments = call.parsed_arguments()
+        if arguments is None:
+            return error_output("the arguments are not a JSON object; call the tool again.")
+        server = self.manager.config.find(call.server)
+        if server is not None and call.tool in server.always_allow:
+            call.decision = "always"
+        else:
+            call.decision = self.hooks.approve(call)
+        if self.control.cancelled:
+            return error_output("the user stopped the answer before this call ran.")
+        if call.decision == "deny":
+            return error_output("the user did not allow this call.")
+        if call.decision == "always":
+            self.manager.config.set_always_allow(call.server, call.tool, True)
+        try:
+            future = self.manager.call(call.server, call.tool, arguments, self.timeout)
+        except ToolError as e:
+            return error_output(str(e))
+        if not self.control._running(call=future):
+            return error_output("the user cancelled this call.")
+        try:
+            return future.result()
+        except concurrent.futures.CancelledError:
+            return error_output("the user cancelled this call.")
+        except ToolError as e:
+            return error_output(str(e))
+        finally:
+            self.control._running()
+
+
+def _engine_message(message: ChatMessage, native: bool) -> ChatMessage:
+    """A stored message as the engine takes it: earlier calls as the template expects them,
+    or written out the way Ember's tool prompt asks when the template has no tool support."""
+    calls = message.get("tool_calls")
+    if not calls:
+        return message
+    out: ChatMessage = {k: v for k, v in message.items() if k != "tool_calls"}  # type: ignore[assignment]
+    if native:
+        out["tool_calls"] = [_template_call(c) for c in calls]
+        return out
+    written = "\n".join(
+        call_as_text(c["function"]["name"], c["function"].get("arguments", "")) for c in calls
+    )
+    out["content"] = f"{message.get('content') or ''}\n{written}".strip()
+    return out
+
+
+def _template_call(call: dict[str, Any]) -> dict[str, Any]:
+    """Templates (following Hugging Face) expect the arguments as an object."""
+    function = call.get("function", {})
+    try:
+        arguments: Any = json.loads(function.get("arguments") or "{}")
+    except ValueError:
+        arguments = function.get("arguments")
+    return {
+        "id": call.get("id"),
+        "type": "function",
+        "function": {"name": function.get("name"), "arguments": arguments},
+    }
+
+
+def _with_system(messages: list[ChatMessage], text: str) -> list[ChatMessage]:
+    if messages and messages[0].get("role") == "system":
+        first: ChatMessage = {**messages[0]}
+        first["content"] = f"{first.get('content') or ''}\n\n{text}".strip()
+        return [first, *messages[1:]]
+    return [{"role": "system", "content": text}, *messages]
