@@ -222,6 +222,9 @@ SETTINGS: dict[str, Setting] = _settings(
     ),
     # library
     Setting("library.extra_dirs", list, [], "More folders to look for models in"),
+    # tools (MCP servers)
+    Setting("tools.timeout", float, 60.0, "Seconds a tool call may take before it is cancelled"),
+    Setting("tools.max_rounds", int, 8, "Rounds of tool calls in one answer before it must end"),
 )
 
 
