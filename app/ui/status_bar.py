@@ -1,7 +1,8 @@
 """The status bar: what the engine is doing, the memory Ember uses, the API server's state.
 
 "Generating at 41.0 tok/s" for one answer, "2 answers running · 80.5 tok/s" for several (each
-chat writes its own). In a narrow window the engine's text is cut short with "…" and the
+chat writes its own), "3 answers running (2 for API clients)" when the API server's clients
+share the engine. In a narrow window the engine's text is cut short with "…" and the
 memory goes, so the API switch always stays whole.
 
 Signals: ``server_page_requested()`` when the API server's label is clicked.
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from app.ui.server.controller import ServerController
 
 MEMORY_INTERVAL_MS = 2000
+API_POLL_MS = 500
 MEMORY_MIN_WIDTH = 620  # px of status bar below which the memory label hides
 
 
@@ -175,6 +177,13 @@ class StatusBar(QStatusBar):
         self._memory_timer.setInterval(MEMORY_INTERVAL_MS)
         self._memory_timer.timeout.connect(self.refresh_memory)
         self._memory_timer.start()
+        # API clients' answers run on the same engine: their count is read from the worker
+        # (an int) a few times a second, not signalled per job to the GUI thread.
+        self._api_answers = 0
+        self._api_timer = QTimer(self)
+        self._api_timer.setInterval(API_POLL_MS)
+        self._api_timer.timeout.connect(self._poll_api_answers)
+        self._api_timer.start()
         engine.state_changed.connect(self._on_state_changed)
         engine.rate_changed.connect(self._on_rate_changed)
         engine.answers_changed.connect(self.refresh_state)
@@ -233,13 +242,25 @@ class StatusBar(QStatusBar):
         self.dot.set_state(state if ready or state != "idle" else "none")
 
     def _answers_text(self) -> str:
-        running = self.engine.running_answers
+        running, api = self.engine.running_answers, self._api_answers
         rate = f"{self._rate:.1f} tok/s" if self._rate > 0 else ""
+        if api:  # the rate is the app's answers' alone: not shown beside the API's
+            clients = "1 for an API client" if api == 1 else f"{api} for API clients"
+            total = running + api
+            return f"{total} answer{'s' if total > 1 else ''} running ({clients})"
         if running == 1:
             return f"Generating at {rate}" if rate else "Generating…"
         if running > 1:
             return f"{running} answers running" + (f" · {rate}" if rate else "…")
         return ""
+
+    @Slot()
+    def _poll_api_answers(self) -> None:
+        engine = self.engine
+        api = 0 if engine.remote_model else max(0, engine.worker.running - engine.running_answers)
+        if api != self._api_answers:
+            self._api_answers = api
+            self.refresh_state()
 
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt override)
         super().resizeEvent(event)

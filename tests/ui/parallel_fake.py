@@ -98,7 +98,7 @@ class ParallelFakeWorker(EngineWorker):
             thread.start()
 
     @property
-    def generating(self) -> int:
+    def running(self) -> int:
         with self._steps:
             return len(self._answers)
 

@@ -58,7 +58,7 @@ def test_two_chats_stream_at_once_each_with_its_own_stop(
     second_chat = controller.conversation_id
     assert first_chat and second_chat and first_chat != second_chat
 
-    qtbot.waitUntil(lambda: worker.generating == 2, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: worker.running == 2, timeout=WAIT_MS)
     assert window.services.engine.running_answers == 2
     qtbot.waitUntil(lambda: "2 answers running" in window.status.state_label.text())
     # The first answer goes on, saved into its own chat while another one is on screen.

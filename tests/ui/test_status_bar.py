@@ -13,6 +13,7 @@ from pytestqt.qtbot import QtBot
 
 from app.config import Settings
 from app.engine.load_settings import load_params
+from app.engine.types import ChatMessage, ChatRequest, SamplingParams
 from app.ui.engine_session import EngineSession
 from app.ui.settings.settings_dialog import SettingsDialog
 from app.ui.status_bar import StatusBar
@@ -80,3 +81,23 @@ def test_parallel_answers_is_a_model_loading_setting(qtbot: QtBot, ember_app: QA
     assert load_params(settings).n_parallel == 1
     spin.setValue(6)
     assert Settings().get("load.parallel") == 6  # saved at once
+
+
+def test_the_status_bar_counts_api_clients_answers(
+    qtbot: QtBot, tmp_path: Path, ember_app: QApplication
+) -> None:
+    worker = ParallelFakeWorker(tokens_per_second=2)  # slow: the answer runs while we look
+    load_fake(worker, model_file(tmp_path, "small.gguf"))
+    session = EngineSession(Settings(), worker)
+    bar = StatusBar(session)
+    qtbot.addWidget(bar)
+    try:
+        # what the API server does: submit to the engine's worker, not through the app
+        job = worker.submit(
+            ChatRequest([ChatMessage(role="user", content="hi")], SamplingParams(max_tokens=500))
+        )
+        qtbot.waitUntil(lambda: "1 answer running (1 for an API client)" in bar.state_label.text())
+        job.cancel()
+        qtbot.waitUntil(lambda: bar.state_label.text().startswith("Idle"))
+    finally:
+        worker.shutdown()
