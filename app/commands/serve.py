@@ -31,7 +31,8 @@ from app.server.catalog import (
 )
 from app.server.config import ServerConfig
 from app.server.gateway import Gateway
-from app.server.ollama.port import OLLAMA_PORT, start_ollama_port
+from app.server.ollama import OLLAMA_PORT
+from app.server.ollama.port import start_ollama_port
 from app.server.runner import ServerRunner
 from app.server.security import InsecureBindError, check_bind
 from app.server.status import ServerStartError

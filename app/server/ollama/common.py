@@ -13,6 +13,7 @@ import os
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 from fastapi import Request
@@ -111,6 +112,9 @@ def lookup(gateway: Gateway, name: str) -> Named | None:
     entry = find(name, {m.name: m.entry for m in models})
     if entry is None:
         entry = next((m.entry for m in models if m.entry.id == name), None)
+    if entry is None:  # a loaded model by its file's path, name or stem, as the OpenAI API
+        loaded = next((m for m in models if m.loaded and _names_file(name, m.loaded)), None)
+        entry = loaded.entry if loaded else None
     if entry is None:
         try:
             entry = gateway.catalog.resolve(name)
@@ -119,6 +123,11 @@ def lookup(gateway: Gateway, name: str) -> Named | None:
     if entry is None:
         return None
     return next((m for m in models if m.entry.id == entry.id), None)
+
+
+def _names_file(name: str, loaded: LoadedModel) -> bool:
+    path = Path(loaded.path)
+    return name in (loaded.path, path.name, path.name.removesuffix(".gguf"))
 
 
 def not_found(name: str) -> APIError:

@@ -12,8 +12,6 @@ from app.server.requestlog import RequestLog
 from app.server.runner import ServerRunner
 from app.server.status import PortInUseError, ServerStartError
 
-OLLAMA_PORT = 11434
-
 
 def who_listens(host: str, port: int, timeout: float = 1.0) -> str | None:
     """ "ember", "ollama <version>", or None (something else, or nothing) at host:port."""

@@ -13,7 +13,9 @@ Signals (all on the GUI thread):
 - ``start_failed(str)``: a start was refused or failed (taken port, network bind without a
   key); the message says what to do;
 - ``request_logged(RequestRecord)``: a request finished (re-emitted from the server thread);
-- ``config_changed()``: a server setting was changed through ``update_settings``.
+- ``config_changed()``: a server setting was changed through ``update_settings``;
+- ``ollama_port_changed()``: the optional Ollama port (``server.ollama_port``, e.g. 11434)
+  started, failed (``ollama_error`` says why; the main port keeps serving) or stopped.
 """
 
 from __future__ import annotations
@@ -47,7 +49,13 @@ log = logging.getLogger(__name__)
 
 LOOPBACK = "127.0.0.1"
 ALL_INTERFACES = "0.0.0.0"  # the "Local network" choice; needs an API key
-KEYS = ("server.host", "server.port", "server.api_key", "server.cors_origins")
+KEYS = (
+    "server.host",
+    "server.port",
+    "server.api_key",
+    "server.cors_origins",
+    "server.ollama_port",
+)
 
 
 class ServerController(QObject):
@@ -58,6 +66,7 @@ class ServerController(QObject):
     start_failed = Signal(str)
     request_logged = Signal(object)
     config_changed = Signal()
+    ollama_port_changed = Signal()
     _status_relayed = Signal(object)  # runner thread -> GUI thread (queued)
 
     def __init__(self, services: Services, parent: QObject | None = None) -> None:
@@ -68,6 +77,9 @@ class ServerController(QObject):
         # whose server stays off never imports it.
         self.gateway: Gateway | None = None
         self.runner: ServerRunner | None = None
+        self.ollama_runner: ServerRunner | None = None  # the optional Ollama port
+        self.ollama_error: str | None = None
+        self._ollama_started_with = 0  # the setting the running server started with
         self.request_log = RequestLog()
         self.last_error: str | None = None
         self._status = ServerStatus("stopped", self.config().host, None)
@@ -112,17 +124,34 @@ class ServerController(QObject):
         """The config the next start uses: the saved settings."""
         return ServerConfig.from_settings(self.settings)
 
+    def ollama_port(self) -> int:
+        """The extra port for Ollama's clients the next start opens (0: none)."""
+        return int(self.settings.get("server.ollama_port") or 0)
+
+    @property
+    def ollama_urls(self) -> list[str]:
+        """Where Ollama's clients reach the running server: its own port (Ollama's API has no
+        /v1), and the Ollama port when that one runs too."""
+        urls = [self._status.base_url.removesuffix("/v1")] if self._status.base_url else []
+        extra = self.ollama_runner
+        if extra is not None and extra.running and extra.base_url:
+            urls.append(extra.base_url.removesuffix("/v1"))
+        return urls
+
     def needs_restart(self) -> bool:
         """Running, but with settings that differ from the saved ones."""
         running = self.running_config
         if running is None:
             return False
+        if self._ollama_started_with != self.ollama_port():
+            return True
         return _bind_part(running) != _bind_part(self.config())
 
     # -- settings -------------------------------------------------------------------------
 
     def update_settings(self, **values: Any) -> None:
-        """Save server settings (``host``, ``port``, ``api_key``, ``cors_origins``)."""
+        """Save server settings (``host``, ``port``, ``api_key``, ``cors_origins``,
+        ``ollama_port``)."""
         changed = False
         for name, value in values.items():
             key = f"server.{name}"
@@ -193,7 +222,7 @@ class ServerController(QObject):
             )
         elif not self._wanted and running and self.runner is not None:
             self._busy = True
-            run_in_background(self.runner.stop, self._on_step_done, self)
+            run_in_background(self._stop_blocking, self._on_step_done, self)
 
     def _server(self) -> ServerRunner:
         """The runner, built on first use (a background thread: this imports the server)."""
@@ -223,15 +252,39 @@ class ServerController(QObject):
         runner = self._server()
         assert self.gateway is not None
         self.gateway.load_params = params
-        return runner.start(config)
+        status = runner.start(config)
+        self._start_ollama_port(config)
+        return status
+
+    def _start_ollama_port(self, config: ServerConfig) -> None:
+        """The optional Ollama port; a failure leaves the main port serving and is said."""
+        from app.server.ollama.port import start_ollama_port
+
+        port = self.ollama_port()
+        self._ollama_started_with, self.ollama_error = port, None
+        if not port or port == config.port:
+            return
+        assert self.gateway is not None
+        try:
+            self.ollama_runner = start_ollama_port(self.gateway, config, port, self.request_log)
+        except ServerStartError as e:
+            self.ollama_error = str(e).replace(" with --ollama-port PORT", " in the settings")
+
+    def _stop_blocking(self) -> None:
+        extra, self.ollama_runner = self.ollama_runner, None
+        if extra is not None:
+            extra.stop()
+        if self.runner is not None:
+            self.runner.stop()
 
     def _restart_blocking(self) -> ServerStatus:
-        runner = self._server()
-        runner.stop()
+        self._server()
+        self._stop_blocking()
         return self._start_blocking(self.config(), load_params(self.settings))
 
     def _on_step_done(self, _result: object, error: BaseException | None) -> None:
         self._busy = False
+        self.ollama_port_changed.emit()
         if error is not None:
             self._refuse(gui_message(error, self.config()))
             return
@@ -293,8 +346,7 @@ class ServerController(QObject):
         if self._remove_listener is not None:
             self._remove_listener()
         self._unsubscribe()
-        if self.runner is not None:
-            self.runner.stop()
+        self._stop_blocking()
 
 
 def gui_message(error: BaseException, config: ServerConfig) -> str:

@@ -34,6 +34,7 @@ from app.ui.server.controller import ALL_INTERFACES, ServerController
 from app.ui.server.request_log_view import RequestLogPanel
 from app.ui.server.settings_form import ServerSettingsForm
 from app.ui.server.snippet_view import SnippetView
+from app.ui.server.snippets import ollama_url
 from app.ui.server.switch import ToggleSwitch
 from app.ui.tasks import run_in_background
 from app.ui.toast import Toast
@@ -126,6 +127,11 @@ class ServerPane(QWidget):
         self.copy_url.setToolTip("Copy the base URL for OpenAI clients")
         icons.set_icon(self.copy_url, "copy", size=14)
         self.copy_url.clicked.connect(self._on_copy_url_clicked)
+        # Ollama's clients use the same server without /v1 (and the Ollama port when it runs)
+        self.ollama_label = QLabel(self.hero)
+        self.ollama_label.setObjectName("FieldHelp")
+        self.ollama_label.setWordWrap(True)
+        self.ollama_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.model_label = QLabel(self.hero)
         self.model_label.setObjectName("FieldHelp")
         self.model_label.setWordWrap(True)
@@ -154,6 +160,7 @@ class ServerPane(QWidget):
         right = QVBoxLayout()
         right.setSpacing(6)
         right.addLayout(url_row)
+        right.addWidget(self.ollama_label)
         right.addWidget(self.model_label)
         # The state and the address side by side; one under the other on a narrow page.
         self.hero_columns = QBoxLayout(QBoxLayout.Direction.LeftToRight)
@@ -194,7 +201,8 @@ class ServerPane(QWidget):
         connect_card, connect_layout = _card(
             self,
             "Connect",
-            "Any OpenAI-compatible client works: set its base URL and, if you set one, the key.",
+            "Any OpenAI- or Ollama-compatible client works: set its base URL and, if you set "
+            "one, the key.",
         )
         connect_layout.addWidget(self.snippets)
         connect_layout.addWidget(self.snippet_help)
@@ -247,6 +255,7 @@ class ServerPane(QWidget):
         controller.start_failed.connect(self._on_start_failed)
         controller.request_logged.connect(self._on_request_logged)
         controller.config_changed.connect(self._on_config_changed)
+        controller.ollama_port_changed.connect(self._on_ollama_port_changed)
         self.form.show_key.toggled.connect(self._schedule_snippets)
         self.engine.model_loaded.connect(self._on_model_loaded)
         self.engine.model_unloaded.connect(self._schedule_snippets)
@@ -329,8 +338,20 @@ class ServerPane(QWidget):
         else:
             detail = "Turn it on to let editors, agents and scripts use your models."
         self.state_detail.setText(detail)
+        self._show_ollama_urls(url)
         self._refresh_restart_notice()
         self._refresh_snippets()
+
+    def _show_ollama_urls(self, base_url: str) -> None:
+        running = self.controller.status.state == "running"
+        urls = self.controller.ollama_urls if running else [ollama_url(base_url)]
+        text = f"Ollama-compatible API: {' and '.join(urls)}"
+        port = self.controller.ollama_port()
+        if running and self.controller.ollama_error:
+            text += f"\n{self.controller.ollama_error}"
+        elif not running and port:
+            text += f" and port {port}"
+        self.ollama_label.setText(text)
 
     def _refresh_restart_notice(self) -> None:
         self.restart_notice.setVisible(self.controller.needs_restart())
@@ -414,6 +435,10 @@ class ServerPane(QWidget):
         if self.controller.state != "running":
             self._show_status(self.controller.status)
         self._schedule_snippets()
+
+    @Slot()
+    def _on_ollama_port_changed(self) -> None:
+        self._show_status(self.controller.status)
 
     @Slot(object)
     def _on_model_loaded(self, _loaded: LoadedModel) -> None:

@@ -1,5 +1,5 @@
-"""The server's settings: who may connect (this computer or the local network), the port, the
-API key (hidden, show, copy, generate, clear) and CORS origins.
+"""The server's settings: who may connect (this computer or the local network), the port (and
+Ollama's, optionally), the API key (hidden, show, copy, generate, clear) and CORS origins.
 
 Edits are saved through the controller a moment after typing stops (``flush()`` saves at once).
 Choosing the local network shows a warning and, without a key, offers to generate one.
@@ -11,6 +11,7 @@ from PySide6.QtCore import Qt, QTimer, Signal, Slot
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (
     QButtonGroup,
+    QCheckBox,
     QFrame,
     QGridLayout,
     QHBoxLayout,
@@ -24,6 +25,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.server.ollama import OLLAMA_PORT
 from app.ui import icons, theme
 from app.ui.server.controller import ALL_INTERFACES, LOOPBACK, ServerController
 
@@ -100,6 +102,9 @@ class ServerSettingsForm(QWidget):
         self.port.setFixedWidth(110)
         self.port.setAccelerated(True)
         self.port.valueChanged.connect(self._schedule_save)
+        self.ollama_port = QCheckBox(f"Also listen on Ollama's port, {OLLAMA_PORT}", self)
+        self.ollama_port.setObjectName("OllamaPortBox")
+        self.ollama_port.toggled.connect(self._on_host_clicked)
 
         # API key
         self.key = QLineEdit(self)
@@ -151,6 +156,14 @@ class ServerSettingsForm(QWidget):
         port_row.addStretch(1)
         port_row.addWidget(self.port)
         layout.addLayout(port_row)
+        layout.addWidget(self.ollama_port)
+        layout.addWidget(
+            _help(
+                "For tools that only call Ollama at localhost:11434. The port above answers "
+                "Ollama's API too; quit Ollama first if it runs.",
+                self,
+            )
+        )
         layout.addSpacing(10)
         layout.addWidget(self._label("API key"))
         layout.addLayout(key_row)
@@ -171,8 +184,8 @@ class ServerSettingsForm(QWidget):
         cors_layout.addWidget(self.cors)
         cors_layout.addWidget(
             _help(
-                "Web pages allowed to call the API, one per line. Leave empty unless a browser "
-                "app needs it; * allows every page.",
+                "Other web pages allowed to call the API, one per line (pages on this "
+                "computer and app webviews always may). * allows every page.",
                 self.cors_box,
             )
         )
@@ -208,11 +221,12 @@ class ServerSettingsForm(QWidget):
         """Show the saved settings."""
         config = self.controller.config()
         network = config.host not in (LOOPBACK, "localhost", "::1", "")
-        widgets = (self.port, self.key, self.cors)
+        widgets = (self.port, self.key, self.cors, self.ollama_port)
         for widget in widgets:
             widget.blockSignals(True)
         (self.network_button if network else self.local_button).setChecked(True)
         self.port.setValue(config.port)
+        self.ollama_port.setChecked(bool(self.controller.ollama_port()))
         if self.key.text() != config.api_key:
             self.key.setText(config.api_key)
         if self.cors_origins() != list(config.cors_origins):
@@ -234,7 +248,13 @@ class ServerSettingsForm(QWidget):
             port=self.port.value(),
             api_key=self.key.text().strip(),
             cors_origins=self.cors_origins(),
+            ollama_port=self._ollama_port(),
         )
+
+    def _ollama_port(self) -> int:
+        if not self.ollama_port.isChecked():
+            return 0
+        return self.controller.ollama_port() or OLLAMA_PORT  # a port set in settings.json stays
 
     @Slot()
     def generate_key(self) -> None:

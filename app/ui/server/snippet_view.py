@@ -1,4 +1,5 @@
-"""Ready-to-paste snippets (curl, Python, Continue): a tab row, highlighted code, a Copy button.
+"""Ready-to-paste snippets (curl, Python, Continue, Ollama, Open WebUI): a tab row, highlighted
+code, a Copy button.
 
 ``set_context(base_url, model, key, key_visible)`` refills them; a hidden key is masked on
 screen and copied in full.
@@ -26,7 +27,7 @@ from app.ui.chat.markdown import code_html
 from app.ui.server import snippets
 from app.ui.server.snippets import Snippet
 
-NAMES = ("curl", "Python", "Continue")
+NAMES = ("curl", "Python", "Continue", "Ollama", "Open WebUI")
 TAB_PADDING = 2 * 10  # QPushButton#SnippetTab's horizontal padding in server.qss
 
 

@@ -1,4 +1,5 @@
-"""Ready-to-paste snippets for the API: curl, the Python ``openai`` SDK, Continue's config.
+"""Ready-to-paste snippets for the API: curl, the Python ``openai`` SDK, Continue's config, and
+for Ollama's API (same server, no ``/v1``): the ``ollama`` Python client and Open WebUI.
 
 Pure functions (no Qt). ``key`` is the real API key (empty: none is required); the pane shows
 a masked copy when the key is hidden and copies the real one.
@@ -83,10 +84,51 @@ def continue_config(base_url: str, model: str, key: str) -> str:
     return "\n".join(lines)
 
 
+def ollama_url(base_url: str) -> str:
+    """Where Ollama's clients find Ember: the server's root (Ollama's API has no ``/v1``)."""
+    return base_url.removesuffix("/").removesuffix("/v1")
+
+
+def python_ollama(url: str, model: str, key: str) -> str:
+    lines = ["from ollama import Client", ""]
+    if key:
+        lines += [
+            "client = Client(",
+            f'    host="{url}",',
+            f'    headers={{"Authorization": "Bearer {key}"}},',
+            ")",
+        ]
+    else:
+        lines.append(f'client = Client(host="{url}")')
+    lines += [
+        "reply = client.chat(",
+        f'    model="{model}",',
+        '    messages=[{"role": "user", "content": "Hello!"}],',
+        ")",
+        "print(reply.message.content)",
+    ]
+    return "\n".join(lines)
+
+
+def open_webui(url: str, key: str) -> str:
+    lines = [
+        "# Open WebUI on this computer (pip install open-webui):",
+        f"OLLAMA_BASE_URL={url} open-webui serve",
+        "# or in Open WebUI: Admin Panel > Settings > Connections >",
+        f"#   Ollama API: {url}",
+    ]
+    if key:
+        lines.append(f"#   Key (Bearer): {key}")
+    return "\n".join(lines)
+
+
 def snippets(base_url: str, model: str | None, key: str) -> list[Snippet]:
     model = model or PLACEHOLDER_MODEL
+    root = ollama_url(base_url)
     return [
         Snippet("curl", "bash", curl(base_url, model, key)),
         Snippet("Python", "python", python_openai(base_url, model, key)),
         Snippet("Continue", "yaml", continue_config(base_url, model, key)),
+        Snippet("Ollama", "python", python_ollama(root, model, key)),
+        Snippet("Open WebUI", "bash", open_webui(root, key)),
     ]

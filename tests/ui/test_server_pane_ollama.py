@@ -1,0 +1,106 @@
+"""The Server page for Ollama's clients: the Ollama-compatible URL, the `ollama` Python and Open
+WebUI snippets (the Python one run as a user pastes it, against uvicorn serving the GUI's own
+engine worker and the real Gemma model), and the optional Ollama port."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+
+import ollama
+from PySide6.QtCore import Qt
+from pytestqt.qtbot import QtBot
+
+from app.ui.main_window import MainWindow
+from app.ui.nav_rail import SERVER
+from tests.helpers.net import free_port
+from tests.server.test_ollama_port import fake_ollama
+from tests.ui.test_server_pane import nothing_listens, start, wait_state
+
+
+def server_window(make_window: Callable[[], MainWindow], port: int) -> MainWindow:
+    window = make_window()
+    window.server_pane.form.port.setValue(port)
+    window.server_pane.form.flush()
+    window.show_page(SERVER)
+    return window
+
+
+def test_the_ollama_snippet_really_works_and_is_logged(
+    qtbot: QtBot, make_window: Callable[[], MainWindow]
+) -> None:
+    port = free_port()
+    window = server_window(make_window, port)
+    page = window.server_pane
+    qtbot.mouseClick(page.form.generate_button, Qt.MouseButton.LeftButton)
+    key = window.services.settings.get("server.api_key")
+    start(qtbot, window)
+    root = f"http://127.0.0.1:{port}"
+    assert page.ollama_label.text() == f"Ollama-compatible API: {root}"
+
+    snippet = page.snippets.text("Ollama")
+    assert f'host="{root}"' in snippet and f"Bearer {key}" in snippet
+    assert key not in page.snippets.shown_text("Ollama")  # hidden on screen, copied whole
+    script = snippet.replace("    messages=", '    options={"num_predict": 4},\n    messages=')
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env={**os.environ, "NO_PROXY": "*"},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    webui = page.snippets.text("Open WebUI")
+    assert f"OLLAMA_BASE_URL={root} open-webui serve" in webui and key in webui
+
+    panel = page.log_panel
+    qtbot.waitUntil(lambda: panel.model.rowCount() == 1, timeout=5000)
+    (record,) = window.server.request_log.records()
+    assert record.path == "/api/chat" and record.status == 200 and record.completion_tokens
+
+
+def test_the_ollama_port_setting_listens_there_too(
+    qtbot: QtBot, make_window: Callable[[], MainWindow]
+) -> None:
+    port, extra = free_port(), free_port()
+    window = server_window(make_window, port)
+    page = window.server_pane
+    window.services.settings.set("server.ollama_port", extra)  # 11434 in real life
+    page.form.load()
+    assert page.form.ollama_port.isChecked()
+    start(qtbot, window)
+    controller = window.server
+    qtbot.waitUntil(lambda: len(controller.ollama_urls) == 2, timeout=10_000)
+    both = f"http://127.0.0.1:{port} and http://127.0.0.1:{extra}"
+    qtbot.waitUntil(lambda: both in page.ollama_label.text(), timeout=5000)
+    with ollama.Client(host=f"http://127.0.0.1:{extra}") as client:
+        assert client.list().models is not None
+
+    qtbot.mouseClick(page.form.ollama_port, Qt.MouseButton.LeftButton)  # unticked: a restart
+    assert window.services.settings.get("server.ollama_port") == 0
+    assert page.restart_notice.isVisibleTo(page)
+    qtbot.mouseClick(page.restart_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: not page.restart_notice.isVisibleTo(page), timeout=20_000)
+    wait_state(qtbot, controller, "running")
+    assert controller.ollama_urls == [f"http://127.0.0.1:{port}"]
+    assert nothing_listens(extra)
+
+
+def test_a_taken_ollama_port_is_said_and_the_main_port_serves(
+    qtbot: QtBot, make_window: Callable[[], MainWindow]
+) -> None:
+    port = free_port()
+    window = server_window(make_window, port)
+    with fake_ollama() as taken:
+        window.services.settings.set("server.ollama_port", taken)
+        page = window.server_pane
+        page.form.load()
+        start(qtbot, window)
+        qtbot.waitUntil(
+            lambda: "taken by Ollama itself" in page.ollama_label.text(), timeout=10_000
+        )
+    assert window.server.state == "running"
+    assert "--ollama-port" not in page.ollama_label.text()
