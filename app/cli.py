@@ -31,6 +31,7 @@ COMMANDS = {
     "ls": "list local models",
     "rm": "delete a downloaded model",
     "providers": "manage remote servers (vLLM, Ollama, OpenAI, …) to chat through",
+    "mcp": "manage MCP servers whose tools models may call",
 }
 
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
-from app.cli import COMMANDS
+from app.cli import COMMANDS, CliError
 from app.commands.options import add_load_flags, add_sampling_flags, load_params, sampling_params
 from app.commands.resolve import LibraryModelNotFound, looks_like_hub_spec, resolve_model
 from app.engine.fitting import ContextPlan, answer_room, fit_messages
@@ -41,6 +42,7 @@ def add_parser(sub: Any) -> None:
         help=COMMANDS["run"],
         description="Stream an answer to PROMPT, or chat interactively when PROMPT is left out.",
     )
+    p.__class__ = _IntermixedParser  # PROMPT may come after the options too
     p.add_argument(
         "model",
         metavar="MODEL",
@@ -64,9 +66,42 @@ def add_parser(sub: Any) -> None:
         action="store_true",
         help="after the answer, print a JSON line with finish reason, usage and timings",
     )
+    tools = p.add_argument_group("tools (MCP servers, see `ember mcp`)")
+    tools.add_argument(
+        "--mcp",
+        metavar="NAME[,NAME…]",
+        help="let the model call these servers' tools (each call is asked about first)",
+    )
+    tools.add_argument(
+        "--tool-choice",
+        choices=("auto", "required", "none"),
+        default="auto",
+        help="auto: the model decides; required: it must call a tool first; none: no tools",
+    )
+    tools.add_argument(
+        "-y", "--yes", action="store_true", help="run tool calls without asking each time"
+    )
     add_load_flags(p)
     add_sampling_flags(p)
     p.set_defaults(func=run)
+
+
+class _IntermixedParser(argparse.ArgumentParser):
+    """Reads positionals wherever they are (``ember run MODEL --mcp time PROMPT``): plain
+    argparse takes MODEL and PROMPT together and leaves a PROMPT after an option unmatched."""
+
+    _inside = False
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        if self._inside:  # parse_known_intermixed_args calls back in here
+            return super().parse_known_args(args, namespace)
+        self._inside = True
+        try:
+            return self.parse_known_intermixed_args(args, namespace)
+        finally:
+            self._inside = False
 
 
 class _Engine(Protocol):
@@ -76,7 +111,11 @@ class _Engine(Protocol):
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.mcp is not None and (args.prompt is None or args.raw):
+        raise CliError("--mcp needs a PROMPT (and a chat, not --raw).")
     if args.provider is not None or _is_remote(args.model):
+        if args.mcp is not None:
+            raise CliError("--mcp works with local models; a remote server runs its own tools.")
         from app.commands.providers import run_remote
 
         return run_remote(args)
@@ -91,7 +130,12 @@ def run(args: argparse.Namespace) -> int:
             else:
                 messages = _start_messages(args.system)
                 messages.append({"role": "user", "content": args.prompt})
-                final = _stream(worker.submit(ChatRequest(messages, sampling)), sys.stdout)
+                if args.mcp is not None:
+                    from app.commands.mcp import run_with_tools
+
+                    final = run_with_tools(worker, loaded, messages, sampling, args)
+                else:
+                    final = _stream(worker.submit(ChatRequest(messages, sampling)), sys.stdout)
             _finish_line(final, args.json)
             return 0 if isinstance(final, Finished) else 1
         banner = (

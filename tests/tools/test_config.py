@@ -109,3 +109,13 @@ def test_bad_entries_say_what_to_fix(tmp_path: Path, entry: object, message: str
 def test_names_are_checked(config: McpConfig) -> None:
     with pytest.raises(ToolConfigError, match="not a valid server name"):
         ServerConfig("no spaces", command="x")
+
+
+def test_the_tool_settings_and_their_defaults(ember_home: Path) -> None:
+    from app.config import Settings
+
+    settings = Settings()
+    assert settings.get("tools.timeout") == 60.0
+    assert settings.get("tools.max_rounds") == 8
+    settings.set("tools.timeout", 5)
+    assert Settings().get("tools.timeout") == 5.0
