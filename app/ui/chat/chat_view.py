@@ -15,9 +15,10 @@ from __future__ import annotations
 import time
 
 from PySide6.QtCore import Qt, QTimer, Signal, Slot
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QScrollArea, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QScrollArea, QWidget
 
 from app.chats.models import Message
+from app.ui.chat.height_cache import ColumnLayout
 from app.ui.chat.markdown import MarkdownRenderer
 from app.ui.chat.message_widget import MessageWidget
 
@@ -59,7 +60,7 @@ class ChatView(QScrollArea):
         self.column.setObjectName("ChatColumn")
         self.column.setMaximumWidth(COLUMN_WIDTH)
         outer.addWidget(self.column)
-        self._layout = QVBoxLayout(self.column)
+        self._layout = ColumnLayout(self.column)
         self._layout.setContentsMargins(0, 24, 0, 24)
         self._layout.setSpacing(14)
         self.older_label = QLabel("Scroll up for earlier messages", self.column)

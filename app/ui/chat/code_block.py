@@ -46,11 +46,13 @@ _MARGIN_X, _MARGIN_TOP, _MARGIN_BOTTOM = 14, 10, 12
 class _CodeScroll(QScrollArea):
     """Scrolls sideways only; its height follows the code."""
 
-    def __init__(self, label: QWidget, parent: QWidget | None = None) -> None:
+    def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("CodeScroll")
-        self._label = label
-        self.setWidget(label)
+        # Made in the viewport it will live in: a widget made without a parent is a window
+        # until setWidget moves it (styled twice, and a window's size constraints each time).
+        self.code_box = self._label = QWidget(self.viewport())
+        self.setWidget(self.code_box)
         self.setWidgetResizable(False)
         self.setFrameShape(QFrame.Shape.NoFrame)
         self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
@@ -104,7 +106,8 @@ class CodeBlock(QFrame):
         header_layout.addStretch(1)
         header_layout.addWidget(self.copy_button)
 
-        self._code_box = QWidget()
+        self.code_scroll = _CodeScroll(self)
+        self._code_box = self.code_scroll.code_box
         self._code_box.setObjectName("CodeBox")
         self._code_lines = QVBoxLayout(self._code_box)
         self._code_lines.setContentsMargins(0, 0, 0, 0)
@@ -114,7 +117,6 @@ class CodeBlock(QFrame):
         self._frozen_chars = 0  # how much of the code they hold
         self.code_label = self._new_label()  # the code (or, while streaming, its last part)
         self._code_lines.addWidget(self.code_label)
-        self.code_scroll = _CodeScroll(self._code_box, self)
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -125,6 +127,9 @@ class CodeBlock(QFrame):
         self._reset_timer.setSingleShot(True)
         self._reset_timer.setInterval(1600)
         self._reset_timer.timeout.connect(self._on_reset_copy_button)
+        # Styled before the code is measured: the style sets the code's font, and a font
+        # change after the text would lay it out again.
+        self.ensurePolished()
         self.set_segment(segment)
 
     @property
@@ -136,13 +141,14 @@ class CodeBlock(QFrame):
         return self._language
 
     def _new_label(self) -> CachedLabel:
-        label = CachedLabel()
+        label = CachedLabel(self._code_box)
         label.setObjectName("CodeText")
         label.setTextFormat(Qt.TextFormat.RichText)
         label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         label.setFont(theme.mono_font())
         label.setCursor(Qt.CursorShape.IBeamCursor)
         label.setContentsMargins(_MARGIN_X, _MARGIN_TOP, _MARGIN_X, _MARGIN_BOTTOM)
+        label.ensurePolished()  # before its text is measured (see __init__)
         return label
 
     def set_segment(self, segment: CodeSegment) -> None:

@@ -11,8 +11,8 @@ changes the content calls it (directly or through ``invalidate_ancestors``). Not
 
 from __future__ import annotations
 
-from PySide6.QtCore import QEvent, QSize
-from PySide6.QtWidgets import QLabel, QWidget
+from PySide6.QtCore import QEvent, QRect, QSize, Qt
+from PySide6.QtWidgets import QAbstractScrollArea, QLabel, QVBoxLayout, QWidget
 
 HINT_WIDTH = 400
 _MIN_WIDTH = 60
@@ -51,15 +51,30 @@ class HeightCache:
         return height
 
     def size_hint(self) -> QSize:
-        width = self._widget.width()
-        return QSize(HINT_WIDTH, self.height_for(width if width >= _MIN_WIDTH else HINT_WIDTH))
+        # As wide as the widget is (or will be): Qt asks a hint's height at the hint's width,
+        # and any other width would be one more layout of everything inside.
+        width = laid_out_width(self._widget)
+        return QSize(width, self.height_for(width))
+
+
+def laid_out_width(widget: QWidget) -> int:
+    """The width ``widget`` has or will have: its own once a layout gave it one, else that of
+    its nearest laid-out ancestor (a column's children are as wide as it)."""
+    current: QWidget | None = widget
+    while current is not None:
+        if current.testAttribute(Qt.WidgetAttribute.WA_Resized) and current.width() >= _MIN_WIDTH:
+            return current.width()
+        current = current.parentWidget()
+    return HINT_WIDTH
 
 
 def invalidate_ancestors(widget: QWidget) -> None:
     """Tell the ancestors of ``widget`` that its size changed: drop their layouts' cached
-    sizes (Qt skips that for a child that is not shown yet) and every cached height."""
+    sizes (Qt skips that for a child that is not shown yet) and every cached height, up to the
+    scroll area that holds it (a scrolled widget's size does not change the window's layout,
+    which Qt would otherwise redo on every streamed update)."""
     parent = widget.parentWidget()
-    while parent is not None:
+    while parent is not None and not isinstance(parent.parentWidget(), QAbstractScrollArea):
         invalidate = getattr(parent, "invalidate_height", None)
         if invalidate is not None:
             invalidate()
@@ -67,7 +82,29 @@ def invalidate_ancestors(widget: QWidget) -> None:
             layout = parent.layout()
             if layout is not None:
                 layout.invalidate()
+            # Its own layout item in the layout above caches its size hint too; Qt drops
+            # that only once this widget's layout has run, after the layouts above ran.
+            parent.updateGeometry()
         parent = parent.parentWidget()
+
+
+class ColumnLayout(QVBoxLayout):
+    """A vertical box layout that lays its items out at the height they need even when its
+    widget is, for the moment, shorter. Qt lays a widget out in its old size before the
+    widget above grows it (and synchronously, on each new child shown); a box layout squeezes
+    its tallest items to fit, which lays them (and everything in them) out again, and again
+    when the widget above grows it a moment later. While an answer streams in, that was
+    two passes over every message on screen per update, instead of one over the message that
+    grew. The overflow is clipped until the widget grows, in the same event-loop turn."""
+
+    def setGeometry(self, rect: QRect) -> None:  # noqa: N802 (Qt override)
+        if self.hasHeightForWidth():
+            needed = self.heightForWidth(rect.width())
+        else:
+            needed = self.sizeHint().height()
+        if rect.height() < needed:
+            rect = QRect(rect.x(), rect.y(), rect.width(), needed)
+        super().setGeometry(rect)
 
 
 class CachedLabel(QLabel):

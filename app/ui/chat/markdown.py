@@ -128,7 +128,11 @@ class MarkdownRenderer:
         """A full HTML document for a rich-text label."""
         return f"<html><head><style>{self._style}</style></head><body>{body}</body></html>"
 
-    def segments(self, text: str, streaming: bool = False) -> list[Segment]:
+    def segments(self, text: str, streaming: bool = False, blocks: bool = False) -> list[Segment]:
+        """``text`` as segments: runs of HTML between top-level code fences, or with
+        ``blocks`` one HTML segment per top-level block, so that a streamed answer's blocks map
+        one to one to the segments of its finished parts (each is rendered once, see
+        message_body)."""
         tokens = _MD.parse(text)
         result: list[Segment] = []
         run: list[Token] = []
@@ -150,6 +154,8 @@ class MarkdownRenderer:
                 result.append(CodeSegment(code, language_label(token.info), closed))
             else:
                 run.append(token)
+                if blocks and token.level == 0 and token.nesting <= 0:
+                    close_run()  # a top-level block ends here
         close_run()
         return result
 

@@ -1,8 +1,10 @@
 """Rendered Markdown: a column of rich-text labels and code blocks, appendable while streaming.
 
-While an answer streams, finished blocks (see ``markdown.stable_prefix``) are rendered once and
-frozen; only the open tail is re-rendered on each update, in place. When the answer ends, the
-tail is rendered as finished too; so every block is rendered as a whole exactly once.
+While an answer streams, each top-level block gets a widget of its own, created once where it
+will stay; finished blocks (see ``markdown.stable_prefix``) are done and never touched again;
+only the blocks of the open tail are updated, in place, on each update. When the answer ends,
+the tail's blocks are rendered as finished, again in place: a block widget is built once and
+a finished block is rendered once.
 """
 
 from __future__ import annotations
@@ -12,7 +14,13 @@ from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import QSizePolicy, QVBoxLayout, QWidget
 
 from app.ui.chat.code_block import CodeBlock
-from app.ui.chat.height_cache import HINT_WIDTH, CachedLabel, HeightCache, invalidate_ancestors
+from app.ui.chat.height_cache import (
+    CachedLabel,
+    ColumnLayout,
+    HeightCache,
+    invalidate_ancestors,
+    laid_out_width,
+)
 from app.ui.chat.markdown import CodeSegment, HtmlSegment, MarkdownRenderer, Segment, stable_prefix
 
 
@@ -35,21 +43,25 @@ class RichTextLabel(CachedLabel):
         self.source_html = source_html
         self.set_text(document)
 
-    # A word-wrapped label is sized by heightForWidth; QLabel's own size hints lay the text
-    # out at other widths first (two more full layouts per change while streaming).
+    # A word-wrapped label is sized by heightForWidth at the width the layout gives it. Its
+    # hint is that width, too: Qt asks a hint's height at the hint's width, and any other
+    # width is one more full layout of the text per change while streaming.
     def sizeHint(self) -> QSize:  # noqa: N802 (Qt override)
-        return QSize(HINT_WIDTH, self.heightForWidth(max(self.width(), HINT_WIDTH // 2)))
+        width = laid_out_width(self)
+        return QSize(width, self.heightForWidth(width))
 
     def minimumSizeHint(self) -> QSize:  # noqa: N802 (Qt override)
-        return QSize(HINT_WIDTH // 4, 0)
+        return QSize(100, 0)
 
 
-class _FrozenBox(QWidget):
-    """Holds finished blocks; answers height questions from a cache (see height_cache)."""
+class _BlockGroup(QWidget):
+    """Holds up to ``MarkdownBody.GROUP`` blocks; answers height questions from a cache (see
+    height_cache), so a change in one group does not lay out the others."""
 
     def __init__(self, parent: QWidget) -> None:
         super().__init__(parent)
         self._heights = HeightCache(self)
+        _column(self)
 
     def hasHeightForWidth(self) -> bool:  # noqa: N802 (Qt override)
         return True
@@ -78,9 +90,9 @@ class MarkdownBody(QWidget):
     """Markdown shown as widgets. ``set_markdown`` for a finished text; ``append`` while
     streaming; ``finish_stream`` at the end.
 
-    Finished blocks sit in groups of ``GROUP`` with cached heights and the open tail in a box of
-    its own, so a streaming update re-lays out the tail and one group at most: its cost does not
-    grow with the length of the answer.
+    Blocks sit in groups of ``GROUP`` with cached heights, so a streaming update lays out the
+    blocks it changed and the group they are in: its cost does not grow with the length of the
+    answer.
     """
 
     GROUP = 12
@@ -90,18 +102,11 @@ class MarkdownBody(QWidget):
         self.setObjectName("MarkdownBody")
         self._renderer = renderer
         self._text = ""
-        self._committed = 0  # text[:_committed] is rendered into _frozen
-        self._frozen: list[QWidget] = []
-        self._groups: list[_FrozenBox] = []
-        self._tail: list[QWidget] = []
-        self._frozen_box = QWidget(self)
-        self._tail_box = QWidget(self)
-        self._frozen_layout = _column(self._frozen_box)
-        self._tail_layout = _column(self._tail_box)
-        layout = _column(self)
-        layout.addWidget(self._frozen_box)
-        layout.addWidget(self._tail_box)
-        self._tail_box.hide()
+        self._committed = 0  # text[:_committed] is finished, shown by _blocks[:_done]
+        self._done = 0
+        self._blocks: list[QWidget] = []
+        self._groups: list[_BlockGroup] = []
+        self._layout = _column(self)
 
     @property
     def text(self) -> str:
@@ -109,55 +114,44 @@ class MarkdownBody(QWidget):
 
     @property
     def _widgets(self) -> list[QWidget]:
-        return [*self._frozen, *self._tail]
+        return list(self._blocks)
 
     @property
     def code_blocks(self) -> list[CodeBlock]:
-        return [w for w in self._widgets if isinstance(w, CodeBlock)]
+        return [w for w in self._blocks if isinstance(w, CodeBlock)]
 
     def set_markdown(self, text: str, force: bool = False) -> None:
-        if not force and text == self._text and (self._widgets or not text):
+        if not force and text == self._text and (self._blocks or not text):
             return
-        self._freeze(len(self._tail))
         self._text = text
-        self._committed = len(text)
-        segments = self._renderer.segments(text)
-        for index, segment in enumerate(segments):
-            if index < len(self._frozen) and self._update(self._frozen[index], segment):
-                invalidate_ancestors(self._frozen[index])
-                continue
-            self._put_frozen(index, self._create(segment, self._group_for(index)))
-        while len(self._frozen) > len(segments):
-            self._drop_frozen()
-        self._tail_box.hide()
+        self._show(0, self._renderer.segments(text))
+        self._committed, self._done = len(text), len(self._blocks)
 
     def append(self, chunk: str) -> None:
         self._text += chunk
         stable = stable_prefix(self._text, self._committed)
-        finished: list[Segment] = []
+        segments: list[Segment] = []
         if stable > self._committed:
-            finished = self._renderer.segments(self._text[self._committed : stable])
-        tail_text = self._text[stable:]
-        tail = self._renderer.segments(tail_text, streaming=True) if tail_text.strip() else []
-        for segment in finished:
-            index = len(self._frozen)
-            self._put_frozen(index, self._create(segment, self._group_for(index)))
-        self._apply_tail(tail)
-        self._committed = stable
-        self._tail_box.setVisible(bool(self._tail))
+            finished = self._text[self._committed : stable]
+            segments = self._renderer.segments(finished, blocks=True)
+        done = self._done + len(segments)
+        tail = self._text[stable:]
+        if tail.strip():
+            segments += self._renderer.segments(tail, streaming=True, blocks=True)
+        self._show(self._done, segments)
+        self._committed, self._done = stable, done
 
     def finish_stream(self) -> None:
-        """The answer is complete: its open tail becomes finished blocks. Blocks already
-        finished are not rendered again (a long answer would stall the GUI for that)."""
+        """The answer is complete: its open tail becomes finished blocks, in place. Blocks
+        already finished are not rendered again (a long answer would stall the GUI for that)."""
         rest = self._text[self._committed :]
-        self._apply_tail(self._renderer.segments(rest) if rest.strip() else [])
-        # The tail's widgets stay where they are (moving them costs a stylesheet pass each).
-        self._tail_box.setVisible(bool(self._tail))
+        self._show(self._done, self._renderer.segments(rest, blocks=True) if rest.strip() else [])
+        self._committed, self._done = len(self._text), len(self._blocks)
 
     def set_renderer(self, renderer: MarkdownRenderer) -> None:
         """A new theme: render again with its colours."""
         self._renderer = renderer
-        for widget in self._widgets:
+        for widget in self._blocks:
             if isinstance(widget, RichTextLabel):
                 widget.source_html = ""
             elif isinstance(widget, CodeBlock):
@@ -167,97 +161,90 @@ class MarkdownBody(QWidget):
         if committed < len(text):
             self.append(text[committed:])
 
-    # -- finished blocks ------------------------------------------------------------------
+    # -- blocks ---------------------------------------------------------------------------
 
-    def _group_for(self, index: int) -> _FrozenBox:
+    def _show(self, start: int, segments: list[Segment]) -> None:
+        """Make the blocks from ``start`` on show ``segments``: a widget of the right kind is
+        updated in place, any other replaced; blocks beyond them are dropped."""
+        created: list[QWidget] = []
+        for offset, segment in enumerate(segments):
+            index = start + offset
+            existing = self._blocks[index] if index < len(self._blocks) else None
+            if existing is not None and self._update(existing, segment):
+                continue
+            group = self._group_for(index)
+            widget = self._create(segment, group)
+            layout = group.layout()
+            assert isinstance(layout, QVBoxLayout)
+            if existing is not None:
+                layout.replaceWidget(existing, widget)
+                _discard(existing)
+                self._blocks[index] = widget
+            else:
+                layout.addWidget(widget)
+                self._blocks.append(widget)
+            invalidate_ancestors(widget)
+            created.append(widget)
+        while len(self._blocks) > start + len(segments):
+            self._drop_last()
+        # Shown now, all in place (see _create), not by Qt in a later call of its own each,
+        # after the layouts ran without them: that ran them once more per new block.
+        for widget in created:
+            widget.show()
+
+    def _group_for(self, index: int) -> _BlockGroup:
         number = index // self.GROUP
         while len(self._groups) <= number:
-            group = _FrozenBox(self._frozen_box)
-            _column(group)
-            self._frozen_layout.addWidget(group)
+            group = _BlockGroup(self)
+            self._layout.addWidget(group)
             self._groups.append(group)
         return self._groups[number]
 
-    def _put_frozen(self, index: int, widget: QWidget) -> None:
-        """Show ``widget`` as finished block ``index`` (replacing one or appending)."""
-        group = self._group_for(index)
-        layout = group.layout()
-        assert isinstance(layout, QVBoxLayout)
-        if index < len(self._frozen):
-            old = self._frozen[index]
-            layout.replaceWidget(old, widget)
-            _discard(old)
-            self._frozen[index] = widget
-        else:
-            layout.addWidget(widget)
-            self._frozen.append(widget)
-        invalidate_ancestors(widget)
-
-    def _drop_frozen(self) -> None:
-        widget = self._frozen.pop()
-        group = self._group_for(len(self._frozen))
+    def _drop_last(self) -> None:
+        widget = self._blocks.pop()
+        group = self._group_for(len(self._blocks))
         invalidate_ancestors(widget)
         group_layout = group.layout()
         assert group_layout is not None
         group_layout.removeWidget(widget)
         _discard(widget)
-        if len(self._frozen) % self.GROUP == 0:
+        if len(self._blocks) % self.GROUP == 0:
             self._groups.remove(group)
-            self._frozen_layout.removeWidget(group)
+            self._layout.removeWidget(group)
             _discard(group)
-
-    def _freeze(self, count: int) -> None:
-        """Move the first ``count`` tail widgets to the finished blocks."""
-        for widget in self._tail[:count]:
-            self._tail_layout.removeWidget(widget)
-            self._put_frozen(len(self._frozen), widget)
-        del self._tail[:count]
-
-    # -- the tail -------------------------------------------------------------------------
-
-    def _apply_tail(self, segments: list[Segment]) -> None:
-        """Make the tail widgets show ``segments``, updating widgets of the right kind in
-        place and replacing the rest."""
-        tail = self._tail
-        for index, segment in enumerate(segments):
-            existing = tail[index] if index < len(tail) else None
-            if existing is not None and self._update(existing, segment):
-                continue
-            widget = self._create(segment, self._tail_box)
-            if existing is not None:
-                self._tail_layout.replaceWidget(existing, widget)
-                _discard(existing)
-                tail[index] = widget
-            else:
-                self._tail_layout.addWidget(widget)
-                tail.append(widget)
-        for widget in tail[len(segments) :]:
-            self._tail_layout.removeWidget(widget)
-            _discard(widget)
-        del tail[len(segments) :]
 
     def _update(self, widget: QWidget, segment: Segment) -> bool:
         if isinstance(segment, HtmlSegment) and isinstance(widget, RichTextLabel):
             if widget.source_html != segment.html:
                 widget.set_html(segment.html, self._renderer.document(segment.html))
+                invalidate_ancestors(widget)  # its group's cached height
             return True
         if isinstance(segment, CodeSegment) and isinstance(widget, CodeBlock):
-            widget.set_segment(segment)
+            widget.set_segment(segment)  # says so itself when its height changes
             return True
         return False
 
     def _create(self, segment: Segment, parent: QWidget) -> QWidget:
-        """A widget for a segment, created in the container it will live in (moving a widget
-        to another parent costs a second stylesheet pass)."""
+        """A widget for a segment, created in the group it will live in (moving a widget to
+        another parent costs a second stylesheet pass) and styled before it is measured (a
+        style's font measured after the text lays the text out twice)."""
+        widget: QWidget
         if isinstance(segment, CodeSegment):
-            return CodeBlock(segment, parent)
-        label = RichTextLabel(parent)
-        label.set_html(segment.html, self._renderer.document(segment.html))
-        return label
+            widget = CodeBlock(segment, parent)
+        else:
+            widget = label = RichTextLabel(parent)
+            label.ensurePolished()
+            label.set_html(segment.html, self._renderer.document(segment.html))
+        # Counted by the layouts before it is shown (at the end of _show), so the first
+        # layout after the update already has every new block in place.
+        policy = widget.sizePolicy()
+        policy.setRetainSizeWhenHidden(True)
+        widget.setSizePolicy(policy)
+        return widget
 
 
 def _column(widget: QWidget) -> QVBoxLayout:
-    layout = QVBoxLayout(widget)
+    layout = ColumnLayout(widget)
     layout.setContentsMargins(0, 0, 0, 0)
     layout.setSpacing(10)
     return layout

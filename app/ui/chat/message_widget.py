@@ -216,7 +216,7 @@ class MessageWidget(QFrame):
         self.status_label.setObjectName("StatusChip")
         self.status_label.setWordWrap(True)
         self.status_label.hide()
-        column = QVBoxLayout()
+        column = self._column = QVBoxLayout()
         column.setContentsMargins(38, 0, 0, 0)
         column.setSpacing(8)
         column.addWidget(self.notice)
@@ -386,7 +386,13 @@ class MessageWidget(QFrame):
             return
         waiting = self.streaming and not self.body.text
         self.thinking.setVisible(waiting)
-        self.body.setVisible(bool(self.body.text) or not self.streaming)
+        show_body = bool(self.body.text) or not self.streaming
+        if show_body and self.body.isHidden() and self.width() >= MIN_HINT_WIDTH:
+            # Shown at the width it will have: shown in its default size, its first text
+            # would be laid out at that width first, then at its own.
+            margins = self._layout.contentsMargins() + self._column.contentsMargins()
+            self.body.resize(self.width() - margins.left() - margins.right(), 0)
+        self.body.setVisible(show_body)
         if waiting and not self._thinking_timer.isActive():
             self._thinking_timer.start()
         elif not waiting:

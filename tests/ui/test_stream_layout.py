@@ -1,0 +1,154 @@
+"""What one streamed update costs the layouts: each block is built once, a changed text is laid
+out once, and the messages above the answer are left alone (issue 10, item 7; counted, not
+timed: bench/gui_stream.py times it)."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from PySide6.QtCore import QEvent, QObject
+from PySide6.QtWidgets import QApplication, QLabel
+from pytestqt.qtbot import QtBot
+
+from app.chats.models import Message, Role, Status
+from app.ui import theme
+from app.ui.chat.chat_view import ChatView
+from app.ui.chat.code_block import CodeBlock
+from app.ui.chat.markdown import CodeSegment, MarkdownRenderer
+from app.ui.chat.message_body import RichTextLabel
+from app.ui.chat.message_widget import MessageWidget
+from tests.ui.parallel_fake import ANSWER
+
+CHUNK = 60  # characters per update: ~15 tokens, as 450 tok/s arrive 30 times a second
+TEXT = ANSWER * 3
+
+
+def _message(index: int, role: Role, content: str, status: Status = "complete") -> Message:
+    return Message(f"m{index}", "chat", None, role, content, status, time.time())
+
+
+@pytest.fixture
+def view(qtbot: QtBot, ember_app: QApplication) -> Iterator[ChatView]:
+    """A chat of eight finished messages, laid out and shown."""
+    shown = ChatView(MarkdownRenderer(theme.current()))
+    qtbot.addWidget(shown)
+    shown.resize(900, 700)
+    shown.show()
+    qtbot.waitExposed(shown)
+    history = [
+        _message(i, "user", f"Question {i}") if i % 2 == 0 else _message(i, "assistant", ANSWER)
+        for i in range(8)
+    ]
+    shown.set_messages(history)
+    _settle()
+    yield shown
+
+
+def _settle() -> None:
+    for _ in range(3):
+        QApplication.processEvents()
+
+
+def _start_answer(view: ChatView) -> tuple[Message, MessageWidget]:
+    streaming = _message(100, "assistant", "", "streaming")
+    widget = view.append_message(streaming, streaming=True)
+    _settle()
+    return streaming, widget
+
+
+def _stream(view: ChatView, message: Message, text: str, after_each: Any = None) -> None:
+    for start in range(0, len(text), CHUNK):
+        view.append_stream(message.id, text[start : start + CHUNK])
+        _settle()
+        if after_each is not None:
+            after_each()
+
+
+def test_each_block_of_a_streamed_answer_is_built_once(
+    view: ChatView, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    built: Counter[str] = Counter()
+
+    def counting(cls: type[Any]) -> None:
+        real = cls.__init__
+
+        def init(self: Any, *args: Any, **kwargs: Any) -> None:
+            built[cls.__name__] += 1
+            real(self, *args, **kwargs)
+
+        monkeypatch.setattr(cls, "__init__", init)
+
+    counting(CodeBlock)
+    counting(RichTextLabel)
+    message, widget = _start_answer(view)
+    _stream(view, message, TEXT)
+    view.update_message(dataclasses.replace(message, content=TEXT, status="complete"))
+    _settle()
+
+    segments = MarkdownRenderer(theme.current()).segments(TEXT, blocks=True)
+    fences = sum(isinstance(s, CodeSegment) for s in segments)
+    assert widget.body is not None and len(widget.body.code_blocks) == fences == 3
+    assert built["CodeBlock"] == fences  # not again once finished, nor once per state
+    # A label may show the first backticks of a fence before they turn into a code block.
+    assert built["RichTextLabel"] <= (len(segments) - fences) + fences, built
+
+
+def test_a_streamed_update_lays_each_changed_text_out_once(
+    view: ChatView, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Qt asks a label's size several ways in one layout pass (its hint, its height at the
+    hint's width, at its own width); each answer used to be another full layout of its text."""
+    layouts: Counter[int] = Counter()
+    real_height, real_hint = QLabel.heightForWidth, QLabel.sizeHint
+
+    def height_for_width(label: QLabel, width: int) -> int:
+        layouts[id(label)] += 1
+        return real_height(label, width)
+
+    def size_hint(label: QLabel) -> Any:
+        layouts[id(label)] += 1
+        return real_hint(label)
+
+    message, _widget = _start_answer(view)
+    monkeypatch.setattr(QLabel, "heightForWidth", height_for_width)
+    monkeypatch.setattr(QLabel, "sizeHint", size_hint)
+    worst: list[int] = []
+
+    def check() -> None:
+        worst.append(max(layouts.values(), default=0))
+        layouts.clear()
+
+    _stream(view, message, TEXT, after_each=check)
+    assert len(worst) > 20
+    assert max(worst) == 1, worst
+
+
+class _Resizes(QObject):
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def eventFilter(self, _watched: QObject, event: QEvent) -> bool:  # noqa: N802 (Qt override)
+        if event.type() == QEvent.Type.Resize:
+            self.count += 1
+        return False
+
+
+def test_a_growing_answer_leaves_the_messages_above_it_alone(view: ChatView) -> None:
+    """Laid out in its old height before the scroll area grew it, the column squeezed the
+    tallest messages to fit and the scroll area then grew them back: every message on screen
+    laid out twice per streamed update."""
+    message, _widget = _start_answer(view)
+    above = [w for w in view.widgets() if w.message.id != message.id]
+    assert len(above) == 8
+    resizes = _Resizes()
+    for widget in above:
+        widget.installEventFilter(resizes)
+    _stream(view, message, TEXT)
+    assert view.widget_for(message.id) is not None
+    assert resizes.count == 0
