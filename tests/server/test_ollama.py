@@ -90,7 +90,13 @@ def test_names_round_trip_through_both_apis_and_keep_alive_0_unloads(
     loaded = oc.chat(model="HF.CO/test/gemma-copy", messages=[])  # any case; no tag: Q4_K_M
     assert loaded.done and loaded.done_reason == "load"
     assert COPY in [m.model for m in oc.ps().models]
-    assert oc.chat(model=COPY, messages=[], keep_alive="0s").done_reason == "unload"
+    messages = [{"role": "user", "content": "Hi"}]
+    parts = list(
+        oc.chat(
+            model=COPY, messages=messages, keep_alive="0s", options={"num_predict": 1}, stream=True
+        )
+    )
+    assert parts[-1].done  # the answer, then the model is unloaded
     assert [m.model for m in oc.ps().models] == ["gemma:Q4_K_M"]
 
 

@@ -221,9 +221,14 @@ async def _lines(
                 if event.reason == "cancelled":
                     yield _error_line(_cancelled(), note)
                     break
-                for obj in answer.finish(event):
+                *lines, last = answer.finish(event)
+                for obj in lines:
                     yield line(obj)
                 _note_usage(note, event)
+                if after is not None:  # unloaded before the client reads "done"
+                    await after()
+                    after = None
+                yield line(last)
             elif isinstance(event, Failed):
                 yield _error_line(from_engine_error(event.error), note)
     finally:
