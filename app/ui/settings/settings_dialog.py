@@ -1,9 +1,11 @@
-"""The Settings dialog: appearance, model loading, default sampling, remote providers, data.
+"""The Settings dialog: appearance, model loading, default sampling, remote providers, tools
+(MCP servers), data.
 
 Every change is saved at once (atomically, by ``Settings``; providers by their registry). Load
 parameters apply to the next model load; the dialog offers to reload the current model.
 
-Signals: ``theme_chosen(str)``, ``reload_model_requested()``, ``providers_changed()``.
+Signals: ``theme_chosen(str)``, ``reload_model_requested()``, ``providers_changed()``,
+``tools_changed()``.
 """
 
 from __future__ import annotations
@@ -39,17 +41,20 @@ from app.config import Settings, paths
 from app.engine.load_settings import KV_CACHE_CHOICES
 from app.engine.providers import ProviderRegistry
 from app.engine.types import LoadedModel
+from app.tools.manager import ToolManager
 from app.ui import theme
 from app.ui.header.remote_models import RemoteCatalog
 from app.ui.settings import presets
 from app.ui.settings.providers_page import ProvidersPage
 from app.ui.settings.sampling_form import SamplingForm
+from app.ui.settings.tools_page import ToolsPage
 
 PAGES = (
     ("Appearance", "sliders"),
     ("Model loading", "chip"),
     ("Chat defaults", "chat"),
     ("Providers", "cloud"),
+    ("Tools", "spark"),
     ("Data", "folder"),
 )
 MAX_PARALLEL = 16
@@ -135,6 +140,7 @@ class SettingsDialog(QDialog):
     theme_chosen = Signal(str)
     reload_model_requested = Signal()
     providers_changed = Signal()
+    tools_changed = Signal()
 
     def __init__(
         self,
@@ -144,6 +150,7 @@ class SettingsDialog(QDialog):
         *,
         providers: ProviderRegistry | None = None,
         remote_catalog: RemoteCatalog | None = None,
+        tool_manager: ToolManager | None = None,
     ) -> None:
         super().__init__(parent)
         self.setObjectName("SettingsDialog")
@@ -157,6 +164,8 @@ class SettingsDialog(QDialog):
         self.providers_page.providers_changed.connect(self.providers_changed)
         if remote_catalog is not None:
             self.providers_changed.connect(remote_catalog.refresh)
+        self.tools_page = ToolsPage(manager=tool_manager)
+        self.tools_page.tools_changed.connect(self.tools_changed)
 
         self.nav = QListWidget(self)
         self.nav.setObjectName("SettingsNav")
@@ -169,6 +178,7 @@ class SettingsDialog(QDialog):
             self._loading_page(),
             self._defaults_page(),
             self.providers_page,
+            self.tools_page,
             self._data_page(),
         ):
             scroll = QScrollArea(self.pages)
@@ -399,6 +409,7 @@ class SettingsDialog(QDialog):
     def done(self, result: int) -> None:
         if self._prompt_timer.isActive():
             self._save_system_prompt()
+        self.tools_page.shutdown()
         super().done(result)
 
     @Slot(dict)

@@ -1,0 +1,407 @@
+"""Settings → Tools: MCP servers whose tools models may call in chats.
+
+The page lists the servers of ``mcp.json`` (add, import a Claude Desktop / Cursor / Jan file,
+remove), edits the selected one (command line, env, folder, or URL and headers; on or off) and
+"Test" connects to it and lists its tools with their descriptions and input schemas, each with
+a switch. Before a stdio server runs for the first time the exact command line is shown and
+runs only after "Run". Secrets in env and headers go to the keyring (shown as ``<secret>``;
+keep the mark to keep the secret). The server's log (its stderr) is a click away.
+
+Writing (the keyring may be slow) and testing run off the GUI thread.
+
+Signal: ``tools_changed()`` after a server or a tool switch changed.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import Qt, Signal, Slot
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QFileDialog,
+    QFormLayout,
+    QHBoxLayout,
+    QLineEdit,
+    QListWidget,
+    QListWidgetItem,
+    QMessageBox,
+    QPlainTextEdit,
+    QPushButton,
+    QTreeWidget,
+    QTreeWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.tools.config import McpConfig, ServerConfig
+from app.tools.manager import ToolInfo, ToolManager
+from app.ui.settings.provider_editor import text_label
+from app.ui.tasks import run_in_background
+
+LOG_TAIL_CHARS = 20_000
+
+
+def _lines(values: dict[str, str], sep: str) -> str:
+    return "\n".join(f"{k}{sep}{v}" for k, v in values.items())
+
+
+def _parse_lines(text: str, sep: str, what: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        name, found, value = line.partition(sep)
+        if not found or not name.strip():
+            shape = "NAME=value" if sep == "=" else "Name: value"
+            raise ValueError(f"{what}: write one {shape} a line, not {line!r}.")
+        out[name.strip()] = value.strip()
+    return out
+
+
+class ToolsPage(QWidget):
+    """See the module docstring. ``manager``: the app's (shared with chats), else its own."""
+
+    tools_changed = Signal()
+
+    def __init__(
+        self,
+        config: McpConfig | None = None,
+        manager: ToolManager | None = None,
+        parent: QWidget | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.setObjectName("ToolsPage")
+        self.config = config or McpConfig()
+        self._own_manager = manager is None
+        self.manager = manager or ToolManager(self.config)
+        self.servers: list[ServerConfig] = []
+        self.current: ServerConfig | None = None
+        self.approval_box: QMessageBox | None = None
+        self.tools: list[ToolInfo] = []
+
+        title = text_label("Tools", "PageTitle", self)
+        subtitle = text_label(
+            "MCP servers give models tools: read files, search, query a database, call an API. "
+            "Nothing runs without your permission: each call is asked about in the chat unless "
+            "you chose to always allow that tool.",
+            "FieldHelp",
+            self,
+            wrap=True,
+        )
+        self.server_list = QListWidget(self)
+        self.server_list.setObjectName("ToolServers")
+        self.server_list.setMaximumHeight(130)
+        self.server_list.currentRowChanged.connect(self._on_server_selected)
+        self.add_button = self._button("Add server", self.new_server)
+        self.import_button = self._button("Import…", self._on_import_clicked)
+        self.remove_button = self._button("Remove", self.remove_server)
+        list_buttons = QHBoxLayout()
+        for b in (self.add_button, self.import_button, self.remove_button):
+            list_buttons.addWidget(b)
+        list_buttons.addStretch(1)
+
+        self.name = QLineEdit(self)
+        self.name.setPlaceholderText("time")
+        self.command = QLineEdit(self)
+        self.command.setPlaceholderText("uvx mcp-server-time   (or leave empty and give a URL)")
+        self.env = QPlainTextEdit(self)
+        self.env.setPlaceholderText("NAME=value, one a line")
+        self.env.setFixedHeight(54)
+        self.cwd = QLineEdit(self)
+        self.url = QLineEdit(self)
+        self.url.setPlaceholderText("https://example.com/mcp   (a Streamable HTTP server)")
+        self.headers = QPlainTextEdit(self)
+        self.headers.setPlaceholderText("Name: value, one a line")
+        self.headers.setFixedHeight(54)
+        self.enabled = QCheckBox("Models may use this server", self)
+        self.enabled.setChecked(True)
+        form = QFormLayout()
+        form.addRow("Name", self.name)
+        form.addRow("Command", self.command)
+        form.addRow("Environment", self.env)
+        form.addRow("Folder", self.cwd)
+        form.addRow("URL", self.url)
+        form.addRow("Headers", self.headers)
+        form.addRow("", self.enabled)
+
+        self.save_button = self._button("Save", self.save, primary=True)
+        self.test_button = self._button("Test", self.request_test)
+        self.log_button = self._button("Show log", self.show_log)
+        actions = QHBoxLayout()
+        for b in (self.save_button, self.test_button, self.log_button):
+            actions.addWidget(b)
+        actions.addStretch(1)
+        self.status = text_label("", "TestResult", self, wrap=True)
+        self.status.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.tool_tree = QTreeWidget(self)
+        self.tool_tree.setObjectName("ToolList")
+        self.tool_tree.setHeaderLabels(["Tool", "What it does"])
+        self.tool_tree.setMinimumHeight(140)
+        self.tool_tree.itemChanged.connect(self._on_tool_item_changed)
+        self.log_view = QPlainTextEdit(self)
+        self.log_view.setReadOnly(True)
+        self.log_view.setObjectName("ToolLog")
+        self.log_view.hide()
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(28, 22, 28, 22)
+        layout.setSpacing(10)
+        layout.addWidget(title)
+        layout.addWidget(subtitle)
+        layout.addWidget(self.server_list)
+        layout.addLayout(list_buttons)
+        layout.addLayout(form)
+        layout.addLayout(actions)
+        layout.addWidget(self.status)
+        layout.addWidget(self.tool_tree, 1)
+        layout.addWidget(self.log_view)
+        self.reload()
+
+    def _button(self, text: str, slot: Any, primary: bool = False) -> QPushButton:
+        button = QPushButton(text, self)
+        button.setObjectName("PrimaryButton" if primary else "SecondaryButton")
+        button.clicked.connect(slot)
+        return button
+
+    def shutdown(self) -> None:
+        """Stop the servers a Test started (only when the page owns its manager)."""
+        if self._own_manager:
+            self.manager.shutdown()
+
+    # -- the list ----------------------------------------------------------------------------
+
+    def reload(self, select: str | None = None) -> None:
+        try:
+            self.servers = self.config.list()
+        except ValueError as e:
+            self.show_status("error", str(e))
+            self.servers = []
+        self.server_list.blockSignals(True)
+        self.server_list.clear()
+        for server in self.servers:
+            state = "" if server.enabled else " (off)"
+            item = QListWidgetItem(f"{server.name}{state} — {server.target}", self.server_list)
+            item.setData(Qt.ItemDataRole.UserRole, server.name)
+        self.server_list.blockSignals(False)
+        names = [s.name for s in self.servers]
+        if select in names:
+            self.server_list.setCurrentRow(names.index(select))
+        elif names and self.current is None:
+            self.server_list.setCurrentRow(0)
+        elif not names:
+            self.new_server()
+        self.remove_button.setEnabled(bool(names))
+
+    @Slot(int)
+    def _on_server_selected(self, row: int) -> None:
+        if 0 <= row < len(self.servers):
+            self.show_server(self.servers[row])
+
+    def show_server(self, server: ServerConfig | None) -> None:
+        self.current = server
+        self.name.setText(server.name if server else "")
+        self.name.setReadOnly(server is not None)
+        self.command.setText(server.command_line if server else "")
+        self.env.setPlainText(_lines(server.env, "=") if server else "")
+        self.cwd.setText(server.cwd or "" if server else "")
+        self.url.setText(server.url or "" if server else "")
+        self.headers.setPlainText(_lines(server.headers, ": ") if server else "")
+        self.enabled.setChecked(server.enabled if server else True)
+        self.test_button.setEnabled(server is not None)
+        self.log_button.setEnabled(server is not None)
+        self.tool_tree.clear()
+        self.log_view.hide()
+        self.status.setText("")
+
+    @Slot()
+    def new_server(self) -> None:
+        self.server_list.clearSelection()
+        self.show_server(None)
+        self.name.setFocus()
+
+    def values(self) -> ServerConfig:
+        """The edited server (raises ValueError saying what to fix)."""
+        old = self.current
+        words = shlex.split(self.command.text().strip()) if self.command.text().strip() else []
+        url = self.url.text().strip() or None
+        return ServerConfig(
+            self.name.text().strip(),
+            command=words[0] if words else None,
+            args=tuple(words[1:]),
+            env=_parse_lines(self.env.toPlainText(), "=", "Environment"),
+            cwd=self.cwd.text().strip() or None,
+            url=url,
+            headers=_parse_lines(self.headers.toPlainText(), ":", "Headers"),
+            enabled=self.enabled.isChecked(),
+            disabled_tools=old.disabled_tools if old else frozenset(),
+            always_allow=old.always_allow if old else frozenset(),
+            approved_command=old.approved_command if old else None,
+            extra=old.extra if old else {},
+        )
+
+    @Slot()
+    def save(self) -> None:
+        try:
+            server = self.values()
+        except ValueError as e:
+            self.show_status("error", str(e))
+            return
+        replace = self.current is not None
+        config = self.config
+        self.save_button.setEnabled(False)
+        run_in_background(lambda: config.add(server, replace=replace), self._on_saved, self)
+
+    def _on_saved(self, result: Any, error: BaseException | None) -> None:
+        self.save_button.setEnabled(True)
+        if error is not None:
+            self.show_status("error", str(error))
+            return
+        assert isinstance(result, ServerConfig)
+        self.manager.stop(result.name)  # the next use starts it as it is now
+        self.current = result
+        self.reload(select=result.name)
+        self.show_status("ok", f"Saved {result.name}.")
+        self.tools_changed.emit()
+
+    @Slot()
+    def remove_server(self) -> None:
+        server = self.current
+        if server is None:
+            return
+        self.manager.stop(server.name)
+        try:
+            self.config.remove(server.name)
+        except ValueError as e:
+            self.show_status("error", str(e))
+            return
+        self.current = None
+        self.reload()
+        self.tools_changed.emit()
+
+    @Slot()
+    def _on_import_clicked(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(
+            self, "Import MCP servers", str(Path.home()), "JSON (*.json)"
+        )
+        if path:
+            self.import_file(Path(path))
+
+    def import_file(self, path: Path) -> None:
+        try:
+            added = self.config.import_file(path)
+        except ValueError as e:
+            self.show_status("error", str(e))
+            return
+        self.reload(select=added[0] if added else None)
+        count = len(added)
+        self.show_status(
+            "ok",
+            f"Imported {count} server{'s' if count != 1 else ''}"
+            + (f": {', '.join(added)}." if added else " (every name was here already)."),
+        )
+        self.tools_changed.emit()
+
+    # -- testing -----------------------------------------------------------------------------
+
+    @Slot()
+    def request_test(self) -> None:
+        """Test the selected server; a command line never run before is shown first."""
+        server = self.current
+        if server is None:
+            return
+        if not server.needs_approval:
+            self._test(server)
+            return
+        box = QMessageBox(
+            QMessageBox.Icon.Warning,
+            "Run this command?",
+            f"{server.name} starts a program on this computer:",
+            QMessageBox.StandardButton.Cancel,
+            self,
+        )
+        where = f"\n\nin {server.cwd}" if server.cwd else ""
+        box.setInformativeText(f"{server.command_line}{where}\n\nRun it only if you trust it.")
+        box.setObjectName("ToolCommandApproval")
+        run = box.addButton("Run", QMessageBox.ButtonRole.AcceptRole)
+        run.clicked.connect(self._on_command_approved)
+        box.setDefaultButton(QMessageBox.StandardButton.Cancel)
+        self.approval_box = box
+        box.open()
+
+    @Slot()
+    def _on_command_approved(self) -> None:
+        self.approval_box = None
+        if self.current is None:
+            return
+        server = self.config.approve_command(self.current.name)
+        self.current = server
+        self._test(server)
+
+    def _test(self, server: ServerConfig) -> None:
+        self.show_status("busy", f"Connecting to {server.name}…")
+        self.test_button.setEnabled(False)
+        manager, name = self.manager, server.name
+
+        def probe() -> list[ToolInfo]:
+            manager.stop(name)  # test what is saved now, not an older connection
+            return manager.list_tools(name)
+
+        run_in_background(probe, self._on_tested, self, lane="network")
+
+    def _on_tested(self, result: Any, error: BaseException | None) -> None:
+        self.test_button.setEnabled(True)
+        if error is not None:
+            self.show_status("error", str(error))
+            return
+        self.tools = list(result)
+        self.show_tools()
+        count = len(self.tools)
+        self.show_status("ok", f"Connected: {count} tool{'s' if count != 1 else ''}.")
+
+    def show_tools(self) -> None:
+        server = self.current
+        self.tool_tree.blockSignals(True)
+        self.tool_tree.clear()
+        for tool in self.tools:
+            item = QTreeWidgetItem(self.tool_tree, [tool.name, tool.description.strip()])
+            item.setData(0, Qt.ItemDataRole.UserRole, tool.name)
+            item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
+            on = server is None or server.tool_enabled(tool.name)
+            item.setCheckState(0, Qt.CheckState.Checked if on else Qt.CheckState.Unchecked)
+            item.setToolTip(1, tool.description)
+            schema = json.dumps(tool.input_schema, ensure_ascii=False, indent=2)
+            child = QTreeWidgetItem(item, ["input", schema])
+            child.setFlags(Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable)
+        self.tool_tree.resizeColumnToContents(0)
+        self.tool_tree.blockSignals(False)
+
+    @Slot(QTreeWidgetItem, int)
+    def _on_tool_item_changed(self, item: QTreeWidgetItem, _column: int) -> None:
+        tool = item.data(0, Qt.ItemDataRole.UserRole)
+        if self.current is None or not tool:
+            return
+        on = item.checkState(0) == Qt.CheckState.Checked
+        self.current = self.config.set_tool_enabled(self.current.name, str(tool), on)
+        self.tools_changed.emit()
+
+    @Slot()
+    def show_log(self) -> None:
+        if self.current is None:
+            return
+        path = self.manager.log_path(self.current.name)
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")[-LOG_TAIL_CHARS:]
+        except FileNotFoundError:
+            text = f"No log yet: {self.current.name} has not run. (It will be {path}.)"
+        self.log_view.setPlainText(text)
+        self.log_view.show()
+
+    def show_status(self, kind: str, text: str) -> None:
+        from app.ui import theme
+
+        self.status.setText(text)
+        theme.set_style_property(self.status, "kind", kind)

@@ -1,0 +1,109 @@
+"""Settings → Tools: add, import, test (with the command line shown first), switch tools off,
+the log; against the real mcp-server-time."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QApplication, QMessageBox, QTreeWidgetItem
+from pytestqt.qtbot import QtBot
+
+from app.config import Settings
+from app.tools.config import SECRET_MARK, McpConfig
+from app.ui.settings.settings_dialog import SettingsDialog
+from app.ui.settings.tools_page import ToolsPage
+
+TIME = f"{sys.executable} -m mcp_server_time"
+
+
+@pytest.fixture
+def page(qtbot: QtBot, ember_app: QApplication, ember_home: Path) -> Iterator[ToolsPage]:
+    dialog = SettingsDialog(Settings(), None)
+    qtbot.addWidget(dialog)
+    dialog.show_page("Tools")
+    yield dialog.tools_page
+    dialog.done(0)  # stops what a Test started
+
+
+def test_the_tools_page_is_in_settings(page: ToolsPage) -> None:
+    dialog = page.window()
+    assert isinstance(dialog, SettingsDialog)
+    assert dialog.nav.currentItem().text() == "Tools"
+    assert page.isVisibleTo(dialog)
+
+
+def test_add_a_server_test_it_and_switch_a_tool_off(qtbot: QtBot, page: ToolsPage) -> None:
+    page.name.setText("time")
+    page.command.setText(TIME)
+    page.env.setPlainText("TIME_API_KEY=abc123\nLOG=1")
+    with qtbot.waitSignal(page.tools_changed):
+        page.save()
+    saved = McpConfig().get("time")
+    assert saved.command_line == TIME
+    assert saved.env == {"TIME_API_KEY": SECRET_MARK, "LOG": "1"}  # the key is in the keyring
+    assert page.env.toPlainText() == f"TIME_API_KEY={SECRET_MARK}\nLOG=1"
+    # Never run: Test shows the exact command line first, and runs only after "Run".
+    page.request_test()
+    box = page.approval_box
+    assert box is not None and TIME in box.informativeText()
+    assert page.tool_tree.topLevelItemCount() == 0
+    run = next(b for b in box.buttons() if b.text() == "Run")
+    run.click()
+    qtbot.waitUntil(lambda: page.tool_tree.topLevelItemCount() == 2, timeout=60_000)
+    assert not McpConfig().get("time").needs_approval
+    assert page.status.text() == "Connected: 2 tools."
+    items: dict[str, QTreeWidgetItem] = {}
+    for i in range(page.tool_tree.topLevelItemCount()):
+        item = page.tool_tree.topLevelItem(i)
+        assert item is not None
+        items[item.text(0)] = item
+    current = items["get_current_time"]
+    assert "Get current time" in current.text(1)
+    schema = current.child(0)
+    assert schema is not None and '"timezone"' in schema.text(1)  # its input schema
+    with qtbot.waitSignal(page.tools_changed):
+        items["convert_time"].setCheckState(0, Qt.CheckState.Unchecked)
+    assert McpConfig().get("time").disabled_tools == {"convert_time"}
+    page.show_log()
+    assert (
+        "starting" in page.log_view.toPlainText()
+        and "mcp_server_time" in page.log_view.toPlainText()
+    )
+
+
+def test_cancel_on_the_command_line_runs_nothing(qtbot: QtBot, page: ToolsPage) -> None:
+    page.name.setText("time")
+    page.command.setText(TIME)
+    with qtbot.waitSignal(page.tools_changed):
+        page.save()
+    page.request_test()
+    box = page.approval_box
+    assert box is not None
+    box.button(QMessageBox.StandardButton.Cancel).click()
+    assert McpConfig().get("time").needs_approval
+    assert not page.manager.log_path("time").exists()  # it never started
+
+
+def test_import_a_claude_desktop_file(page: ToolsPage, tmp_path: Path) -> None:
+    source = tmp_path / "claude_desktop_config.json"
+    servers = {"time": {"command": sys.executable, "args": ["-m", "mcp_server_time"]}}
+    source.write_text(json.dumps({"mcpServers": servers}))
+    page.import_file(source)
+    assert page.status.text() == "Imported 1 server: time."
+    assert page.server_list.count() == 1
+    assert page.command.text() == TIME
+
+
+def test_a_bad_entry_says_what_to_fix(page: ToolsPage) -> None:
+    page.name.setText("x")
+    page.save()
+    assert "give either a command (stdio) or a url (HTTP)" in page.status.text()
+    page.command.setText("run")
+    page.env.setPlainText("no equals sign")
+    page.save()
+    assert "Environment: write one NAME=value a line, not 'no equals sign'" in page.status.text()
