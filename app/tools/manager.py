@@ -204,7 +204,7 @@ class ServerConnection:
                     await self._broken.wait()
             except Exception as e:  # the server did not start or broke: tell waiters why
                 self.last_error = self._describe(e, self.connect_timeout)
-                log.warning("MCP server %s: %s", self.config.name, self.last_error)
+                log.info("MCP server %s: %s", self.config.name, self.last_error)
             if not attempt.up.done():
                 attempt.up.set_exception(ServerStartError(self._start_failed()))
                 failures += 1
