@@ -24,6 +24,7 @@ from datetime import datetime
 from typing import Any, cast
 
 from app.chats.models import ROLES, STATUSES, Conversation, Message, Role, Status
+from app.chats.tool_messages import markdown_lines
 
 EXPORT_FORMAT = "ember.conversation"
 EXPORT_VERSION = 1
@@ -70,8 +71,15 @@ def to_markdown(conversation: Conversation, branch: Sequence[Message]) -> str:
         lines += ["## System prompt", "", close_open_fence(conversation.system_prompt.strip()), ""]
     for message in branch:
         lines += [f"## {_ROLE_HEADINGS[message.role]}", ""]
+        calls_and_results = markdown_lines(message)
+        if message.role == "tool":
+            lines += calls_and_results
+            fence = "`" * max([3, *(len(run) + 1 for run in re.findall(r"`+", message.content))])
+            lines += [fence, message.content.strip(), fence, ""]
+            continue
         if message.content:
             lines += [close_open_fence(message.content.strip()), ""]
+        lines += calls_and_results
         if message.status == "stopped":
             lines += ["*(stopped before the end)*", ""]
         elif message.status == "error":
