@@ -4,7 +4,9 @@ server whose library is EMBER_HOME's, pulling from the local stand-in for the Hu
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import httpx
@@ -23,6 +25,7 @@ from tests.helpers.hub_server import FakeHub, FakeRepo, fake_hub_env
 
 REPO = "someone/Tiny-GGUF"
 NAME = f"hf.co/{REPO}:Q4_K_M"
+MB = 1024 * 1024
 
 
 @dataclass
@@ -30,6 +33,7 @@ class Server:
     root: str
     gateway: Gateway
     hub: FakeHub
+    runner: ServerRunner
 
 
 @pytest.fixture
@@ -52,7 +56,7 @@ def server(
         runner.start()
         try:
             assert runner.base_url is not None
-            yield Server(runner.base_url.removesuffix("/v1"), gateway, hub)
+            yield Server(runner.base_url.removesuffix("/v1"), gateway, hub, runner)
         finally:
             runner.stop()
             worker.shutdown()
@@ -135,3 +139,39 @@ def test_pull_without_streaming_and_a_failed_download(server: Server) -> None:
         assert "sha256 does not match" in failed.json()["error"]
         done = http.post("/api/pull", json={"model": NAME, "stream": False})
         assert done.status_code == 200 and done.json() == {"status": "success"}
+
+
+def test_a_pull_the_client_leaves_is_paused_and_the_next_one_resumes(
+    server: Server, c: ollama.Client
+) -> None:
+    data = gguf_bytes(quant="Q6_K", name="Big") + bytes(2 * MB)
+    server.hub.add(FakeRepo("someone/Big-GGUF", {"Big-Q6_K.gguf": data}))
+    server.hub.throttle_bps = MB
+    big = "hf.co/someone/Big-GGUF:Q6_K"
+    with (
+        httpx.Client(base_url=server.root, timeout=60) as http,
+        http.stream("POST", "/api/pull", json={"model": big}) as answer,
+    ):
+        for raw in answer.iter_lines():
+            if json.loads(raw).get("completed", 0) > 100_000:
+                break  # the client goes away mid-download
+    # the first pull's answer is over (logged) once its downloader stopped
+    wait_until(lambda: any(r.path == "/api/pull" for r in server.runner.request_log.records()))
+    (first,) = server.runner.request_log.records()
+    assert first.error and "pull the model again to resume" in first.error
+    partial = next(paths().downloads_dir.rglob("*.part")).stat().st_size
+    assert 0 < partial < len(data)
+    server.hub.throttle_bps = None
+    assert c.pull(big).status == "success"
+    gets = server.hub.log(path_contains="/cdn/", method="GET")
+    assert len(gets) == 2 and gets[1].headers["range"] == f"bytes={partial}-"
+    assert gets[1].status == 206
+    (model,) = paths().models_dir.rglob("Big-Q6_K.gguf")
+    assert model.read_bytes() == data
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "the condition never came true"
+        time.sleep(0.05)

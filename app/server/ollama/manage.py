@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -107,8 +107,9 @@ async def pull(request: Request) -> Response:
     pulling = _Pull(gateway_of(request), repo_id, model_file)
     if body.stream is False:
         final: dict[str, Any] = {}
-        async for obj in pulling.run():
-            final = obj
+        async with contextlib.aclosing(pulling.run()) as objs:
+            async for obj in objs:
+                final = obj
         if "error" in final:
             note.error = final["error"]
             return JSONResponse(final, status_code=500)
@@ -117,10 +118,11 @@ async def pull(request: Request) -> Response:
 
 
 async def _lines(pulling: _Pull, note: Any) -> AsyncIterator[bytes]:
-    async for obj in pulling.run():
-        if "error" in obj:
-            note.error = obj["error"]
-        yield line(obj)
+    async with contextlib.aclosing(pulling.run()) as objs:  # its manager shuts down with us
+        async for obj in objs:
+            if "error" in obj:
+                note.error = obj["error"]
+            yield line(obj)
 
 
 class _Pull:
@@ -135,10 +137,11 @@ class _Pull:
         self.finished = False
 
     def stop(self) -> None:
-        """The client went away: pause (the download resumes on the next pull)."""
+        """The client went away (on the event loop): pause, so the next pull resumes."""
         if self.manager is not None and self.download_id is not None and not self.finished:
             with contextlib.suppress(Exception):
                 self.manager.pause(self.download_id)
+        self.events.put_nowait(None)  # the answer ends
 
     def _on_event(self, event: Any) -> None:
         d = event.download
@@ -146,7 +149,7 @@ class _Pull:
             with contextlib.suppress(RuntimeError):
                 self.loop.call_soon_threadsafe(self.events.put_nowait, d)
 
-    async def run(self) -> AsyncIterator[dict[str, Any]]:
+    async def run(self) -> AsyncGenerator[dict[str, Any], None]:
         from app.library.downloads import DownloadManager, DownloadState
 
         yield {"status": "pulling manifest"}
@@ -175,12 +178,15 @@ class _Pull:
         finally:
             await asyncio.to_thread(manager.shutdown)
 
-    async def _progress(self, states: Any) -> AsyncIterator[dict[str, Any]]:
+    async def _progress(self, states: Any) -> AsyncGenerator[dict[str, Any], None]:
         sha = self.model_file.parts[0].sha256 or ""
         digest = f"sha256:{sha}"
         verifying = False
         while True:
             d = await self.events.get()
+            if d is None:
+                yield {"error": "The pull was stopped; pull the model again to resume it."}
+                return
             if d.state == states.COMPLETED:
                 if not verifying:
                     yield {"status": "verifying sha256 digest"}
