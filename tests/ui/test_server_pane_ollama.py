@@ -4,6 +4,7 @@ engine worker and the real Gemma model), and the optional Ollama port."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -15,6 +16,7 @@ from pytestqt.qtbot import QtBot
 
 from app.ui.main_window import MainWindow
 from app.ui.nav_rail import SERVER
+from app.ui.server.request_log_view import pretty_body
 from tests.helpers.net import free_port
 from tests.server.test_ollama_port import fake_ollama
 from tests.ui.test_server_pane import nothing_listens, start, wait_state
@@ -104,3 +106,24 @@ def test_a_taken_ollama_port_is_said_and_the_main_port_serves(
         )
     assert window.server.state == "running"
     assert "--ollama-port" not in page.ollama_label.text()
+
+
+def test_a_streamed_ollama_answer_reads_as_its_text_in_the_log() -> None:
+    lines = [
+        {"model": "m", "message": {"role": "assistant", "content": "Hel"}, "done": False},
+        {"model": "m", "message": {"role": "assistant", "content": "lo"}, "done": False},
+        {
+            "model": "m",
+            "message": {"role": "assistant", "content": ""},
+            "done": True,
+            "done_reason": "stop",
+        },
+    ]
+    stream = "\n".join(json.dumps(line) for line in lines) + "\n"
+    shown = pretty_body(stream)
+    assert shown.startswith("Streamed answer (done reason: stop):\n\nHello\n")
+    assert stream.strip() in shown  # the lines as they came, after the text
+    generated = '{"response": "a", "done": false}\n{"response": "b", "done": false}\n{"trunc'
+    assert pretty_body(generated).startswith("Streamed answer (done reason: none):\n\nab")
+    truncated_request = '{"model": "m", "messages": [{"role": "user", "content": "aaaa'
+    assert pretty_body(truncated_request) == truncated_request  # not a stream: as it came

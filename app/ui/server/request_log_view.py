@@ -1,5 +1,5 @@
 """The request log panel: a live table of API requests and, below it, the selected request's
-bodies (pretty-printed JSON, or the raw event stream of a streamed answer).
+bodies (pretty-printed JSON, or the raw event stream or NDJSON lines of a streamed answer).
 
 Signals: ``clear_requested()`` (the Clear button; the owner clears the server's log too).
 """
@@ -51,7 +51,35 @@ def pretty_body(body: str) -> str:
         answer, finish = assemble_stream(text)
         summary = f"Streamed answer (finish reason: {finish or 'none'}):\n\n{answer}"
         return f"{summary}\n\n──── events ────\n\n{body}"
+    if text.startswith("{") and (assembled := assemble_ndjson(text)) is not None:
+        answer, finish = assembled
+        summary = f"Streamed answer (done reason: {finish or 'none'}):\n\n{answer}"
+        return f"{summary}\n\n──── lines ────\n\n{body}"
     return body
+
+
+def assemble_ndjson(stream: str) -> tuple[str, str | None] | None:
+    """The text of an Ollama API stream (one JSON object a line: chat ``message`` s, generate
+    ``response`` s), and its done reason; None if it is not one (a truncated JSON body).
+    Unparseable lines (a truncated middle) are skipped."""
+    parts: list[str] = []
+    finish: str | None = None
+    found = False
+    for line in stream.splitlines():
+        try:
+            chunk = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(chunk, dict) or not {"done", "status", "error"} & chunk.keys():
+            continue
+        found = True
+        message = chunk.get("message")
+        piece = message.get("content") if isinstance(message, dict) else chunk.get("response")
+        if isinstance(piece, str):
+            parts.append(piece)
+        reason = chunk.get("done_reason") or chunk.get("error")
+        finish = reason if isinstance(reason, str) else finish
+    return ("".join(parts), finish) if found else None
 
 
 def assemble_stream(stream: str) -> tuple[str, str | None]:
