@@ -20,8 +20,8 @@ from app.ui import theme
 from app.ui.chat.chat_view import ChatView
 from app.ui.chat.code_block import CodeBlock
 from app.ui.chat.markdown import CodeSegment, MarkdownRenderer
-from app.ui.chat.message_body import RichTextLabel
-from app.ui.chat.message_widget import MessageWidget
+from app.ui.chat.message_body import MarkdownBody, RichTextLabel
+from app.ui.chat.message_widget import STREAM_SLICE, MessageWidget
 from tests.ui.parallel_fake import ANSWER
 
 CHUNK = 60  # characters per update: ~15 tokens, as 450 tok/s arrive 30 times a second
@@ -152,3 +152,34 @@ def test_a_growing_answer_leaves_the_messages_above_it_alone(view: ChatView) -> 
     _stream(view, message, TEXT)
     assert view.widget_for(message.id) is not None
     assert resizes.count == 0
+
+
+def test_a_burst_is_rendered_one_slice_per_event_loop_turn(
+    view: ChatView, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Text that arrives in the turn a slice was rendered in waits for the next turn: a turn
+    that rendered two slices (or a slice and a new update) held the window twice as long."""
+    rendered: list[int] = []
+    real = MarkdownBody.append
+
+    def append(body: MarkdownBody, chunk: str) -> None:
+        rendered.append(len(chunk))
+        real(body, chunk)
+
+    monkeypatch.setattr(MarkdownBody, "append", append)
+    message, widget = _start_answer(view)
+    widget.append_stream(TEXT[: STREAM_SLICE * 3])
+    assert rendered == []  # not in the turn the text came in
+    turns = 0
+    while sum(rendered) < STREAM_SLICE * 3 + 60 and turns < 100:
+        before = len(rendered)
+        QApplication.processEvents()
+        assert len(rendered) - before <= 1
+        turns += 1
+        if turns == 2:
+            count = len(rendered)
+            widget.append_stream(TEXT[STREAM_SLICE * 3 : STREAM_SLICE * 3 + 60])
+            assert len(rendered) == count  # it waits for a turn of its own
+    assert widget.plain_text == TEXT[: STREAM_SLICE * 3 + 60]
+    assert max(rendered) == STREAM_SLICE and len(rendered) >= 4
+    assert view.widget_for(message.id) is widget

@@ -28,7 +28,7 @@ from app.ui.chat.markdown import MarkdownRenderer
 from app.ui.chat.message_body import MarkdownBody
 
 ACTIONS = ("copy", "edit", "regenerate", "delete", "previous", "next")
-STREAM_SLICE = 1200  # characters of a streamed burst rendered per event-loop turn
+STREAM_SLICE = 600  # characters of a streamed burst rendered per event-loop turn
 MIN_HINT_WIDTH = 60  # narrower: not laid out yet (see sizeHint)
 
 
@@ -292,13 +292,15 @@ class MessageWidget(QFrame):
         self.invalidate_height()
 
     def append_stream(self, text: str) -> None:
-        """Show more streamed text. A burst is rendered in slices of STREAM_SLICE characters,
-        one per event-loop turn, so no single update can stall the window."""
+        """Show more streamed text, from the next event-loop turn on: a burst is rendered in
+        slices of STREAM_SLICE characters, one per turn, so no single update can stall the
+        window (rendered at once, new text arriving in the turn a slice was rendered in made
+        that turn render two)."""
         if self.body is None:
             return
         self._backlog += text
         if not self._drain_timer.isActive():
-            self._drain_backlog()
+            self._drain_timer.start()
 
     @Slot()
     def _drain_backlog(self) -> None:
