@@ -126,9 +126,10 @@ class AliasStore:
     """Alias names (``/api/copy``) -> model ids, in a JSON file written atomically.
     Thread-safe; the file is read on every call, so servers and the app share it."""
 
+    _lock = threading.Lock()  # one for every store: each call makes its own (alias_store)
+
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._lock = threading.Lock()
 
     def load(self) -> dict[str, str]:
         try:
