@@ -17,6 +17,7 @@ from pytestqt.qtbot import QtBot
 
 from app.chats.models import Message, Role, Status
 from app.ui import theme
+from app.ui.chat import code_block
 from app.ui.chat.chat_view import ChatView
 from app.ui.chat.code_block import CodeBlock
 from app.ui.chat.markdown import CodeSegment, MarkdownRenderer
@@ -183,3 +184,25 @@ def test_a_burst_is_rendered_one_slice_per_event_loop_turn(
     assert widget.plain_text == TEXT[: STREAM_SLICE * 3 + 60]
     assert max(rendered) == STREAM_SLICE and len(rendered) >= 4
     assert view.widget_for(message.id) is widget
+
+
+def test_a_new_code_block_takes_its_height_once(
+    view: ChatView, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Measured before it was laid out, a code block guessed it was narrow (a horizontal scroll
+    bar below its code), then took the bar back once it had its width: two layouts of it and
+    of the message."""
+    heights: list[int] = []
+    real = code_block._CodeScroll.setFixedHeight
+
+    def set_fixed_height(scroll: code_block._CodeScroll, height: int) -> None:
+        heights.append(height)
+        real(scroll, height)
+
+    monkeypatch.setattr(code_block._CodeScroll, "setFixedHeight", set_fixed_height)
+    message, widget = _start_answer(view)
+    _stream(view, message, "Here:\n\n```python\nprint('short')\n```\n\nDone.")
+    assert widget.body is not None
+    (block,) = widget.body.code_blocks
+    assert not block.code_scroll.horizontalScrollBar().isVisible()  # the code fits
+    assert heights == [block.code_scroll.height()]

@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.ui import icons, theme
-from app.ui.chat.height_cache import CachedLabel, invalidate_ancestors
+from app.ui.chat.height_cache import CachedLabel, invalidate_ancestors, laid_out_width
 from app.ui.chat.markdown import CodeSegment, code_html
 
 _LANGUAGE_NAMES = {
@@ -62,7 +62,11 @@ class _CodeScroll(QScrollArea):
     def fit(self) -> None:
         self._label.adjustSize()
         height = self._label.height()
-        if self._label.width() > self.viewport().width() or self.width() < 10:
+        # Not laid out yet: it will be as wide as the column it is in (guessing from its
+        # default width counted a scroll bar, then took it back: one more layout per block).
+        laid_out = self.testAttribute(Qt.WidgetAttribute.WA_Resized)
+        width = self.viewport().width() if laid_out else laid_out_width(self)
+        if self._label.width() > width:
             height += self.horizontalScrollBar().sizeHint().height()
         if self.height() != height:
             self.setFixedHeight(height)
