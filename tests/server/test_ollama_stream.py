@@ -108,3 +108,19 @@ def test_tool_calls_reach_the_client_with_object_arguments(
         assert call.function.arguments == {"city": "Oslo", "days": 2}
         assert not message.content  # the call is not also text
     assert whole.done_reason == "stop" and parts[-1].done
+
+
+def test_null_fields_are_read_as_ollama_reads_them(slow: tuple[str, Gateway]) -> None:
+    """Ollama (Go) reads a null string as empty: clients that send null are answered."""
+    root, _gateway = slow
+    body = {
+        "model": "scripted",
+        "messages": [{"role": "system", "content": None}, {"role": "user", "content": "Hi"}],
+        "options": {"num_predict": 2, "stop": None, "temperature": None},
+        "format": None,
+        "keep_alive": None,
+        "stream": False,
+    }
+    answer = httpx.post(f"{root}/api/chat", json=body, timeout=30)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["message"]["content"] == "word word "

@@ -131,7 +131,7 @@ def chat_body(body: ChatBody) -> openai.ChatCompletionRequest:
     messages: list[dict[str, Any]] = []
     for i, m in enumerate(body.messages or []):
         check_images(m.images, body.model)
-        msg: dict[str, Any] = {"role": m.role, "content": m.content}
+        msg: dict[str, Any] = {"role": m.role, "content": m.content or ""}
         if m.role == "tool" and m.tool_name:
             msg["name"] = m.tool_name
         if m.tool_calls:

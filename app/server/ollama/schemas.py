@@ -54,7 +54,7 @@ class ToolCall(_Body):
 
 class Message(_Body):
     role: Literal["system", "user", "assistant", "tool"]
-    content: str = ""
+    content: str | None = ""  # null as Go reads it: ""
     images: list[str] | None = None
     tool_calls: list[ToolCall] | None = None
     tool_name: str | None = None
