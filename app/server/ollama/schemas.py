@@ -36,7 +36,7 @@ class Options(_Body):
     repeat_last_n: int | None = None
     presence_penalty: float | None = None
     frequency_penalty: float | None = None
-    seed: int | None = Field(default=None, ge=-(2**63), le=2**32 - 1)
+    seed: int | None = Field(default=None, ge=-(2**63), le=2**63 - 1)  # Go's int64
     stop: list[str] | None = None
     mirostat: int | None = None
     mirostat_tau: float | None = None
