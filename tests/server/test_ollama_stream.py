@@ -111,12 +111,13 @@ def test_tool_calls_reach_the_client_with_object_arguments(
 
 
 def test_null_fields_are_read_as_ollama_reads_them(slow: tuple[str, Gateway]) -> None:
-    """Ollama (Go) reads a null string as empty: clients that send null are answered."""
+    """Ollama (Go) reads a null string as empty, and a seed as any int64: clients that send
+    those are answered."""
     root, _gateway = slow
     body = {
         "model": "scripted",
         "messages": [{"role": "system", "content": None}, {"role": "user", "content": "Hi"}],
-        "options": {"num_predict": 2, "stop": None, "temperature": None},
+        "options": {"num_predict": 2, "stop": None, "temperature": None, "seed": 2**40},
         "format": None,
         "keep_alive": None,
         "stream": False,
