@@ -19,7 +19,6 @@ import ctypes
 import ctypes.util
 import logging
 import os
-import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -30,6 +29,7 @@ import numpy as np
 import psutil
 
 from app.engine import gguf, sizing
+from app.engine.callbacks import AbortFlag, StopAtHiddenStates
 from app.engine.load_settings import kv_cache_type_id
 from app.engine.sampling import Sampler, VocabIndex
 from app.engine.templates import ChatTemplate, RenderedPrompt
@@ -101,51 +101,6 @@ def default_threads() -> int:
     """One thread per physical core: llama-cpp-python's own default (half the logical CPUs)
     halves decode speed on small machines, and hyper-threads do not help matrix math."""
     return max(1, psutil.cpu_count(logical=False) or os.cpu_count() or 1)
-
-
-# ---- cancellation without the GIL -----------------------------------------------------------
-
-
-class AbortFlag:
-    """llama.cpp polls its abort callback between graph nodes, hundreds of times per decode,
-    from its own compute threads. A Python callback would take the GIL each time and stall
-    decoding whenever another thread runs Python. So the callback is C's ``strlen`` over a
-    two-byte buffer: it returns 0 while the flag byte is NUL and 1 once it is set — no Python
-    and no GIL in the hot path. Falls back to a Python callback where no C library is found.
-    """
-
-    def __init__(self) -> None:
-        llama_cpp = _llama_cpp()
-        self._buf = ctypes.create_string_buffer(2)
-        self._py_flag = threading.Event()
-        strlen = _find_strlen()
-        if strlen is not None:
-            self.callback = llama_cpp.ggml_abort_callback(strlen)
-        else:  # pragma: no cover - every supported platform has a C library
-            self.callback = llama_cpp.ggml_abort_callback(lambda _data: self._py_flag.is_set())
-        self.data = ctypes.cast(self._buf, ctypes.c_void_p)
-
-    def set(self) -> None:
-        self._buf[0] = b"\x01"
-        self._py_flag.set()
-
-    def clear(self) -> None:
-        self._buf[0] = b"\x00"
-        self._py_flag.clear()
-
-    def is_set(self) -> bool:
-        return self._buf[0] != b"\x00"
-
-
-def _find_strlen() -> int | None:
-    try:
-        if sys.platform == "win32":
-            libc = ctypes.CDLL("msvcrt")
-        else:
-            libc = ctypes.CDLL(ctypes.util.find_library("c") or None)
-        return ctypes.cast(libc.strlen, ctypes.c_void_p).value
-    except (OSError, AttributeError):
-        return None
 
 
 # ---- loading --------------------------------------------------------------------------------
@@ -259,6 +214,7 @@ class LlamaCppModel:
         self.params = params
         self.model_id = model_id or self.path
         self.n_parallel = max(1, params.n_parallel)
+        self.cache_ram = max(0, params.cache_ram_mb) * 1024 * 1024
         self.n_seq = self.n_parallel + CACHED_SEQUENCES
         self.n_batch = max(1, min(params.n_batch, self.n_ctx))
         self.abort = AbortFlag()
@@ -488,6 +444,25 @@ class LlamaCppModel:
     def seq_pos_max(self, seq: int) -> int:
         return int(self._native.llama_memory_seq_pos_max(self.memory, seq))
 
+    def seq_save(self, seq: int) -> bytes:
+        """The KV cache of ``seq`` as bytes (for the prefix cache's RAM tier)."""
+        native = self._native
+        size = int(native.llama_state_seq_get_size(self._ctx, seq))
+        if size <= 0:
+            return b""
+        buf = (ctypes.c_uint8 * size)()
+        written = int(native.llama_state_seq_get_data(self._ctx, buf, size, seq))
+        return ctypes.string_at(buf, written) if written > 0 else b""
+
+    def seq_restore(self, seq: int, data: bytes) -> bool:
+        """Put what :meth:`seq_save` gave back into the empty ``seq``; False when llama.cpp
+        finds no room for it (the sequence is left empty)."""
+        buf = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
+        if int(self._native.llama_state_seq_set_data(self._ctx, buf, len(data), seq)) > 0:
+            return True
+        self.seq_rm(seq)
+        return False
+
     # -- embeddings -----------------------------------------------------------------------
 
     def embed(
@@ -565,47 +540,6 @@ class LlamaCppModel:
             native.llama_set_abort_callback(ctx, self.abort.callback, self.abort.data)
             self._embed_ctx = ctx
         return self._embed_ctx
-
-
-class StopAtHiddenStates:
-    """An eval callback for the embedding context that ends each graph at the hidden states
-    embeddings are made of: the model's ``result_norm``, which llama.cpp's pooling step
-    renames ``result_embd_pooled`` (with no pooling it is the same tensor).
-
-    llama.cpp builds the vocabulary projection (``result_output``) into every graph, and an
-    embedding context makes every token an output, so without this it multiplies each token's
-    hidden state by the whole output matrix — for Gemma's 262k vocabulary a third of the
-    model's weights, and 2-3x the time of reading the input. ggml's scheduler asks the callback
-    about each node (``ask``), computes up to the one it wants, shows it, and stops the graph
-    when the callback then answers false; the logits buffer is left unwritten, which nothing
-    reads. A graph without that node is computed whole, as before (``stops`` counts the
-    graphs cut short)."""
-
-    TARGET = b"result_embd_pooled"
-
-    def __init__(self, native: Any, get_name: Any) -> None:
-        self.stops = 0
-        self._get_name = get_name
-
-        def callback(tensor: int, ask: bool, _data: int) -> bool:
-            if ask:
-                return bool(get_name(tensor) == self.TARGET)
-            self.stops += 1
-            return False  # the hidden states are computed: stop before the projection
-
-        self.callback = native.ggml_backend_sched_eval_callback(callback)
-
-    @classmethod
-    def make(cls, native: Any) -> StopAtHiddenStates | None:
-        try:
-            from llama_cpp import _ggml
-
-            get_name = _ggml.libggml.ggml_get_name
-        except (ImportError, AttributeError, OSError):  # pragma: no cover - older bindings
-            return None
-        get_name.argtypes = [ctypes.c_void_p]
-        get_name.restype = ctypes.c_char_p
-        return cls(native, get_name)
 
 
 class EmbeddingCancelledError(Exception):

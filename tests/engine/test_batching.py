@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from app.engine.llamacpp import EMBED_CHUNK, LlamaCppModel, StopAtHiddenStates
+from app.engine.callbacks import StopAtHiddenStates
+from app.engine.llamacpp import EMBED_CHUNK, LlamaCppModel
 from app.engine.types import (
     ChatRequest,
     CompletionRequest,
@@ -177,6 +178,32 @@ def test_many_mixed_jobs_leave_only_what_the_prefix_cache_keeps(
             assert isinstance(final, Failed)
         elif kind != "cancel":
             assert isinstance(final, Finished) and final.reason in ("length", "stop")
+    assert_no_leak(worker)
+
+
+def test_a_conversation_restored_from_ram_answers_as_it_did(
+    worker: EngineWorker, loaded: LoadedModel
+) -> None:
+    model = model_of(worker)
+    cache = worker._state.schedulers[model.model_id].cache
+    assert cache.ram is not None  # on by default
+    log = "the lighthouse keeper wrote in his log every night, whatever the weather. "
+    chats = [f"Chapter {i}. " + log * 6 for i in range(model.n_seq + 2)]
+    sampling = SamplingParams(temperature=0.0, max_tokens=8, logit_bias=NO_END)
+
+    def answer(prompt: str) -> Finished:
+        final = worker.submit(CompletionRequest(prompt, sampling)).wait(300)
+        assert isinstance(final, Finished), final
+        return final
+
+    first = answer(chats[0])
+    for chat in chats[1:]:  # more conversations than the context has sequences
+        answer(chat)
+    restored = cache.restored
+    again = answer(chats[0])
+    assert cache.restored == restored + 1
+    assert again.usage.cached_tokens == again.usage.prompt_tokens - 1
+    assert again.result == first.result and first.result
     assert_no_leak(worker)
 
 
