@@ -27,7 +27,7 @@ from typing import Any
 
 import platformdirs
 
-from app.engine.types import SamplingParams
+from app.engine.types import DEFAULT_CACHE_RAM_MB, SamplingParams
 
 log = logging.getLogger(__name__)
 
@@ -185,6 +185,12 @@ SETTINGS: dict[str, Setting] = _settings(
     Setting("load.cache_type", str, "f16", "KV cache type (f16, q8_0, q4_0)"),
     Setting(
         "load.parallel", int, 4, "Parallel answers: how many answers are written at the same time"
+    ),
+    Setting(
+        "load.cache_ram_mb",
+        int,
+        DEFAULT_CACHE_RAM_MB,
+        "MiB of RAM that keep conversations evicted from the context, to resume them (0: off)",
     ),
     # sampling defaults for new conversations
     Setting("sampling.preset", str, "Balanced", "Sampling preset for new conversations"),

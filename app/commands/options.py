@@ -7,7 +7,13 @@ import json
 from pathlib import Path
 from typing import get_args
 
-from app.engine.types import DEFAULT_PARALLEL, KVCacheType, LoadParams, SamplingParams
+from app.engine.types import (
+    DEFAULT_CACHE_RAM_MB,
+    DEFAULT_PARALLEL,
+    KVCacheType,
+    LoadParams,
+    SamplingParams,
+)
 
 
 def add_load_flags(p: argparse.ArgumentParser) -> None:
@@ -45,6 +51,14 @@ def add_load_flags(p: argparse.ArgumentParser) -> None:
         help=f"answers written at the same time (default: {DEFAULT_PARALLEL})",
     )
     g.add_argument(
+        "--cache-ram",
+        type=int,
+        default=DEFAULT_CACHE_RAM_MB,
+        metavar="MIB",
+        help="RAM that keeps conversations evicted from the context so they resume without "
+        f"being read again (default: {DEFAULT_CACHE_RAM_MB}; 0: off)",
+    )
+    g.add_argument(
         "--no-mmap", action="store_true", help="read the model into RAM instead of mapping it"
     )
     g.add_argument("--mlock", action="store_true", help="lock the model in RAM")
@@ -68,6 +82,7 @@ def load_params(args: argparse.Namespace) -> LoadParams:
         cache_type_k=args.kv_type,
         cache_type_v=args.kv_type,
         n_parallel=max(1, args.parallel),
+        cache_ram_mb=max(0, args.cache_ram),
     )
 
 

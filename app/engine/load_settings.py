@@ -57,4 +57,5 @@ def load_params(settings: Settings) -> LoadParams:
         cache_type_k=cache,
         cache_type_v=cache,
         n_parallel=max(1, settings.get("load.parallel")),
+        cache_ram_mb=max(0, settings.get("load.cache_ram_mb")),
     )

@@ -12,7 +12,12 @@ prompt, from any earlier or running request, not only the last one:
   the source keeps its own continuation (switching back to a branch, regenerating, an editor
   resending a file, two chats with one system prompt);
 * idle sequences are evicted least-recently-used when a sequence is needed or when the cache
-  has no room for a batch (:meth:`evict_one`).
+  has no room for a batch (:meth:`evict_one`);
+* with a RAM budget (``ram_budget`` bytes, the "cache.ram_mb" setting), an evicted sequence's
+  KV is first saved to RAM (``llama_state_seq_get_data``) in :class:`RamTier`, least recently
+  used dropped past the budget, and restored into a sequence (``llama_state_seq_set_data``)
+  when a later prompt shares more of it than any sequence in the context does: a chat left
+  long ago, when many others came between, starts from RAM instead of being read again.
 
 Pure bookkeeping over the model's ``seq_rm``/``seq_cp``; worker thread only.
 """
@@ -32,6 +37,10 @@ class SequenceMemory(Protocol):
     def seq_pos_min(self, seq: int) -> int: ...
 
     def seq_pos_max(self, seq: int) -> int: ...
+
+    def seq_save(self, seq: int) -> bytes: ...
+
+    def seq_restore(self, seq: int, data: bytes) -> bool: ...
 
 
 @dataclass(slots=True)
@@ -58,26 +67,74 @@ def common_prefix(a: list[int], b: list[int], limit: int) -> int:
     return lo
 
 
-class PrefixCache:
-    """The sequences of one context and the tokens each holds."""
+@dataclass(slots=True)
+class SavedSeq:
+    tokens: list[int]  # what the saved KV holds, from position 0
+    data: bytes  # llama_state_seq_get_data's bytes
+    lowest: int  # its lowest position (sliding-window models may have dropped earlier ones)
+    last_used: int
 
-    def __init__(self, memory: SequenceMemory, n_seq: int, n_swa: int = 0) -> None:
+
+class RamTier:
+    """Evicted sequences' KV in RAM, least recently used dropped past ``budget`` bytes."""
+
+    # Shorter sequences are not worth saving: reading them again is about as quick.
+    MIN_TOKENS = 64
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.saved: list[SavedSeq] = []
+        self.used = 0  # bytes
+
+    def add(self, saved: SavedSeq) -> None:
+        if len(saved.data) > self.budget:
+            return
+        self.saved.append(saved)
+        self.used += len(saved.data)
+        while self.used > self.budget:
+            self.take(min(self.saved, key=lambda s: s.last_used))
+
+    def take(self, saved: SavedSeq) -> None:
+        self.saved.remove(saved)
+        self.used -= len(saved.data)
+
+    def best(self, prompt: list[int], limit: int) -> tuple[SavedSeq | None, int]:
+        """The saved sequence sharing the longest prefix with ``prompt``, and how long."""
+        best, best_n = None, 0
+        for saved in self.saved:
+            n = common_prefix(saved.tokens, prompt, limit)
+            if n > best_n:
+                best, best_n = saved, n
+        return best, best_n
+
+
+class PrefixCache:
+    """The sequences of one context and the tokens each holds (and, with a RAM budget, the
+    sequences saved from it)."""
+
+    def __init__(
+        self, memory: SequenceMemory, n_seq: int, n_swa: int = 0, ram_budget: int = 0
+    ) -> None:
         self._memory = memory
         self._n_swa = n_swa
         self.entries = [CachedSeq(i) for i in range(n_seq)]
         self._clock = itertools.count(1)
+        self.ram = RamTier(ram_budget) if ram_budget > 0 else None
+        self.restored = 0  # sequences brought back from RAM (for tests and stats)
 
     def acquire(self, prompt: list[int]) -> tuple[int, int]:
         """A sequence for a job with ``prompt``: ``(seq, reused)``, where the sequence's KV
         now holds exactly ``prompt[:reused]`` (at most ``len(prompt) - 1`` tokens, so at least
         one is decoded to get logits). Raises LookupError when every sequence is busy."""
         limit = len(prompt) - 1
-        best: CachedSeq | None = None
-        best_n = 0
-        for e in self.entries:
-            n = common_prefix(e.tokens, prompt, limit)
-            if n > best_n and self.usable(e, n):
-                best, best_n = e, n
+        best, best_n = self._best_in_context(prompt, limit)
+        if self.ram is not None:
+            saved, saved_n = self.ram.best(prompt, limit)
+            if saved is not None and saved_n > best_n + self.ram.MIN_TOKENS // 2:
+                restored = self._restore(saved, saved_n)
+                if restored is not None:
+                    return restored.seq, saved_n
+                best, best_n = self._best_in_context(prompt, limit)  # one may have been evicted
         dst: CachedSeq | None
         if best is not None and not best.busy and best_n == len(best.tokens):
             dst = best  # a pure continuation: take it over
@@ -88,7 +145,7 @@ class PrefixCache:
             if dst is None:
                 raise LookupError("every sequence is busy")
             if dst is not best:
-                self._clear(dst)
+                self._evict(dst)
                 if best is not None and best_n > 0:
                     self._memory.seq_cp(best.seq, dst.seq, 0, best_n)
                     dst.tokens = prompt[:best_n]
@@ -100,6 +157,15 @@ class PrefixCache:
         dst.busy = True
         dst.last_used = next(self._clock)
         return dst.seq, reused
+
+    def _best_in_context(self, prompt: list[int], limit: int) -> tuple[CachedSeq | None, int]:
+        best: CachedSeq | None = None
+        best_n = 0
+        for e in self.entries:
+            n = common_prefix(e.tokens, prompt, limit)
+            if n > best_n and self.usable(e, n):
+                best, best_n = e, n
+        return best, best_n
 
     def usable(self, e: CachedSeq, n: int) -> bool:
         """Whether ``e``'s KV can continue after its first ``n`` tokens. A model with
@@ -127,7 +193,7 @@ class PrefixCache:
         idle = [e for e in self.entries if not e.busy and e.tokens]
         if not idle:
             return False
-        self._clear(min(idle, key=lambda e: e.last_used))
+        self._evict(min(idle, key=lambda e: e.last_used))
         return True
 
     def cached_tokens(self) -> int:
@@ -141,6 +207,38 @@ class PrefixCache:
             return None
         empty = [e for e in idle if not e.tokens]
         return empty[0] if empty else min(idle, key=lambda e: e.last_used)
+
+    def _restore(self, saved: SavedSeq, n: int) -> CachedSeq | None:
+        """Bring ``saved`` back into an idle sequence, busy and cut to its first ``n`` tokens;
+        None when no sequence is idle or llama.cpp finds no room for it (a cache miss)."""
+        assert self.ram is not None
+        if saved.lowest > (max(0, n - self._n_swa) if self._n_swa > 0 else 0):
+            return None  # the sliding-window layers lack positions before n (see usable)
+        dst = self._free_entry(keep=None)
+        if dst is None:
+            return None
+        self._evict(dst)
+        self.ram.take(saved)  # in the context again (saved anew when evicted again)
+        if not self._memory.seq_restore(dst.seq, saved.data):
+            self._clear(dst)  # no room in the KV cache for it
+            return None
+        self.restored += 1
+        if len(saved.tokens) > n and not self._memory.seq_rm(dst.seq, n, -1):
+            self._clear(dst)
+            return None
+        dst.tokens = saved.tokens[:n]
+        dst.busy = True
+        dst.last_used = next(self._clock)
+        return dst
+
+    def _evict(self, e: CachedSeq) -> None:
+        """Free ``e``'s cells, first saving its KV to RAM when there is a RAM tier."""
+        if self.ram is not None and len(e.tokens) >= self.ram.MIN_TOKENS:
+            data = self._memory.seq_save(e.seq)
+            if data:
+                lowest = self._memory.seq_pos_min(e.seq)
+                self.ram.add(SavedSeq(e.tokens, data, lowest, e.last_used))
+        self._clear(e)
 
     def _clear(self, e: CachedSeq) -> None:
         if e.tokens or self._memory.seq_pos_max(e.seq) >= 0:

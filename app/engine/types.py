@@ -20,6 +20,8 @@ FinishReason = Literal["stop", "length", "cancelled", "error", "tool_calls"]
 _job_ids = itertools.count(1)
 
 DEFAULT_PARALLEL = 4  # answers decoded together by default (llama-server's and LM Studio's 4)
+# RAM kept for evicted conversations' KV cache by default (llama-server's --cache-ram: 8192)
+DEFAULT_CACHE_RAM_MB = 1024
 
 
 def new_job_id() -> str:
@@ -45,6 +47,8 @@ class LoadParams:
     n_parallel: int = (
         DEFAULT_PARALLEL  # answers decoded together (sequence slots sharing one context)
     )
+    # RAM (MiB) for the KV of conversations evicted from the context, restored on a return
+    cache_ram_mb: int = DEFAULT_CACHE_RAM_MB
 
 
 @dataclass(frozen=True, slots=True)
@@ -336,6 +340,7 @@ class Model(Protocol):
     n_seq: int  # sequences in the context: n_parallel plus idle ones kept as a prefix cache
     n_batch: int  # most tokens one decode takes
     n_swa: int  # the sliding attention window of the model's local layers (0: none)
+    cache_ram: int  # bytes of RAM for evicted sequences' KV (0: none)
 
     @property
     def abort(self) -> AbortLike: ...
@@ -367,6 +372,10 @@ class Model(Protocol):
     def seq_pos_min(self, seq: int) -> int: ...
 
     def seq_pos_max(self, seq: int) -> int: ...
+
+    def seq_save(self, seq: int) -> bytes: ...
+
+    def seq_restore(self, seq: int, data: bytes) -> bool: ...
 
     def piece(self, token: int, special: bool = False) -> bytes: ...
 

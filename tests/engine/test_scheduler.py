@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from app.engine.prefix_cache import RamTier, SavedSeq
 from app.engine.types import (
     ChatRequest,
     CompletionRequest,
@@ -268,5 +269,56 @@ def test_the_apps_chat_goes_ahead_of_waiting_api_requests() -> None:
         gate.set()
         assert all(isinstance(j.wait(30), Finished) for j in jobs)
         assert order == ["running", "app", "api-1", "api-2"]
+    finally:
+        worker.shutdown()
+
+
+@pytest.mark.parametrize("ram_mb", [0, 64])
+def test_a_conversation_evicted_from_the_context_comes_back_from_ram(ram_mb: int) -> None:
+    worker, model = worker_with(
+        params=LoadParams(n_ctx=8192, n_parallel=1, n_batch=64, cache_ram_mb=ram_mb)
+    )
+    try:
+        # more conversations than the context has sequences: the first one is evicted
+        chats = [chr(ord("a") + i) * 4 * 200 for i in range(model.n_seq + 2)]
+        for chat in chats:
+            worker.submit(CompletionRequest(chat, SamplingParams(max_tokens=2))).wait(30)
+        cache = worker._state.schedulers[model.model_id].cache
+        assert all(e.tokens[:1] != chats[0][:1] for e in cache.entries)  # not in the context
+        final = worker.submit(CompletionRequest(chats[0] + "more", SamplingParams(max_tokens=2)))
+        usage = final.wait(30).usage
+        if ram_mb:
+            assert usage.cached_tokens == 200 and cache.restored == 1
+            assert cache.ram is not None and cache.ram.used <= cache.ram.budget
+        else:
+            assert usage.cached_tokens == 0 and cache.ram is None
+        assert_cache_consistent(worker, model)
+    finally:
+        worker.shutdown()
+
+
+def test_the_ram_tier_drops_the_least_recently_used_past_its_budget() -> None:
+    ram = RamTier(budget=250)
+    for i, tokens in enumerate(([1] * 80, [2] * 80, [3] * 80)):
+        ram.add(SavedSeq(tokens, bytes(100), 0, last_used=i))
+    assert [s.tokens[0] for s in ram.saved] == [2, 3] and ram.used == 200
+    saved, n = ram.best([3] * 90, limit=89)
+    assert saved is ram.saved[1] and n == 80
+    ram.add(SavedSeq([4] * 80, bytes(300), 0, last_used=9))  # bigger than the budget: not kept
+    assert ram.used == 200
+
+
+@pytest.mark.parametrize("room", [True, False])
+def test_a_restore_from_ram_that_finds_no_room_leaves_the_cache_consistent(room: bool) -> None:
+    worker, model = worker_with(params=LoadParams(n_ctx=8192, n_parallel=1, n_batch=64))
+    try:
+        chats = [chr(ord("a") + i) * 4 * 200 for i in range(model.n_seq + 2)]
+        for chat in chats:
+            worker.submit(CompletionRequest(chat, SamplingParams(max_tokens=2))).wait(30)
+        if not room:  # as llama_state_seq_set_data answers when the KV cache is full
+            model.seq_restore = lambda seq, data: False  # type: ignore[method-assign]
+        final = worker.submit(CompletionRequest(chats[0] + "more", SamplingParams(max_tokens=2)))
+        assert final.wait(30).usage.cached_tokens == (200 if room else 0)
+        assert_cache_consistent(worker, model)
     finally:
         worker.shutdown()

@@ -11,6 +11,7 @@ positions per sequence), so a scheduler bug is an assertion here, not a silent p
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable
@@ -95,6 +96,7 @@ class ScriptedModel:
         self.n_parallel = max(1, request.params.n_parallel)
         self.n_seq = self.n_parallel + 4
         self.n_swa = 0
+        self.cache_ram = max(0, request.params.cache_ram_mb) * 1024 * 1024
         self.n_batch = max(1, min(request.params.n_batch, self.n_ctx))
         self.abort = _Abort()
         self.batch = _Batch()
@@ -180,6 +182,16 @@ class ScriptedModel:
 
     def seq_pos_max(self, seq: int) -> int:
         return max(self.kv[seq], default=-1)
+
+    def seq_save(self, seq: int) -> bytes:
+        return json.dumps(sorted(self.kv[seq])).encode()
+
+    def seq_restore(self, seq: int, data: bytes) -> bool:
+        positions = set(json.loads(data))
+        if len(positions | {p for v in self.kv.values() for p in v}) > self.kv_cells:
+            return False  # no room, as llama_state_seq_set_data may find
+        self.kv[seq] = positions
+        return True
 
     def piece(self, token: int, special: bool = False) -> bytes:
         return self.pieces[(token - 1) % len(self.pieces)].encode()

@@ -101,3 +101,17 @@ def test_the_status_bar_counts_api_clients_answers(
         qtbot.waitUntil(lambda: bar.state_label.text().startswith("Idle"))
     finally:
         worker.shutdown()
+
+
+def test_conversations_in_ram_is_a_model_loading_setting(
+    qtbot: QtBot, ember_app: QApplication
+) -> None:
+    settings = Settings()
+    dialog = SettingsDialog(settings, None)
+    qtbot.addWidget(dialog)
+    dialog.show_page("Model loading")
+    spin = dialog.findChild(QSpinBox, "load_cache_ram_mb")
+    assert spin is dialog.cache_ram and spin.value() == 1024
+    assert load_params(settings).cache_ram_mb == 1024
+    spin.setValue(0)
+    assert spin.text() == "Off" and load_params(Settings()).cache_ram_mb == 0

@@ -258,6 +258,13 @@ class SettingsDialog(QDialog):
             "How many answers the loaded model writes at the same time, for your chats and API "
             "clients together; more wait their turn. Applies the next time a model loads."
         )
+        self.cache_ram = self._spin("load.cache_ram_mb", 0, 1_048_576, 256, "Off")
+        self.cache_ram.setSuffix(" MiB")
+        self.cache_ram.setToolTip(
+            "Conversations pushed out of the model's context by newer ones are kept in this much "
+            "RAM, so going back to one resumes at once instead of reading it again. "
+            "Applies the next time a model loads."
+        )
         self.cache_type = QComboBox(page)
         self.cache_type.setObjectName("load_cache_type")
         for value, label in KV_CACHE_CHOICES.items():
@@ -273,6 +280,7 @@ class SettingsDialog(QDialog):
         form.addRow(theme.form_label("Batch size", self.n_batch, page), self.n_batch)
         form.addRow(theme.form_label("Parallel answers", self.parallel, page), self.parallel)
         form.addRow(theme.form_label("KV cache", self.cache_type, page), self.cache_type)
+        form.addRow(theme.form_label("Conversations in RAM", self.cache_ram, page), self.cache_ram)
         layout.addLayout(form)
         for key, label in (
             ("load.flash_attn", "Flash attention"),
