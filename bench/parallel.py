@@ -4,7 +4,8 @@ client, and versus llama.cpp's own llama-server ``-np 4`` when one is found, in 
 Every client streams ``--tokens`` tokens of ``POST /v1/completions`` over real HTTP on
 127.0.0.1 (end of text banned, so each writes exactly that many). Aggregate rate: all tokens
 over the wall time from the first request to the last token. Rounds alternate between the
-servers, so a busy machine hurts them alike. Targets: 4 clients ≥ 1.5× one client's rate, and
+servers, so a busy machine hurts them alike. Both servers run in their own processes, as
+editors reach them. Targets: 4 clients ≥ 1.5× one client's rate, and
 ≥ 0.95× llama-server -np 4.
 
 llama-server: set LLAMA_SERVER to its binary (built from the llama.cpp sources in the
@@ -23,6 +24,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -35,16 +37,11 @@ if str(ROOT) not in sys.path:
 import httpx  # noqa: E402
 
 from app.engine.llamacpp import default_threads  # noqa: E402
-from app.engine.types import LoadParams  # noqa: E402
-from app.engine.worker import EngineWorker  # noqa: E402
-from app.server.catalog import StaticCatalog, entry_for_file  # noqa: E402
-from app.server.config import ServerConfig  # noqa: E402
-from app.server.gateway import Gateway  # noqa: E402
-from app.server.runner import ServerRunner  # noqa: E402
 from tests.helpers.net import free_port  # noqa: E402
 
 BAN_END = {"1": -100.0, "106": -100.0}  # Gemma's <eos> and <end_of_turn>
 N_CTX = 4096
+MODEL_NAMES: dict[str, str] = {}  # Ember's id for the model, per server
 PROMPTS = [
     "Here is a long story about a lighthouse keeper:",
     "A detailed history of the bicycle:",
@@ -57,7 +54,7 @@ PROMPTS = [
 
 def stream(base: str, prompt: str, tokens: int, stamps: list[float]) -> int:
     body = {
-        "model": "bench",
+        "model": MODEL_NAMES.get(base, "bench"),  # llama-server serves any name
         "prompt": prompt,
         "max_tokens": tokens,
         "temperature": 0,
@@ -103,16 +100,40 @@ def aggregate(base: str, clients: int, tokens: int, round_no: int) -> float:
 
 @contextlib.contextmanager
 def ember(model: str, parallel: int) -> Iterator[str]:
-    worker = EngineWorker()
-    gateway = Gateway(worker, StaticCatalog([entry_for_file(model, "bench")]))
-    gateway.load(model, "bench", LoadParams(n_ctx=N_CTX, n_parallel=parallel)).wait(300)
-    runner = ServerRunner(gateway, ServerConfig(port=0))
-    runner.start()
+    """``ember serve`` in its own process, as llama-server runs and as editors reach it: in this
+    process the clients' Python (reading SSE lines, parsing JSON) would share Ember's GIL."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "app", "serve", "-m", model, "--port", str(port)]
+    cmd += ["-c", str(N_CTX), "--parallel", str(parallel), "-t", str(default_threads())]
+    env = {**os.environ, "EMBER_HOME": tempfile.mkdtemp(prefix="ember-bench-")}
+    with server_process(cmd, port, "/v1/models", env) as base:
+        models = httpx.get(f"{base}/v1/models", timeout=10).json()["data"]
+        MODEL_NAMES[base] = models[0]["id"]
+        yield base
+
+
+@contextlib.contextmanager
+def server_process(
+    cmd: list[str], port: int, ready_path: str, env: dict[str, str] | None = None
+) -> Iterator[str]:
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    base = f"http://127.0.0.1:{port}"
     try:
-        yield f"http://127.0.0.1:{runner.port}"
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            with contextlib.suppress(httpx.HTTPError):
+                r = httpx.get(f"{base}{ready_path}", timeout=2)
+                if r.status_code == 200 and (ready_path != "/v1/models" or r.json()["data"]):
+                    break
+            if proc.poll() is not None:
+                raise RuntimeError(f"{cmd[0]} exited with {proc.returncode}")
+            time.sleep(0.3)
+        else:
+            raise RuntimeError(f"{' '.join(cmd)} did not become ready")
+        yield base
     finally:
-        runner.stop()
-        worker.shutdown()
+        proc.terminate()
+        proc.wait(30)
 
 
 def llama_server_binary() -> str | None:
@@ -127,21 +148,8 @@ def llama_server(binary: str, model: str, parallel: int) -> Iterator[str]:
     cmd = [binary, "-m", model, "--host", "127.0.0.1", "--port", str(port)]
     cmd += ["-c", str(N_CTX), "-np", str(parallel), "-t", str(default_threads())]
     cmd += ["--kv-unified", "--no-webui"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{base}/health", timeout=2).status_code == 200:
-                    break
-            if proc.poll() is not None:
-                raise RuntimeError(f"llama-server exited with {proc.returncode}")
-            time.sleep(0.3)
+    with server_process(cmd, port, "/health") as base:
         yield base
-    finally:
-        proc.terminate()
-        proc.wait(30)
 
 
 def main() -> int:
