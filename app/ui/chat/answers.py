@@ -47,6 +47,8 @@ from app.ui.chat.context import (
     estimate_tokens,
     plan_context,
 )
+from app.ui.chat.tool_answers import ToolAnswers
+from app.ui.chat.tool_turn import ToolSetup, ToolTurn
 from app.ui.engine_session import EngineSession, model_name
 
 log = logging.getLogger(__name__)
@@ -79,6 +81,8 @@ class Answer:
     first_delta_tokens: int = 0
     last_delta_at: float | None = None
     saved_stats_tokens: int = 0  # ``tokens`` when the stats so far were last saved
+    tools: ToolSetup | None = None  # the chat's tools, when it has some
+    turn: ToolTurn | None = None  # the tool loop writing this answer
 
     @property
     def remote(self) -> bool:
@@ -111,6 +115,9 @@ class AnswerRunner(QObject):
     context_notice = Signal(str, str, int, int)
     finished = Signal(str, object)
     problem = Signal(str, str)
+    message_saved = Signal(str, object, bool)
+    approval_requested = Signal(str, object)
+    call_finished = Signal(str, object)
 
     def __init__(
         self,
@@ -127,6 +134,7 @@ class AnswerRunner(QObject):
         self._save_timer = QTimer(self)
         self._save_timer.setInterval(SAVE_INTERVAL_MS)
         self._save_timer.timeout.connect(self.save_all)
+        self.tools = ToolAnswers(self)
         engine.model_loaded.connect(self._on_model_loaded)
         engine.load_failed.connect(self._on_model_load_failed)
 
@@ -153,6 +161,7 @@ class AnswerRunner(QObject):
         model_path: str,
         system_prompt: str,
         sampling: SamplingParams,
+        tools: ToolSetup | None = None,
     ) -> tuple[Answer, Message]:
         """Begin an answer to ``question`` (the last of ``history``) with ``model_path`` (a
         file or a remote id); returns it and its streaming message."""
@@ -166,6 +175,7 @@ class AnswerRunner(QObject):
         answer = Answer(
             conversation_id, streaming.id, model_path, name, history, system_prompt, sampling
         )
+        answer.tools = tools if tools is not None and tools.active and not remote else None
         self._answers[conversation_id] = answer
         self._save_timer.start()
         if remote:
@@ -239,6 +249,9 @@ class AnswerRunner(QObject):
             self.context_notice.emit(
                 answer.conversation_id, answer.message_id, plan.dropped, loaded.n_ctx
             )
+        if answer.tools is not None:
+            self.tools.run(answer, loaded, plan.dropped)
+            return
         # priority: the app's own chat goes ahead of API requests waiting for a slot
         request = ChatRequest(plan.messages, answer.sampling, model=loaded.model_id, priority=1)
         self._run(answer, request)
@@ -313,6 +326,8 @@ class AnswerRunner(QObject):
             self.save(answer)
 
     def save(self, answer: Answer) -> None:
+        if not answer.message_id:  # between rounds of tool calls: nothing streams now
+            return
         try:
             if answer.unsaved:
                 chunk = "".join(answer.unsaved)
@@ -331,7 +346,9 @@ class AnswerRunner(QObject):
         answer = self.get(conversation_id)
         if answer is None:
             return
-        if answer.handle is not None:
+        if answer.turn is not None:
+            answer.turn.cancel()  # its ``done`` finishes it as stopped
+        elif answer.handle is not None:
             answer.handle.cancel()  # its final "cancelled" event finishes it as stopped
         else:
             self._finish(answer, "stopped", answer.stats_so_far())
@@ -339,6 +356,8 @@ class AnswerRunner(QObject):
     def _finish(self, answer: Answer, status: Status, metadata: dict[str, Any]) -> None:
         if self._answers.get(answer.conversation_id) is not answer:
             return
+        if not answer.message_id:  # stopped between rounds of tool calls
+            self.tools.ensure_streaming(answer)
         self.save(answer)
         del self._answers[answer.conversation_id]
         if not self._answers:
@@ -361,10 +380,13 @@ class AnswerRunner(QObject):
     def shutdown(self) -> None:
         """Save every answer in progress as far as it got (marked interrupted) and cancel it."""
         for answer in self.all():
-            handle = answer.handle
+            handle, turn = answer.handle, answer.turn
             self._finish(answer, "stopped", {**answer.stats_so_far(), "interrupted": True})
             if handle is not None:
                 handle.cancel()
+            if turn is not None:
+                turn.cancel()
+        self.tools.shutdown()
 
 
 def _stats(usage: Any, timings: Any, reason: str) -> dict[str, Any]:

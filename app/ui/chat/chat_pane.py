@@ -29,6 +29,7 @@ from app.ui.chat.composer import Composer
 from app.ui.chat.conversation import ConversationController
 from app.ui.chat.empty_state import EmptyState
 from app.ui.chat.markdown import MarkdownRenderer
+from app.ui.chat.tool_panel import ToolPanel
 from app.ui.engine_session import EngineSession, model_name
 from app.ui.header.model_list import ModelChoices
 from app.ui.toast import Toast
@@ -68,11 +69,16 @@ class ChatPane(QWidget):
         self.stack.addWidget(self.empty_scroll)
         self.stack.addWidget(self.view)
         self.composer = Composer(self)
+        self.tool_panel = ToolPanel(self)
 
         banner_row = QHBoxLayout()
         banner_row.setContentsMargins(24, 12, 24, 0)
         banner_row.addWidget(self.banner)
         self.banner.setMaximumWidth(COLUMN_WIDTH)
+        tools_row = QHBoxLayout()
+        tools_row.setContentsMargins(24, 0, 24, 0)
+        self.tool_panel.setMaximumWidth(COLUMN_WIDTH)
+        tools_row.addWidget(self.tool_panel)
         composer_row = QHBoxLayout()
         composer_row.setContentsMargins(24, 4, 24, 18)
         self.composer.setMaximumWidth(COLUMN_WIDTH)
@@ -82,6 +88,7 @@ class ChatPane(QWidget):
         layout.setSpacing(0)
         layout.addLayout(banner_row)
         layout.addWidget(self.stack, 1)
+        layout.addLayout(tools_row)
         layout.addLayout(composer_row)
 
         c = controller
@@ -95,6 +102,12 @@ class ChatPane(QWidget):
         c.problem.connect(self._on_problem)
         c.conversation_opened.connect(self._on_conversation_opened)
         c.draft_restored.connect(self._on_draft_restored)
+        c.tool_approval_requested.connect(self.tool_panel.show_request)
+        c.tool_call_finished.connect(self.tool_panel.show_result)
+        c.busy_changed.connect(self._on_busy_changed)
+        c.settings_changed.connect(self._on_chat_settings_changed)
+        self.tool_panel.decided.connect(c.decide_tool)
+        self.tool_panel.setup_changed.connect(c.set_tool_setup)
         self.composer.send_requested.connect(self._on_send_requested)
         self.composer.stop_requested.connect(c.stop)
         self.composer.draft_changed.connect(c.set_draft)
@@ -136,6 +149,17 @@ class ChatPane(QWidget):
     @Slot(object)
     def _on_conversation_opened(self, _conversation: Conversation | None) -> None:
         self.banner.hide()
+        self.tool_panel.clear()
+        self.tool_panel.set_setup(self.controller.tool_setup())
+
+    @Slot(bool)
+    def _on_busy_changed(self, busy: bool) -> None:
+        if busy:  # a new answer (or a chat that is answering): its own cards only
+            self.tool_panel.clear()
+
+    @Slot()
+    def _on_chat_settings_changed(self) -> None:
+        self.tool_panel.set_setup(self.controller.tool_setup())
 
     @Slot(str)
     def _on_draft_restored(self, text: str) -> None:

@@ -35,6 +35,7 @@ from app.ui.chat.chat_model import ChatModelSync, model_file, remote_model
 from app.ui.chat.chat_record import with_gui_keys, with_partial_stats
 from app.ui.chat.context import PER_MESSAGE_OVERHEAD, PROMPT_OVERHEAD, TokenCounter, estimate_tokens
 from app.ui.chat.drafts import DraftKeeper
+from app.ui.chat.tool_turn import ToolSetup
 from app.ui.engine_session import EngineSession
 from app.ui.settings import presets
 
@@ -46,6 +47,7 @@ BUSY_TEXT = (
 )
 UNKNOWN_CONTEXT = -1  # context_changed's total for a remote model: its size is not known
 METER_INTERVAL_MS = 250  # the context meter's pace while an answer streams
+TOOL_DECISIONS = ("once", "always", "deny")
 
 
 def title_from(text: str) -> str:
@@ -69,13 +71,17 @@ class ConversationController(QObject):
     ``settings_flush_requested()`` before the conversation changes or a message is sent
     (editors of the chat's settings save pending edits); ``settings_changed()`` when the chat's
     model changed other than through its settings panel; ``draft_restored(str)`` the unsent
-    text of the chat just opened, for the composer.
+    text of the chat just opened, for the composer; ``tool_approval_requested(ToolCall)`` a
+    tool call of the open chat waits for Allow once / Always / Deny (``decide_tool``);
+    ``tool_call_finished(ToolCall)`` it ran, was denied or failed.
     """
 
     conversation_opened = Signal(object)
     settings_flush_requested = Signal()
     settings_changed = Signal()
     draft_restored = Signal(str)
+    tool_approval_requested = Signal(object)
+    tool_call_finished = Signal(object)
     conversations_changed = Signal()
     branch_changed = Signal(list, object)
     message_added = Signal(object, bool)
@@ -109,6 +115,9 @@ class ConversationController(QObject):
         self.answers.context_notice.connect(self._on_answer_context_notice)
         self.answers.finished.connect(self._on_answer_finished)
         self.answers.problem.connect(self.problem)
+        self.answers.message_saved.connect(self._on_answer_message_saved)
+        self.answers.approval_requested.connect(self._on_tool_approval_requested)
+        self.answers.call_finished.connect(self._on_tool_call_finished)
         engine.model_loaded.connect(self.refresh_context)
         engine.model_unloaded.connect(self.refresh_context)
         self.models = ChatModelSync(self)
@@ -244,6 +253,8 @@ class ConversationController(QObject):
         self.busy_changed.emit(answer is not None)
         self.draft_restored.emit(self.drafts.text_for(conversation))
         self.refresh_context()
+        if answer is not None and answer.turn is not None and answer.turn.pending is not None:
+            self.tool_approval_requested.emit(answer.turn.pending)  # still waiting for a yes
         if damage is not None:  # said after the chat is on screen (opening one clears notices)
             self._on_store_damaged(damage)
 
@@ -378,6 +389,7 @@ class ConversationController(QObject):
             model_path=path,
             system_prompt=system_prompt,
             sampling=self.sampling_params(),
+            tools=self.tool_setup(),
         )
         self.branch.append(streaming)
         self.message_added.emit(streaming, True)
@@ -412,6 +424,45 @@ class ConversationController(QObject):
         self.refresh_context()
         if message is not None:
             self.answer_finished.emit(message)
+
+    # -- tools ----------------------------------------------------------------------------
+
+    def tool_setup(self) -> ToolSetup:
+        """The open (or new) chat's tools: which MCP servers, and the tool choice."""
+        return ToolSetup.from_blob(self.conversation_settings()[2])
+
+    def set_tool_setup(self, setup: ToolSetup) -> None:
+        model, system_prompt, blob = self.conversation_settings()
+        self.update_settings(model, system_prompt, {**blob, "tools": setup.to_json()})
+
+    def decide_tool(self, decision: str) -> None:
+        """The person's answer to the open chat's pending tool call."""
+        answer = self.answer
+        if answer is not None and answer.turn is not None and decision in TOOL_DECISIONS:
+            answer.turn.decide(decision)  # type: ignore[arg-type]
+
+    @Slot(str, object, bool)
+    def _on_answer_message_saved(
+        self, conversation_id: str, message: Message, streaming: bool
+    ) -> None:
+        if conversation_id != self.conversation_id:
+            return
+        if any(m.id == message.id for m in self.branch):
+            self.branch = [message if m.id == message.id else m for m in self.branch]
+            self.message_changed.emit(message)
+        else:
+            self.branch.append(message)
+            self.message_added.emit(message, streaming)
+
+    @Slot(str, object)
+    def _on_tool_approval_requested(self, conversation_id: str, call: object) -> None:
+        if conversation_id == self.conversation_id:
+            self.tool_approval_requested.emit(call)
+
+    @Slot(str, object)
+    def _on_tool_call_finished(self, conversation_id: str, call: object) -> None:
+        if conversation_id == self.conversation_id:
+            self.tool_call_finished.emit(call)
 
     # -- branches and messages ------------------------------------------------------------
 

@@ -1,0 +1,148 @@
+"""Tools above the composer: the open chat's choice of MCP servers and tool choice (a menu),
+and the cards of the answer being written (each call's card and, once it ran, its result).
+
+``ToolPanel`` is driven by the ConversationController: ``show_request(call)`` when a call waits
+for a decision, ``show_result(call)`` when it is done, ``clear()`` when another chat opens or a
+new answer begins. Signals: ``decided(str)`` the person's answer to the waiting call;
+``setup_changed(object)`` a new ToolSetup for the open chat.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtCore import Signal, Slot
+from PySide6.QtGui import QAction, QActionGroup
+from PySide6.QtWidgets import QHBoxLayout, QMenu, QToolButton, QVBoxLayout, QWidget
+
+from app.ui.chat.tool_card import ToolCallCard
+from app.ui.chat.tool_turn import ToolSetup
+
+CHOICES = (
+    ("auto", "The model decides"),
+    ("required", "The model must call a tool first"),
+    ("none", "No tools"),
+)
+
+
+class ToolPanel(QWidget):
+    """See the module docstring."""
+
+    decided = Signal(str)
+    setup_changed = Signal(object)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("ToolPanel")
+        self.setup = ToolSetup()
+        self.cards: dict[str, ToolCallCard] = {}
+        self.button = QToolButton(self)
+        self.button.setObjectName("ToolsButton")
+        self.button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        self.menu = QMenu(self.button)
+        self.menu.aboutToShow.connect(self.fill_menu)
+        self.button.setMenu(self.menu)
+        self.cards_layout = QVBoxLayout()
+        self.cards_layout.setSpacing(6)
+        row = QHBoxLayout()
+        row.addWidget(self.button)
+        row.addStretch(1)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 6)
+        layout.setSpacing(6)
+        layout.addLayout(self.cards_layout)
+        layout.addLayout(row)
+        self.set_setup(self.setup)
+
+    # -- the chat's tools ------------------------------------------------------------------
+
+    @Slot(object)
+    def set_setup(self, setup: ToolSetup) -> None:
+        self.setup = setup
+        if setup.active:
+            self.button.setText(f"Tools: {', '.join(setup.servers)}")
+        else:
+            self.button.setText("Tools: off")
+        self.button.setToolTip("Which MCP servers' tools the model may use in this chat")
+
+    @Slot()
+    def fill_menu(self) -> None:
+        """The servers of Settings → Tools (read when the menu opens: a small file)."""
+        from app.tools.config import McpConfig
+
+        self.menu.clear()
+        try:
+            servers = [s for s in McpConfig().list() if s.enabled]
+        except ValueError as e:
+            self.menu.addAction(str(e)).setEnabled(False)
+            return
+        if not servers:
+            self.menu.addAction("No MCP servers yet: add one in Settings → Tools").setEnabled(False)
+        for server in servers:
+            action = QAction(server.name, self.menu)
+            action.setCheckable(True)
+            action.setChecked(server.name in self.setup.servers)
+            action.setData(server.name)
+            action.toggled.connect(self._on_server_toggled)
+            self.menu.addAction(action)
+        self.menu.addSeparator()
+        group = QActionGroup(self.menu)
+        for value, label in CHOICES:
+            action = QAction(label, self.menu)
+            action.setCheckable(True)
+            action.setChecked(self.setup.choice == value)
+            action.setData(value)
+            action.triggered.connect(self._on_choice_triggered)
+            group.addAction(action)
+            self.menu.addAction(action)
+
+    def choose_servers(self, names: list[str]) -> None:
+        self._change(ToolSetup(tuple(names), self.setup.choice))
+
+    def choose(self, choice: Any) -> None:
+        self._change(ToolSetup(self.setup.servers, choice))
+
+    def _change(self, setup: ToolSetup) -> None:
+        self.set_setup(setup)
+        self.setup_changed.emit(setup)
+
+    @Slot(bool)
+    def _on_server_toggled(self, on: bool) -> None:
+        action = self.sender()
+        assert isinstance(action, QAction)
+        name = str(action.data())
+        names = [n for n in self.setup.servers if n != name] + ([name] if on else [])
+        self.choose_servers(names)
+
+    @Slot()
+    def _on_choice_triggered(self) -> None:
+        action = self.sender()
+        assert isinstance(action, QAction)
+        self.choose(str(action.data()))
+
+    # -- the answer's calls ----------------------------------------------------------------
+
+    @Slot(object)
+    def show_request(self, call: Any) -> ToolCallCard:
+        card = self.cards.get(call.id)
+        if card is None:
+            card = ToolCallCard(call, self)
+            card.decided.connect(self.decided)
+            self.cards_layout.addWidget(card)
+            self.cards[call.id] = card
+        return card
+
+    @Slot(object)
+    def show_result(self, call: Any) -> None:
+        card = self.cards.get(call.id) or self.show_request(call)
+        card.set_result(call)
+
+    def pending(self) -> ToolCallCard | None:
+        return next((c for c in self.cards.values() if c.state.text() == "Allow this call?"), None)
+
+    def clear(self) -> None:
+        for card in self.cards.values():
+            self.cards_layout.removeWidget(card)
+            card.hide()
+            card.deleteLater()
+        self.cards.clear()

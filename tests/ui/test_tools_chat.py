@@ -1,0 +1,127 @@
+"""Tools in the chat window, with the real model and the real mcp-server-time: the card asks,
+the call runs after "Allow once", the result is folded under the card and goes back to the
+model; the calls are saved, come back after a restart and are in the export; Esc cancels."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from collections.abc import Callable
+
+from pytestqt.qtbot import QtBot
+
+from app.chats.tool_messages import tool_calls
+from app.tools.config import McpConfig, ServerConfig
+from app.ui.chat.tool_turn import ToolSetup
+from app.ui.main_window import MainWindow
+from tests.tools.scripted import ScriptedEngine, call_text
+
+WAIT_MS = 240_000
+
+
+def add_time_server(window: MainWindow) -> None:
+    server = ServerConfig("time", command=sys.executable, args=("-m", "mcp_server_time"))
+    McpConfig().add(dataclasses.replace(server, approved_command=server.command_line))
+    window.services.settings.set("sampling.max_tokens", 40)  # room for the whole call
+    window.services.settings.set("tools.max_rounds", 1)  # then an answer without tools
+    window.controller.new_conversation()
+
+
+def test_a_chat_calls_the_time_tool_after_allow_once(
+    qtbot: QtBot, make_window: Callable[[], MainWindow]
+) -> None:
+    window = make_window()
+    add_time_server(window)
+    controller, panel = window.controller, window.chat.tool_panel
+    assert panel.button.text() == "Tools: off"
+    panel.choose_servers(["time"])
+    panel.choose("required")
+    assert controller.tool_setup() == ToolSetup(("time",), "required")
+    assert panel.button.text() == "Tools: time"
+    with qtbot.waitSignal(controller.tool_approval_requested, timeout=WAIT_MS) as asked:
+        window.chat.composer.set_text("What time is it?")
+        window.chat.composer.send_requested.emit("What time is it?")
+    call = asked.args[0]
+    assert call.tool == "get_current_time" and call.server == "time"
+    card = panel.pending()
+    assert card is not None
+    assert card.title.text() == "get_current_time · time"
+    assert '"timezone"' in card.arguments.text()  # pretty-printed arguments
+    with qtbot.waitSignal(controller.answer_finished, timeout=WAIT_MS) as finished:
+        card.allow_button.click()
+    assert card.state.text() == "Done"
+    assert card.toggle.isVisible() and not card.result.isVisible()  # folded
+    card.toggle.click()
+    assert card.result.isVisible() and '"datetime"' in card.result.toPlainText()
+
+    answer = finished.args[0]
+    branch = controller.branch
+    assert [m.role for m in branch] == ["user", "assistant", "tool", "assistant"]
+    assert tool_calls(branch[1])[0]["function"]["name"] == "get_current_time"
+    assert '"timezone"' in branch[2].content
+    assert branch[2].metadata["decision"] == "once"
+    assert branch[-1].id == answer.id and answer.status == "complete"
+    for message in branch:
+        assert window.chat.view.widget_for(message.id) is not None
+
+    # A restart: the calls and results are in the chat, and in its export.
+    conversation_id = controller.conversation_id
+    assert conversation_id is not None
+    window.close()
+    again = make_window()
+    assert again.controller.conversation_id == conversation_id
+    assert [m.role for m in again.controller.branch] == ["user", "assistant", "tool", "assistant"]
+    exported = again.services.store.export_markdown(conversation_id)
+    assert "**Tool call:** `get_current_time`" in exported
+    assert "**Result of** `get_current_time` on time:" in exported
+    assert again.controller.tool_setup() == ToolSetup(("time",), "required")
+
+
+def test_esc_while_a_call_waits_denies_it_and_stops_the_answer(
+    qtbot: QtBot, make_window: Callable[[], MainWindow]
+) -> None:
+    window = make_window()
+    add_time_server(window)
+    controller = window.controller
+    controller.set_tool_setup(ToolSetup(("time",), "required"))
+    with qtbot.waitSignal(controller.tool_approval_requested, timeout=WAIT_MS):
+        window.chat.composer.send_requested.emit("What time is it?")
+    with qtbot.waitSignal(controller.answer_finished, timeout=WAIT_MS) as finished:
+        controller.stop()  # what Esc does
+    assert finished.args[0].status == "stopped"
+    tool = next(m for m in controller.branch if m.role == "tool")
+    assert tool.content == "Error: the user stopped the answer before this call ran."
+    qtbot.waitUntil(
+        lambda: [c.state.text() for c in window.chat.tool_panel.cards.values()] == ["Denied"]
+    )
+    assert not McpConfig().get("time").always_allow
+
+
+def test_always_allow_asks_once_and_the_next_call_just_runs(
+    qtbot: QtBot, make_window: Callable[[], MainWindow]
+) -> None:
+    """The same flow with a scripted engine (the real one above): fast and exact."""
+    window = make_window()
+    add_time_server(window)
+    window.services.settings.set("tools.max_rounds", 8)
+    controller = window.controller
+    controller.set_tool_setup(ToolSetup(("time",), "auto"))
+    utc = call_text("get_current_time", '{"timezone": "UTC"}')
+    tokyo = call_text("get_current_time", '{"timezone": "Asia/Tokyo"}')
+    controller.answers.tools.engine = ScriptedEngine([utc, tokyo, "Noon in London."])
+    asked: list[object] = []
+    controller.tool_approval_requested.connect(asked.append)
+    with qtbot.waitSignal(controller.tool_approval_requested, timeout=WAIT_MS):
+        window.chat.composer.send_requested.emit("What time is it?")
+    card = window.chat.tool_panel.pending()
+    assert card is not None
+    with qtbot.waitSignal(controller.answer_finished, timeout=WAIT_MS):
+        card.always_button.click()
+    assert len(asked) == 1  # the second call of that tool did not ask
+    assert McpConfig().get("time").always_allow == {"get_current_time"}
+    roles = [m.role for m in controller.branch]
+    assert roles == ["user", "assistant", "tool", "assistant", "tool", "assistant"]
+    assert "Asia/Tokyo" in controller.branch[4].content
+    assert controller.branch[-1].content == "Noon in London."
+    cards = list(window.chat.tool_panel.cards.values())
+    assert [c.state.text() for c in cards] == ["Done (always allowed)"] * 2
