@@ -125,3 +125,56 @@ def test_always_allow_asks_once_and_the_next_call_just_runs(
     assert controller.branch[-1].content == "Noon in London."
     cards = list(window.chat.tool_panel.cards.values())
     assert [c.state.text() for c in cards] == ["Done (always allowed)"] * 2
+
+
+def test_regenerate_after_a_tool_result_keeps_the_calls_and_makes_a_branch(
+    qtbot: QtBot, make_window: Callable[[], MainWindow]
+) -> None:
+    window = make_window()
+    add_time_server(window)
+    controller = window.controller
+    controller.set_tool_setup(ToolSetup(("time",), "auto"))
+    McpConfig().update("time", always_allow=frozenset({"get_current_time"}))
+    utc = call_text("get_current_time", '{"timezone": "UTC"}')
+    controller.answers.tools.engine = ScriptedEngine([utc, "First answer.", "Second answer."])
+    with qtbot.waitSignal(controller.answer_finished, timeout=WAIT_MS):
+        window.chat.composer.send_requested.emit("What time is it?")
+    first = controller.branch[-1]
+    assert first.content == "First answer."
+    with qtbot.waitSignal(controller.answer_finished, timeout=WAIT_MS) as again:
+        controller.regenerate(first.id)
+    second = again.args[0]
+    assert second.content == "Second answer." and second.parent_id == first.parent_id
+    assert [m.role for m in controller.branch] == ["user", "assistant", "tool", "assistant"]
+    assert len(window.services.store.siblings(second.id)) == 2
+    # The regenerated answer saw the call and its result.
+    engine = controller.answers.tools.engine
+    assert isinstance(engine, ScriptedEngine)
+    last_request = engine.requests[-1].messages
+    assert [m["role"] for m in last_request][-2:] == ["assistant", "tool"]
+
+
+def test_a_result_image_is_a_thumbnail_under_the_card(qtbot: QtBot, ember_app: object) -> None:
+    from PySide6.QtCore import QBuffer, QByteArray, QIODevice
+    from PySide6.QtGui import QColor, QImage
+
+    from app.tools.loop import ToolCall
+    from app.tools.results import ToolImage, ToolOutput
+    from app.ui.chat.tool_card import THUMBNAIL, ToolCallCard
+
+    image = QImage(400, 200, QImage.Format.Format_RGB32)
+    image.fill(QColor("red"))
+    data = QByteArray()
+    buffer = QBuffer(data)
+    buffer.open(QIODevice.OpenModeFlag.WriteOnly)
+    image.save(buffer, "PNG")
+    call = ToolCall("call_1", "shot", "{}", "screen", "shot", decision="once")
+    call.output = ToolOutput("[image: image/png]", images=(ToolImage("image/png", bytes(data)),))
+    card = ToolCallCard(call)
+    qtbot.addWidget(card)
+    card.set_result(call)
+    card.show()
+    assert len(card.thumbnails) == 1 and not card.thumbnails[0].isVisible()  # folded
+    card.toggle.click()
+    pixmap = card.thumbnails[0].pixmap()
+    assert card.thumbnails[0].isVisible() and pixmap.width() == THUMBNAIL
