@@ -167,9 +167,11 @@ def test_a_result_image_is_a_thumbnail_under_the_card(qtbot: QtBot, ember_app: o
     data = QByteArray()
     buffer = QBuffer(data)
     buffer.open(QIODevice.OpenModeFlag.WriteOnly)
-    image.save(buffer, b"PNG")
+    image.save(buffer, "PNG")  # type: ignore[call-overload]  # the stubs say bytes; Qt wants str
     call = ToolCall("call_1", "shot", "{}", "screen", "shot", decision="once")
-    call.output = ToolOutput("[image: image/png]", images=(ToolImage("image/png", data.data()),))
+    call.output = ToolOutput(
+        "[image: image/png]", images=(ToolImage("image/png", bytes(data.data())),)
+    )
     card = ToolCallCard(call)
     qtbot.addWidget(card)
     card.set_result(call)
