@@ -15,10 +15,11 @@ import logging
 import os
 import threading
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from app.engine import gguf
+from app.engine.sizing import MIN_N_CTX
 from app.engine.types import (
     EngineError,
     Event,
@@ -257,9 +258,10 @@ class Gateway:
             if self._loading.get(handle.model_id) is handle:
                 del self._loading[handle.model_id]
 
-    async def resolve(self, name: str | None) -> LoadedModel:
-        """The loaded model a request means, loading a library model if needed.
-        Raises APIError (no model, unknown model) or EngineError (the load failed)."""
+    async def resolve(self, name: str | None, n_ctx: int | None = None) -> LoadedModel:
+        """The loaded model a request means, loading a library model if needed (with a
+        context of ``n_ctx`` tokens when given: Ollama's ``num_ctx``; a loaded model keeps its
+        own). Raises APIError (no model, unknown model) or EngineError (the load failed)."""
         name = (name or "").strip()
         loaded = self.loaded()
         if not name:
@@ -282,7 +284,7 @@ class Gateway:
             hit = await asyncio.to_thread(_loaded_file, entry.path, loaded)
         if hit is not None:
             return hit
-        return await self._load_just_in_time(entry)
+        return await self._load_just_in_time(entry, n_ctx)
 
     async def _default_model(self, loaded: list[LoadedModel]) -> LoadedModel:
         if loaded:
@@ -303,12 +305,17 @@ class Gateway:
         with self._lock:
             return self._loading.get(model_id)
 
-    async def _load_just_in_time(self, entry: CatalogModel) -> LoadedModel:
+    async def _load_just_in_time(
+        self, entry: CatalogModel, n_ctx: int | None = None
+    ) -> LoadedModel:
         pending = self._pending(entry.id)
         if pending is None:
             self._evict_for(entry.id)
             log.info("Loading %s just in time for a request", entry.id)
-            pending = self.load(entry.path, entry.id)
+            params = None
+            if n_ctx is not None:
+                params = replace(self.load_params, n_ctx=max(MIN_N_CTX, n_ctx))
+            pending = self.load(entry.path, entry.id, params)
             with self._lock:
                 self._jit_ids.append(entry.id)
         try:

@@ -74,7 +74,7 @@ def test_unknown_model_is_ollama_404(oc: ollama.Client, http: httpx.Client) -> N
 
 
 def test_names_round_trip_through_both_apis_and_keep_alive_0_unloads(
-    served: Served, oc: ollama.Client, client: openai.OpenAI
+    served: Served, oc: ollama.Client, client: openai.OpenAI, http: httpx.Client
 ) -> None:
     """A name /api/tags lists is accepted by the OpenAI API too (it loads the model just in
     time); an empty /api/generate loads, keep_alive 0 unloads."""
@@ -87,9 +87,11 @@ def test_names_round_trip_through_both_apis_and_keep_alive_0_unloads(
     assert gone.done_reason == "unload"
     assert COPY not in [m.model for m in oc.ps().models]
 
-    loaded = oc.chat(model="HF.CO/test/gemma-copy", messages=[])  # any case; no tag: Q4_K_M
+    # any case; no tag: Q4_K_M; num_ctx sets the context of the load it causes
+    loaded = oc.chat(model="HF.CO/test/gemma-copy", messages=[], options={"num_ctx": 1536})
     assert loaded.done and loaded.done_reason == "load"
-    assert COPY in [m.model for m in oc.ps().models]
+    running = {m["model"]: m for m in http.get("/api/ps").json()["models"]}
+    assert running[COPY]["context_length"] == 1536
     messages = [{"role": "user", "content": "Hi"}]
     parts = list(
         oc.chat(

@@ -145,10 +145,11 @@ def require_model_name(name: str) -> None:
 
 
 async def resolve(
-    gateway: Gateway, name: str, note: LogNote
+    gateway: Gateway, name: str, note: LogNote, num_ctx: int | None = None
 ) -> tuple[LoadedModel, CatalogModel, float]:
-    """The loaded model ``name`` means (loading it if needed), its entry, and the seconds
-    the load took (0 when it was loaded already)."""
+    """The loaded model ``name`` means (loading it if needed, with a ``num_ctx``-token
+    context when given), its entry, and the seconds the load took (0 when it was loaded
+    already)."""
     require_model_name(name)
     note.model = name
     found = await asyncio.to_thread(lookup, gateway, name)
@@ -156,7 +157,7 @@ async def resolve(
         raise not_found(name)
     started = time.perf_counter()
     try:
-        model = await gateway.resolve(found.entry.id)
+        model = await gateway.resolve(found.entry.id, num_ctx)
     except APIError as e:
         if e.status == 404:
             raise not_found(name) from None

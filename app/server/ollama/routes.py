@@ -46,6 +46,7 @@ from app.server.ollama.schemas import (
     GenerateBody,
     KeepAlive,
     ModelBody,
+    Options,
 )
 from app.server.requestlog import LogNote
 from app.server.routes.openai import _check_constraint, _collect
@@ -123,7 +124,13 @@ async def show(request: Request) -> Response:
 
 
 async def _load_or_unload(
-    request: Request, name: str, keep_alive: KeepAlive, note: LogNote, field: str
+    request: Request,
+    name: str,
+    keep_alive: KeepAlive,
+    note: LogNote,
+    field: str,
+    *,
+    num_ctx: int | None,
 ) -> Response:
     """Ollama's way to load a model ahead (or, with keep_alive 0, to unload it)."""
     gateway = gateway_of(request)
@@ -139,7 +146,7 @@ async def _load_or_unload(
         if found.loaded is not None:
             await unload(gateway, found.loaded.model_id)
         return JSONResponse({**head, **empty, "done_reason": "unload", "done": True})
-    await resolve(gateway, name, note)
+    await resolve(gateway, name, note, num_ctx)
     return JSONResponse({**head, **empty, "done_reason": "load", "done": True})
 
 
@@ -163,12 +170,14 @@ async def chat(request: Request) -> Response:
     body, note = await parse(request, ChatBody)
     convert.keep_alive_seconds(body.keep_alive)  # a 400 before anything is loaded
     if not body.messages:
-        return await _load_or_unload(request, body.model, body.keep_alive, note, "message")
+        return await _load_or_unload(
+            request, body.model, body.keep_alive, note, "message", num_ctx=_num_ctx(body.options)
+        )
     openai_body = convert.chat_body(body)
     openai_convert.check_chat(openai_body)
     await _check_constraint(_as_format(openai_convert.chat_constraint(openai_body)))
     gateway = gateway_of(request)
-    model, _entry, load_seconds = await resolve(gateway, body.model, note)
+    model, _entry, load_seconds = await resolve(gateway, body.model, note, _num_ctx(body.options))
     meta = await asyncio.to_thread(model_meta, model.path)
     plan = openai_convert.plan_chat(openai_body, model, meta)
     answer = ChatAnswer(body.model, started, load_seconds, plan)
@@ -177,6 +186,11 @@ async def chat(request: Request) -> Response:
     return await respond(
         request, stream, answer, note, streaming=body.stream is not False, after=after
     )
+
+
+def _num_ctx(options: Options | None) -> int | None:
+    """The context a request asks for, used when it loads the model (as Ollama does)."""
+    return options.num_ctx if options is not None else None
 
 
 def _as_format(constraint: openai_convert.Constraint) -> openai_convert.Constraint:
@@ -191,7 +205,9 @@ async def generate(request: Request) -> Response:
     convert.keep_alive_seconds(body.keep_alive)
     convert.check_generate(body)
     if not body.prompt and body.suffix is None:
-        return await _load_or_unload(request, body.model, body.keep_alive, note, "response")
+        return await _load_or_unload(
+            request, body.model, body.keep_alive, note, "response", num_ctx=_num_ctx(body.options)
+        )
     gateway = gateway_of(request)
     streaming = body.stream is not False
     if body.raw or body.suffix is not None:
@@ -199,7 +215,9 @@ async def generate(request: Request) -> Response:
         prompt = openai_convert.check_completion(completion)
         grammar, schema = convert.completion_format(body.format)
         await _check_constraint((grammar, schema, "format"))
-        model, _entry, load_seconds = await resolve(gateway, body.model, note)
+        model, _entry, load_seconds = await resolve(
+            gateway, body.model, note, _num_ctx(body.options)
+        )
         meta = await asyncio.to_thread(model_meta, model.path)
         job = openai_convert.completion_request(completion, prompt, model, meta)
         # Ollama generates until the context is full unless num_predict says otherwise
@@ -212,7 +230,9 @@ async def generate(request: Request) -> Response:
         openai_body = convert.generate_chat_body(body)
         openai_convert.check_chat(openai_body)
         await _check_constraint(_as_format(openai_convert.chat_constraint(openai_body)))
-        model, _entry, load_seconds = await resolve(gateway, body.model, note)
+        model, _entry, load_seconds = await resolve(
+            gateway, body.model, note, _num_ctx(body.options)
+        )
         meta = await asyncio.to_thread(model_meta, model.path)
         plan = openai_convert.plan_chat(openai_body, model, meta)
         answer = GenerateAnswer(body.model, started, load_seconds, plan)
