@@ -28,6 +28,7 @@ from app.engine.types import (
     TokenizeRequest,
 )
 from app.engine.worker import EngineWorker, Job, Sink
+from app.tools.choices import TOOL_CHOICES
 
 HELP = """Commands:
   /bye      leave (or Ctrl+D)
@@ -74,7 +75,7 @@ def add_parser(sub: Any) -> None:
     )
     tools.add_argument(
         "--tool-choice",
-        choices=("auto", "required", "none"),
+        choices=TOOL_CHOICES,
         default="auto",
         help="auto: the model decides; required: it must call a tool first; none: no tools",
     )

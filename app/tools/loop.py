@@ -21,7 +21,7 @@ import json
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 from app.engine.types import (
     ChatMessage,
@@ -36,12 +36,9 @@ from app.engine.types import (
 from app.engine.worker import Job
 from app.server.output import ChatOutput
 from app.server.tools import call_as_text, call_schema, template_supports_tools, tools_prompt
+from app.tools.choices import Decision, ToolChoice
 from app.tools.manager import ToolBox, ToolError, ToolManager
 from app.tools.results import ToolOutput, error_output
-
-ToolChoice = Literal["auto", "required", "none"]
-Decision = Literal["once", "always", "deny"]
-TOOL_CHOICES: tuple[ToolChoice, ...] = ("auto", "required", "none")
 
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_ROUNDS = 8

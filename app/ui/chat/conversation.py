@@ -30,6 +30,7 @@ from app.chats.models import ChatStoreError, Conversation, Message, StoreDamaged
 from app.chats.store import ChatStore
 from app.config import Settings
 from app.engine.types import SamplingParams
+from app.tools.choices import DECISIONS
 from app.ui.chat.answers import NO_MODEL_TEXT, Answer, AnswerRunner
 from app.ui.chat.chat_model import ChatModelSync, model_file, remote_model
 from app.ui.chat.chat_record import with_gui_keys, with_partial_stats
@@ -47,7 +48,6 @@ BUSY_TEXT = (
 )
 UNKNOWN_CONTEXT = -1  # context_changed's total for a remote model: its size is not known
 METER_INTERVAL_MS = 250  # the context meter's pace while an answer streams
-TOOL_DECISIONS = ("once", "always", "deny")
 
 
 def title_from(text: str) -> str:
@@ -438,8 +438,10 @@ class ConversationController(QObject):
     def decide_tool(self, decision: str) -> None:
         """The person's answer to the open chat's pending tool call."""
         answer = self.answer
-        if answer is not None and answer.turn is not None and decision in TOOL_DECISIONS:
-            answer.turn.decide(decision)  # type: ignore[arg-type]
+        if answer is not None and answer.turn is not None:
+            for known in DECISIONS:  # narrowed to the Literal the loop takes
+                if decision == known:
+                    answer.turn.decide(known)
 
     @Slot(str, object, bool)
     def _on_answer_message_saved(

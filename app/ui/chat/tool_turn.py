@@ -17,17 +17,16 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, Signal
 
 from app.engine.types import ChatMessage, LoadedModel, SamplingParams
+from app.tools.choices import TOOL_CHOICES, Decision, ToolChoice
 
 if TYPE_CHECKING:  # the loop reads answers as the API does: imported with the first tool use
-    from app.tools.loop import Decision, Engine, ToolCall
+    from app.tools.loop import Engine, ToolCall
     from app.tools.manager import ToolManager
-
-ToolChoice = Literal["auto", "required", "none"]
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +54,7 @@ class ToolSetup:
         choice = data.get("choice")
         return cls(
             tuple(str(s) for s in servers) if isinstance(servers, list) else (),
-            choice if choice in ("auto", "required", "none") else "auto",
+            choice if choice in TOOL_CHOICES else "auto",
         )
 
 
