@@ -140,6 +140,9 @@ class MainWindow(QMainWindow):
         self.rail.settings_requested.connect(self.open_settings)
         c.conversation_opened.connect(self._on_conversation_opened)
         c.conversations_changed.connect(sb.request_refresh)
+        # the chats writing an answer get a dot in the list (several may answer at once)
+        c.answers.finished.connect(self._refresh_answering)
+        self.services.engine.answers_changed.connect(self._refresh_answering)
         h.sidebar_toggle_requested.connect(self.toggle_sidebar)
         h.conversation_settings_toggled.connect(self._on_panel_toggled)
         h.conversation_action_requested.connect(self._on_conversation_action)
@@ -151,6 +154,11 @@ class MainWindow(QMainWindow):
         self.chat.browse_models_requested.connect(lambda: self.show_page(MODELS))
         if self.themes is not None:
             self.themes.theme_changed.connect(self._on_theme_changed)
+
+    @Slot()
+    def _refresh_answering(self, *_args: object) -> None:
+        answering = {a.conversation_id for a in self.controller.answers.all()}
+        self.sidebar.list.set_answering(answering)
 
     def _add_shortcuts(self) -> None:
         for keys, slot in (

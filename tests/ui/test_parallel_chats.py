@@ -13,6 +13,7 @@ from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
 from app.ui.main_window import MainWindow
+from app.ui.sidebar.conversation_list import ANSWERING_ROLE, ID_ROLE
 from tests.ui.fake_app import (
     WAIT_MS,
     ask,
@@ -61,6 +62,7 @@ def test_two_chats_stream_at_once_each_with_its_own_stop(
     qtbot.waitUntil(lambda: worker.running == 2, timeout=WAIT_MS)
     assert window.services.engine.running_answers == 2
     qtbot.waitUntil(lambda: "2 answers running" in window.status.state_label.text())
+    qtbot.waitUntil(lambda: answering(window) == {first_chat, second_chat})  # dots in the list
     # The first answer goes on, saved into its own chat while another one is on screen.
     qtbot.waitUntil(lambda: len(store.get_message(first).content) > 20, timeout=WAIT_MS)
     assert widget(window, second).streaming and window.chat.view.widget_for(first) is None
@@ -86,6 +88,7 @@ def test_two_chats_stream_at_once_each_with_its_own_stop(
     qtbot.waitUntil(lambda: other.tokens > tokens, timeout=WAIT_MS)  # still writing
     qtbot.waitUntil(lambda: window.services.engine.running_answers == 1)
     assert "answers running" not in window.status.state_label.text()
+    qtbot.waitUntil(lambda: answering(window) == {second_chat})
 
     controller.open_conversation(second_chat)
     assert window.chat.composer.busy
@@ -103,6 +106,13 @@ def test_two_chats_stream_at_once_each_with_its_own_stop(
         assert branch[1].id == answer and branch[1].status == "stopped"
         assert branch[1].content and branch[1].metadata["tokens"] > 0
     assert worker.most_at_once == 2
+    qtbot.waitUntil(lambda: answering(window) == set())
+
+
+def answering(window: MainWindow) -> set[str]:
+    """The conversations the sidebar marks as writing an answer."""
+    rows = [window.sidebar.list.item(r) for r in range(window.sidebar.list.count())]
+    return {str(item.data(ID_ROLE)) for item in rows if item.data(ANSWERING_ROLE)}
 
 
 def test_answers_that_end_on_their_own_each_land_in_their_chat(

@@ -30,6 +30,8 @@ from app.ui import theme
 KIND_ROLE = Qt.ItemDataRole.UserRole
 ID_ROLE = Qt.ItemDataRole.UserRole + 1
 SNIPPET_ROLE = Qt.ItemDataRole.UserRole + 2
+ANSWERING_ROLE = Qt.ItemDataRole.UserRole + 3  # an answer is being written in it
+DOT = 7  # the answering dot's diameter (px)
 HEADER = "header"
 CHAT = "chat"
 
@@ -173,6 +175,15 @@ class _Delegate(QStyledItemDelegate):
         title_rect = rect.adjusted(14, 0, -12, 0)
         if snippet:
             title_rect = QRect(rect.left() + 14, rect.top() + 8, rect.width() - 26, 20)
+        if index.data(ANSWERING_ROLE):  # a dot at the right end: this chat is answering
+            title_rect.setRight(title_rect.right() - DOT - 8)
+            dot = QRect(0, 0, DOT, DOT)
+            dot.moveCenter(title_rect.center())
+            dot.moveRight(rect.right() - 14)
+            painter.setPen(Qt.PenStyle.NoPen)
+            painter.setBrush(QColor(p.accent))
+            painter.drawEllipse(dot)
+            painter.setPen(QColor(p.text))
         elided = painter.fontMetrics().elidedText(
             title, Qt.TextElideMode.ElideRight, title_rect.width()
         )
@@ -211,6 +222,20 @@ class ConversationList(QListWidget):
         )
         self.setUniformItemSizes(False)
         self.setSpacing(0)
+        self._answering: set[str] = set()
+
+    def set_answering(self, conversation_ids: set[str]) -> None:
+        """Mark the rows of the conversations whose answer is being written (a dot)."""
+        self._answering = set(conversation_ids)
+        blocked = self.blockSignals(True)  # itemChanged would read as a rename
+        for row in range(self.count()):
+            item = self.item(row)
+            if item.data(KIND_ROLE) == CHAT:
+                answering = item.data(ID_ROLE) in self._answering
+                if bool(item.data(ANSWERING_ROLE)) != answering:
+                    item.setData(ANSWERING_ROLE, answering)
+                    item.setToolTip(item.text() + (" — answering…" if answering else ""))
+        self.blockSignals(blocked)
 
     def show_conversations(self, conversations: list[Conversation], now: datetime) -> None:
         self._begin()
@@ -280,7 +305,9 @@ class ConversationList(QListWidget):
         item = QListWidgetItem(title)
         item.setData(KIND_ROLE, CHAT)
         item.setData(ID_ROLE, conversation_id)
-        item.setToolTip(title)
+        answering = conversation_id in self._answering
+        item.setData(ANSWERING_ROLE, answering)
+        item.setToolTip(title + (" — answering…" if answering else ""))
         if snippet:
             item.setData(SNIPPET_ROLE, snippet)
         item.setFlags(
