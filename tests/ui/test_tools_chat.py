@@ -8,6 +8,7 @@ import dataclasses
 import sys
 from collections.abc import Callable
 
+from PySide6.QtWidgets import QLabel
 from pytestqt.qtbot import QtBot
 
 from app.chats.tool_messages import tool_calls
@@ -180,3 +181,35 @@ def test_a_result_image_is_a_thumbnail_under_the_card(qtbot: QtBot, ember_app: o
     card.toggle.click()
     pixmap = card.thumbnails[0].pixmap()
     assert card.thumbnails[0].isVisible() and pixmap.width() == THUMBNAIL
+
+
+def test_calls_and_results_show_in_the_chat_also_after_a_restart(
+    qtbot: QtBot, make_window: Callable[[], MainWindow]
+) -> None:
+    window = make_window()
+    add_time_server(window)
+    controller = window.controller
+    controller.set_tool_setup(ToolSetup(("time",), "auto"))
+    McpConfig().update("time", always_allow=frozenset({"get_current_time"}))
+    utc = call_text("get_current_time", '{"timezone": "UTC"}')
+    controller.answers.tools.engine = ScriptedEngine([utc, "Noon."])
+    with qtbot.waitSignal(controller.answer_finished, timeout=WAIT_MS):
+        window.chat.composer.send_requested.emit("What time is it?")
+    window.close()
+
+    again = make_window()
+    branch = again.controller.branch
+    assert [m.role for m in branch] == ["user", "assistant", "tool", "assistant"]
+    calling = again.chat.view.widget_for(branch[1].id)
+    result = again.chat.view.widget_for(branch[2].id)
+    assert calling is not None and result is not None
+    labels = [w.text() for w in calling.tool_view.findChildren(QLabel)]
+    assert "Called get_current_time" in labels
+    assert any('"timezone": "UTC"' in text for text in labels)
+    view = result.tool_view
+    assert view.title is not None and view.title.text() == "Result of get_current_time · time"
+    assert view.toggle is not None and result.body is not None and result.body.text == ""
+    assert not view.folded[0].isVisible()  # folded
+    view.toggle.click()
+    shown = view.folded[0]
+    assert isinstance(shown, QLabel) and shown.isVisible() and '"datetime"' in shown.text()

@@ -26,6 +26,7 @@ from app.ui import icons, theme
 from app.ui.chat.height_cache import HeightCache
 from app.ui.chat.markdown import MarkdownRenderer
 from app.ui.chat.message_body import MarkdownBody
+from app.ui.chat.tool_message import ToolMessageView
 
 ACTIONS = ("copy", "edit", "regenerate", "delete", "previous", "next")
 STREAM_SLICE = 600  # characters of a streamed burst rendered per event-loop turn
@@ -222,6 +223,9 @@ class MessageWidget(QFrame):
         column.addWidget(self.notice)
         column.addWidget(self.thinking)
         column.addWidget(self.body)
+        self.tool_view = ToolMessageView(self)  # a tool call or result (hidden otherwise)
+        self.tool_view.resized.connect(self.invalidate_height)
+        column.addWidget(self.tool_view)
         column.addWidget(self.status_label)
         self._layout.addLayout(column)
         self._refresh_avatar()
@@ -284,8 +288,9 @@ class MessageWidget(QFrame):
             if self.streaming:
                 if not self.body.text and message.content:
                     self.body.append(message.content)
-            else:
-                self.body.set_markdown(message.content)
+            else:  # a tool result is shown folded by tool_view, not as the answer's text
+                self.body.set_markdown("" if message.role == "tool" else message.content)
+            self.tool_view.set_message(message)
             self._refresh_assistant_state()
         self._refresh_siblings()
         self._refresh_actions()
@@ -327,6 +332,7 @@ class MessageWidget(QFrame):
                 self.body.set_markdown(message.content)
             else:
                 self.body.finish_stream()
+            self.tool_view.set_message(message)  # an answer that ended in tool calls
         self._refresh_assistant_state()
         self._refresh_siblings()
         self._refresh_actions()
@@ -354,7 +360,7 @@ class MessageWidget(QFrame):
 
     def _refresh_assistant_state(self) -> None:
         meta = self.message.metadata
-        model = str(meta.get("model") or "Assistant")
+        model = str(meta.get("model") or ("Tool" if self.message.role == "tool" else "Assistant"))
         remote = parse_remote_id(model)  # provider::model reads better the other way round
         self.name_label.setText(f"{remote.model} · {remote.provider}" if remote else model)
         self.name_label.setToolTip(model if remote else "")
