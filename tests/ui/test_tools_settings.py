@@ -107,3 +107,27 @@ def test_a_bad_entry_says_what_to_fix(page: ToolsPage) -> None:
     page.env.setPlainText("no equals sign")
     page.save()
     assert "Environment: write one NAME=value a line, not 'no equals sign'" in page.status.text()
+
+
+def test_stopping_a_server_never_holds_the_window(
+    qtbot: QtBot, page: ToolsPage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    released = threading.Event()
+    stopped: list[str] = []
+
+    def slow_stop(name: str) -> None:  # a server that takes its time to leave
+        released.wait()
+        stopped.append(name)
+
+    monkeypatch.setattr(page.manager, "stop", slow_stop)
+    page.name.setText("time")
+    page.command.setText(TIME)
+    with qtbot.waitSignal(page.tools_changed):
+        page.save()  # saved and said while the old connection is still stopping
+    assert page.status.text() == "Saved time."
+    page.remove_server()
+    assert McpConfig().find("time") is None and stopped == []
+    released.set()
+    qtbot.waitUntil(lambda: stopped == ["time", "time"])

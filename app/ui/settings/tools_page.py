@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -169,8 +170,8 @@ class ToolsPage(QWidget):
 
     def shutdown(self) -> None:
         """Stop the servers a Test started (only when the page owns its manager)."""
-        if self._own_manager:
-            self.manager.shutdown()
+        if self._own_manager:  # off the GUI thread: a server may take a second to leave
+            threading.Thread(target=self.manager.shutdown, name="mcp-stop", daemon=True).start()
 
     # -- the list ----------------------------------------------------------------------------
 
@@ -261,18 +262,26 @@ class ToolsPage(QWidget):
             self.show_status("error", str(error))
             return
         assert isinstance(result, ServerConfig)
-        self.manager.stop(result.name)  # the next use starts it as it is now
+        self._stop_server(result.name)  # the next use starts it as it is now
         self.current = result
         self.reload(select=result.name)
         self.show_status("ok", f"Saved {result.name}.")
         self.tools_changed.emit()
+
+    def _stop_server(self, name: str) -> None:
+        manager = self.manager
+        run_in_background(lambda: manager.stop(name), self._on_server_stopped, self)
+
+    def _on_server_stopped(self, _result: Any, error: BaseException | None) -> None:
+        if error is not None:
+            self.show_status("error", str(error))
 
     @Slot()
     def remove_server(self) -> None:
         server = self.current
         if server is None:
             return
-        self.manager.stop(server.name)
+        self._stop_server(server.name)
         try:
             self.config.remove(server.name)
         except ValueError as e:
