@@ -236,7 +236,7 @@ def test_four_concurrent_clients_all_complete(served: Served) -> None:
 def test_a_queued_stream_gets_headers_and_keep_alives(
     small_queue: Served, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from app.server.routes import openai as routes
+    from app.server import jobs as routes
 
     finals = Finals(small_queue.worker, monkeypatch)
     monkeypatch.setattr(routes, "QUEUE_DEADLINE", 0.3)

@@ -20,14 +20,14 @@ from app.engine.types import Delta, Event, Failed, Finished
 from app.server.convert import ChatPlan
 from app.server.errors import APIError, from_engine_error
 from app.server.gateway import JobStream
+
+# The OpenAI routes' steps for a job's events: first events before the headers, the next
+# event (or a tick of silence), the whole answer, the cancelled error.
+from app.server.jobs import TICK, cancelled, collect, first_events, next_event
 from app.server.ollama.common import NDJSONResponse
 from app.server.ollama.shapes import done_fields, iso, line
 from app.server.output import ChatOutput, Piece
 from app.server.requestlog import LogNote
-
-# The OpenAI routes' steps for a job's events: first events before the headers, the next
-# event (or a tick of silence), the whole answer, the cancelled error.
-from app.server.routes.openai import _TICK, _cancelled, _collect, _first_events, _next
 
 After = Callable[[], Awaitable[None]]
 
@@ -192,14 +192,14 @@ async def respond(
     over (keep_alive 0 unloads the model there)."""
     if streaming:
         try:
-            early = await _first_events(stream, request)
+            early = await first_events(stream, request)
         except BaseException:
             if after is not None:
                 await after()
             raise
         return NDJSONResponse(_lines(stream, early, answer, note, after), stream.cancel)
     try:
-        texts, final = await _collect(stream, request)
+        texts, final = await collect(stream, request)
     finally:
         if after is not None:
             await after()
@@ -211,15 +211,15 @@ async def _lines(
     stream: JobStream, early: list[Event], answer: Answer, note: LogNote, after: After | None
 ) -> AsyncIterator[bytes]:
     try:
-        while (event := await _next(stream, early)) is not None:
-            if event is _TICK:
+        while (event := await next_event(stream, early)) is not None:
+            if event is TICK:
                 continue  # NDJSON has no comment to keep a silent stream open with
             if isinstance(event, Delta):
                 for obj in answer.delta(event.text):
                     yield line(obj)
             elif isinstance(event, Finished):
                 if event.reason == "cancelled":
-                    yield _error_line(_cancelled(), note)
+                    yield _error_line(cancelled(), note)
                     break
                 *lines, last = answer.finish(event)
                 for obj in lines:

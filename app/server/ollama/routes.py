@@ -25,6 +25,7 @@ from app.server import schemas as openai_schemas
 from app.server.catalog import EMBEDDING_ARCHITECTURES
 from app.server.errors import APIError
 from app.server.gateway import Gateway, model_meta
+from app.server.jobs import check_constraint, collect
 from app.server.ollama import convert, shapes
 from app.server.ollama.answers import ChatAnswer, GenerateAnswer, respond
 from app.server.ollama.common import (
@@ -49,7 +50,6 @@ from app.server.ollama.schemas import (
     Options,
 )
 from app.server.requestlog import LogNote
-from app.server.routes.openai import _check_constraint, _collect
 
 # The version of Ollama's API these routes follow (clients check it before using newer fields).
 OLLAMA_VERSION = "0.12.6"
@@ -175,7 +175,7 @@ async def chat(request: Request) -> Response:
         )
     openai_body = convert.chat_body(body)
     openai_convert.check_chat(openai_body)
-    await _check_constraint(_as_format(openai_convert.chat_constraint(openai_body)))
+    await check_constraint(_as_format(openai_convert.chat_constraint(openai_body)))
     gateway = gateway_of(request)
     model, _entry, load_seconds = await resolve(gateway, body.model, note, _num_ctx(body.options))
     meta = await asyncio.to_thread(model_meta, model.path)
@@ -214,7 +214,7 @@ async def generate(request: Request) -> Response:
         completion = convert.generate_completion_body(body)
         prompt = openai_convert.check_completion(completion)
         grammar, schema = convert.completion_format(body.format)
-        await _check_constraint((grammar, schema, "format"))
+        await check_constraint((grammar, schema, "format"))
         model, _entry, load_seconds = await resolve(
             gateway, body.model, note, _num_ctx(body.options)
         )
@@ -229,7 +229,7 @@ async def generate(request: Request) -> Response:
     else:
         openai_body = convert.generate_chat_body(body)
         openai_convert.check_chat(openai_body)
-        await _check_constraint(_as_format(openai_convert.chat_constraint(openai_body)))
+        await check_constraint(_as_format(openai_convert.chat_constraint(openai_body)))
         model, _entry, load_seconds = await resolve(
             gateway, body.model, note, _num_ctx(body.options)
         )
@@ -254,7 +254,7 @@ async def _embed(
     gateway = gateway_of(request)
     model, _entry, load_seconds = await resolve(gateway, name, note)
     stream = gateway.submit(engine.EmbeddingRequest(texts, model.model_id))
-    _texts, final = await _collect(stream, request)
+    _texts, final = await collect(stream, request)
     note.prompt_tokens = final.usage.prompt_tokens
     return final.result, final, load_seconds
 

@@ -26,7 +26,7 @@ from starlette.responses import Response
 
 from app.engine import types as engine
 from app.engine.providers import REMOTE_ID_SEPARATOR, is_remote_id
-from app.engine.types import Delta, Event, Failed, FinalEvent, Finished, Started
+from app.engine.types import Delta, Event, Failed, Finished
 from app.server import convert, schemas, shapes
 from app.server.catalog import ModelMeta
 from app.server.errors import (
@@ -37,18 +37,23 @@ from app.server.errors import (
 )
 from app.server.forward import RemoteForwarder
 from app.server.gateway import Gateway, JobStream, model_meta
+from app.server.jobs import (
+    KEEPALIVE,
+    TICK,
+    cancelled,
+    check_constraint,
+    collect,
+    first_events,
+    next_event,
+)
 from app.server.output import ChatOutput, Collected, Piece
 from app.server.requestlog import LogNote, note_of
-from app.server.streaming import EventStreamResponse, disconnect_watch
+from app.server.streaming import EventStreamResponse
 
 # Every route returns a Response itself: FastAPI's own serialisation is skipped (it is slower,
 # and it toggles warning filters, which is not thread-safe when the server runs on a thread).
 router = APIRouter()
 Body = TypeVar("Body", bound=BaseModel)
-HEADER_DEADLINE = 1.0  # seconds after a job starts before a stream's headers go out anyway
-QUEUE_DEADLINE = 10.0  # ... or after waiting this long in the queue
-KEEPALIVE_AFTER = 10.0  # a silent stream gets an SSE comment, so clients do not time out
-KEEPALIVE = b": waiting for the engine\n\n"
 
 
 def _gateway(request: Request) -> Gateway:
@@ -121,7 +126,7 @@ async def chat_completions(request: Request, gateway: GatewayDep) -> Response:
         return remote
     body, note = await _parse(request, schemas.ChatCompletionRequest)
     convert.check_chat(body)
-    await _check_constraint(convert.chat_constraint(body))
+    await check_constraint(convert.chat_constraint(body))
     model, meta = await _resolve(gateway, body.model, note)
     plan = convert.plan_chat(body, model, meta)
     obj = "chat.completion.chunk" if body.stream else "chat.completion"
@@ -176,7 +181,7 @@ async def completions(request: Request, gateway: GatewayDep) -> Response:
         return remote
     body, note = await _parse(request, schemas.CompletionRequest)
     prompt = convert.check_completion(body)
-    await _check_constraint((body.grammar, None, "grammar"))
+    await check_constraint((body.grammar, None, "grammar"))
     model, meta = await _resolve(gateway, body.model, note)
     engine_request = convert.completion_request(body, prompt, model, meta)
     env = shapes.Envelope("cmpl-", "text_completion", model, int(time.time()))
@@ -208,7 +213,7 @@ async def embeddings(request: Request, gateway: GatewayDep) -> Response:
     inputs = convert.embedding_inputs(body)
     model, _meta = await _resolve(gateway, body.model, note)
     stream = gateway.submit(engine.EmbeddingRequest(inputs, model.model_id))
-    _texts, final = await _collect(stream, request)
+    _texts, final = await collect(stream, request)
     vectors: list[list[float]] = final.result
     if body.dimensions is not None and vectors and body.dimensions != len(vectors[0]):
         raise APIError(
@@ -253,14 +258,6 @@ async def _parse(request: Request, cls: type[Body]) -> tuple[Body, LogNote]:
     return body, note
 
 
-async def _check_constraint(constraint: convert.Constraint) -> None:
-    """A 400 for a bad or oversized grammar or schema before a model is loaded or a job
-    queued; converting it is off the event loop (the engine finds it cached)."""
-    grammar, schema, _param = constraint
-    if grammar or schema is not None:
-        await asyncio.to_thread(convert.check_constraint, constraint)
-
-
 async def _resolve(
     gateway: Gateway, name: str | None, note: LogNote
 ) -> tuple[engine.LoadedModel, ModelMeta]:
@@ -275,9 +272,9 @@ async def _respond(
 ) -> Response:
     """Stream the job's answer (see the module's docstring), or send it whole."""
     if streaming:
-        early = await _first_events(stream, request)
+        early = await first_events(stream, request)
         return EventStreamResponse(_sse(stream, early, answer, note), stream.cancel)
-    texts, final = await _collect(stream, request)
+    texts, final = await collect(stream, request)
     _note_usage(note, final)
     return JSONResponse(answer.whole(texts, final))
 
@@ -288,15 +285,15 @@ async def _sse(
     try:
         for chunk in answer.opening():
             yield chunk
-        while (event := await _next(stream, early)) is not None:
-            if event is _TICK:
+        while (event := await next_event(stream, early)) is not None:
+            if event is TICK:
                 yield KEEPALIVE
             elif isinstance(event, Delta):
                 for chunk in answer.delta(event.text):
                     yield chunk
             elif isinstance(event, Finished):
                 if event.reason == "cancelled":
-                    yield _stream_error(_cancelled(), note)
+                    yield _stream_error(cancelled(), note)
                     break
                 for chunk in answer.finish(event):
                     yield chunk
@@ -308,75 +305,6 @@ async def _sse(
         yield shapes.DONE
     finally:
         stream.cancel()
-
-
-async def _first_events(stream: JobStream, request: Request) -> list[Event]:
-    """Events up to the first token (or the end), or until HEADER_DEADLINE after the start
-    (QUEUE_DEADLINE while queued); raises the APIError of a job that failed by then."""
-    loop = asyncio.get_running_loop()
-    events: list[Event] = []
-    deadline = loop.time() + QUEUE_DEADLINE
-    async with disconnect_watch(request.receive, stream.cancel):
-        while True:
-            try:
-                event = await asyncio.wait_for(stream.next(), deadline - loop.time())
-            except TimeoutError:
-                return events
-            events.append(event)
-            if isinstance(event, Started):
-                deadline = loop.time() + HEADER_DEADLINE
-            elif isinstance(event, Failed):
-                raise from_engine_error(event.error)
-            elif isinstance(event, Finished) and event.reason == "cancelled":
-                raise _cancelled()
-            elif isinstance(event, Delta | Finished):
-                return events
-
-
-class _Tick:
-    """No event for KEEPALIVE_AFTER seconds."""
-
-
-_TICK = _Tick()
-
-
-async def _next(stream: JobStream, early: list[Event]) -> Event | _Tick | None:
-    """The next event (those already received first), _TICK after a silence, None after the
-    final event."""
-    if early:
-        return early.pop(0)
-    if stream.final is not None:
-        return None
-    try:
-        return await asyncio.wait_for(stream.next(), KEEPALIVE_AFTER)
-    except TimeoutError:
-        return _TICK
-
-
-async def _collect(stream: JobStream, request: Request) -> tuple[list[str], Finished]:
-    """Every generated text piece and the final event; raises the APIError of a failure."""
-    texts: list[str] = []
-    async with disconnect_watch(request.receive, stream.cancel):
-        async for event in stream:
-            if isinstance(event, Delta):
-                texts.append(event.text)
-    final: FinalEvent | None = stream.final
-    if isinstance(final, Failed):
-        raise from_engine_error(final.error)
-    assert isinstance(final, Finished)
-    if final.reason == "cancelled":
-        raise _cancelled()
-    return texts, final
-
-
-def _cancelled() -> APIError:
-    return APIError(
-        503,
-        "The request was cancelled before it finished: the server is stopping or the client "
-        "went away.",
-        code="cancelled",
-        type="server_error",
-    )
 
 
 def _stream_error(error: APIError, note: LogNote) -> bytes:
