@@ -28,7 +28,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from jinja2 import Template, TemplateError
+from jinja2 import Template, TemplateError, nodes
+from jinja2.ext import Extension
+from jinja2.parser import Parser
 
 from app.engine.template_sandbox import (
     DEFAULT_LIMITS,
@@ -78,11 +80,22 @@ def _tojson(value: Any, indent: int | str | None = None, **_: Any) -> str:
     return json.dumps(value, ensure_ascii=False, indent=indent)
 
 
+class GenerationTag(Extension):
+    """Hugging Face's ``{% generation %}…{% endgeneration %}``, which marks the assistant's
+    tokens for training masks (SmolLM3 and others use it): rendered as its body."""
+
+    tags = {"generation"}  # noqa: RUF012 (Jinja's API: a class attribute)
+
+    def parse(self, parser: Parser) -> list[nodes.Node]:
+        next(parser.stream)
+        return parser.parse_statements(("name:endgeneration",), drop_needle=True)
+
+
 def _make_env() -> BudgetedSandbox:
     env = BudgetedSandbox(
         trim_blocks=True,
         lstrip_blocks=True,
-        extensions=["jinja2.ext.loopcontrols"],
+        extensions=["jinja2.ext.loopcontrols", GenerationTag],
         autoescape=False,
     )
     env.add_filter("tojson", _tojson)

@@ -338,3 +338,16 @@ def test_the_engine_refuses_a_hostile_template_and_keeps_serving(gemma_path: Pat
         assert isinstance(answer, Finished) and answer.usage.completion_tokens > 0
     finally:
         worker.shutdown()
+
+
+def test_hugging_faces_generation_tag_renders_its_body() -> None:
+    source = (
+        "{% for m in messages %}<{{ m.role }}>"
+        "{% if m.role == 'assistant' %}{% generation %}{{ m.content }}{% endgeneration %}"
+        "{% else %}{{ m.content }}{% endif %}</{{ m.role }}>{% endfor %}"
+    )
+    rendered = ChatTemplate(source).render(
+        [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}],
+        add_generation_prompt=False,
+    )
+    assert rendered.text == "<user>Hi</user><assistant>Hello</assistant>"
