@@ -50,10 +50,8 @@ def test_a_chat_calls_the_time_tool_after_allow_once(
     assert '"timezone"' in card.arguments.text()  # pretty-printed arguments
     with qtbot.waitSignal(controller.answer_finished, timeout=WAIT_MS) as finished:
         card.allow_button.click()
-    assert card.state.text() == "Done"
-    assert card.toggle.isVisible() and not card.result.isVisible()  # folded
-    card.toggle.click()
-    assert card.result.isVisible() and '"datetime"' in card.result.toPlainText()
+        assert card.state.text() == "Running… (Esc stops it)"
+    assert panel.cards == {}  # done: the chat shows the call and its result instead
 
     answer = finished.args[0]
     branch = controller.branch
@@ -64,6 +62,11 @@ def test_a_chat_calls_the_time_tool_after_allow_once(
     assert branch[-1].id == answer.id and answer.status == "complete"
     for message in branch:
         assert window.chat.view.widget_for(message.id) is not None
+    result = window.chat.view.widget_for(branch[2].id)
+    assert result is not None and result.tool_view.toggle is not None
+    assert not result.tool_view.folded[0].isVisible()  # folded under the call
+    result.tool_view.toggle.click()
+    assert result.tool_view.folded[0].isVisible()
 
     # A restart: the calls and results are in the chat, and in its export.
     conversation_id = controller.conversation_id
@@ -92,9 +95,10 @@ def test_esc_while_a_call_waits_denies_it_and_stops_the_answer(
     assert finished.args[0].status == "stopped"
     tool = next(m for m in controller.branch if m.role == "tool")
     assert tool.content == "Error: the user stopped the answer before this call ran."
-    qtbot.waitUntil(
-        lambda: [c.state.text() for c in window.chat.tool_panel.cards.values()] == ["Denied"]
-    )
+    qtbot.waitUntil(lambda: window.chat.tool_panel.cards == {})
+    shown = window.chat.view.widget_for(tool.id)
+    assert shown is not None and shown.tool_view.title is not None
+    assert shown.tool_view.title.text() == "Result of get_current_time · time (denied)"
     assert not McpConfig().get("time").always_allow
 
 
@@ -124,8 +128,7 @@ def test_always_allow_asks_once_and_the_next_call_just_runs(
     assert roles == ["user", "assistant", "tool", "assistant", "tool", "assistant"]
     assert "Asia/Tokyo" in controller.branch[4].content
     assert controller.branch[-1].content == "Noon in London."
-    cards = list(window.chat.tool_panel.cards.values())
-    assert [c.state.text() for c in cards] == ["Done (always allowed)"] * 2
+    assert window.chat.tool_panel.cards == {}
 
 
 def test_regenerate_after_a_tool_result_keeps_the_calls_and_makes_a_branch(
@@ -155,13 +158,15 @@ def test_regenerate_after_a_tool_result_keeps_the_calls_and_makes_a_branch(
     assert [m["role"] for m in last_request][-2:] == ["assistant", "tool"]
 
 
-def test_a_result_image_is_a_thumbnail_under_the_card(qtbot: QtBot, ember_app: object) -> None:
+def test_a_result_image_is_a_thumbnail_folded_under_the_call(
+    qtbot: QtBot, ember_app: object
+) -> None:
     from PySide6.QtCore import QBuffer, QByteArray, QIODevice
     from PySide6.QtGui import QColor, QImage
 
-    from app.tools.loop import ToolCall
+    from app.chats.models import Message
     from app.tools.results import ToolImage, ToolOutput
-    from app.ui.chat.tool_card import THUMBNAIL, ToolCallCard
+    from app.ui.chat.tool_message import THUMBNAIL, ToolMessageView
 
     image = QImage(400, 200, QImage.Format.Format_RGB32)
     image.fill(QColor("red"))
@@ -169,18 +174,19 @@ def test_a_result_image_is_a_thumbnail_under_the_card(qtbot: QtBot, ember_app: o
     buffer = QBuffer(data)
     buffer.open(QIODevice.OpenModeFlag.WriteOnly)
     image.save(buffer, "PNG")  # type: ignore[call-overload]  # the stubs say bytes; Qt wants str
-    call = ToolCall("call_1", "shot", "{}", "screen", "shot", decision="once")
-    call.output = ToolOutput(
-        "[image: image/png]", images=(ToolImage("image/png", bytes(data.data())),)
-    )
-    card = ToolCallCard(call)
-    qtbot.addWidget(card)
-    card.set_result(call)
-    card.show()
-    assert len(card.thumbnails) == 1 and not card.thumbnails[0].isVisible()  # folded
-    card.toggle.click()
-    pixmap = card.thumbnails[0].pixmap()
-    assert card.thumbnails[0].isVisible() and pixmap.width() == THUMBNAIL
+    output = ToolOutput("[image: image/png]", images=(ToolImage("image/png", bytes(data.data())),))
+    meta = {"name": "shot", "tool": "shot", "server": "screen", "output": output.to_json()}
+    message = Message("m", "c", "a", "tool", output.text, "complete", 0.0, meta)
+    view = ToolMessageView()
+    qtbot.addWidget(view)
+    view.set_message(message)
+    view.show()
+    assert view.title is not None and view.title.text() == "Result of shot · screen"
+    thumbnail = view.folded[-1]
+    assert isinstance(thumbnail, QLabel) and not thumbnail.isVisible()  # folded
+    assert view.toggle is not None
+    view.toggle.click()
+    assert thumbnail.isVisible() and thumbnail.pixmap().width() == THUMBNAIL
 
 
 def test_calls_and_results_show_in_the_chat_also_after_a_restart(

@@ -12,7 +12,7 @@ import binascii
 from typing import Any
 
 from PySide6.QtCore import Qt, Signal, Slot
-from PySide6.QtGui import QPixmap
+from PySide6.QtGui import QFontDatabase, QPixmap
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QToolButton, QVBoxLayout, QWidget
 
 from app.chats.models import Message
@@ -21,8 +21,10 @@ from app.chats.tool_messages import tool_calls
 THUMBNAIL = 160
 
 
-def _label(text: str, name: str, parent: QWidget) -> QLabel:
+def _label(text: str, name: str, parent: QWidget, fixed: bool = False) -> QLabel:
     label = QLabel(text, parent)
+    if fixed:  # JSON reads best in a fixed-width font
+        label.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
     label.setObjectName(name)
     label.setWordWrap(True)
     label.setTextFormat(Qt.TextFormat.PlainText)
@@ -61,10 +63,10 @@ class ToolMessageView(QFrame):
             for call in calls:
                 function = call["function"]
                 self._layout.addWidget(
-                    _label(f"Called {function.get('name', '?')}", "ToolCallTitle", self)
+                    _label(f"Called {function.get('name', '?')}", "SectionTitle", self)
                 )
                 arguments = _pretty(str(function.get("arguments") or "{}"))
-                self._layout.addWidget(_label(arguments, "ToolCallArguments", self))
+                self._layout.addWidget(_label(arguments, "ToolCallArguments", self, fixed=True))
         self.setVisible(message.role == "tool" or bool(calls))
 
     def _show_result(self, message: Message) -> None:
@@ -78,7 +80,7 @@ class ToolMessageView(QFrame):
             state = " (denied)"
         elif output.get("is_error"):
             state = " (failed)"
-        self.title = _label(f"Result of {name}{server}{state}", "ToolCallTitle", self)
+        self.title = _label(f"Result of {name}{server}{state}", "SectionTitle", self)
         self.toggle = QToolButton(self)
         self.toggle.setObjectName("ToolResultToggle")
         self.toggle.setText("Show result")
@@ -88,7 +90,7 @@ class ToolMessageView(QFrame):
         row.addWidget(self.title, 1)
         row.addWidget(self.toggle)
         self._layout.addLayout(row)
-        text = _label(_pretty(message.content), "ToolResultText", self)
+        text = _label(_pretty(message.content), "ToolResultText", self, fixed=True)
         self._layout.addWidget(text)
         self.folded = [text]
         for image in output.get("images") or []:

@@ -1,10 +1,11 @@
 """Tools above the composer: the open chat's choice of MCP servers and tool choice (a menu),
-and the cards of the answer being written (each call's card and, once it ran, its result).
+and the card of a call of the answer being written, while it waits for a decision and runs.
 
 ``ToolPanel`` is driven by the ConversationController: ``show_request(call)`` when a call waits
-for a decision, ``show_result(call)`` when it is done, ``clear()`` when another chat opens or a
-new answer begins. Signals: ``decided(str)`` the person's answer to the waiting call;
-``setup_changed(object)`` a new ToolSetup for the open chat.
+for a decision (the card stays while it runs: Esc stops it), ``show_result(call)`` when it is
+done (the card goes: the chat shows the call and its result folded under it), ``clear()`` when
+another chat opens or a new answer begins. Signals: ``decided(str)`` the person's answer to
+the waiting call; ``setup_changed(object)`` a new ToolSetup for the open chat.
 """
 
 from __future__ import annotations
@@ -134,8 +135,13 @@ class ToolPanel(QWidget):
 
     @Slot(object)
     def show_result(self, call: Any) -> None:
-        card = self.cards.get(call.id) or self.show_request(call)
-        card.set_result(call)
+        """The call is done: its card goes; the chat shows the call and, folded under it,
+        the result (as saved messages)."""
+        card = self.cards.pop(call.id, None)
+        if card is not None:
+            self.cards_layout.removeWidget(card)
+            card.hide()
+            card.deleteLater()
 
     def pending(self) -> ToolCallCard | None:
         return next((c for c in self.cards.values() if c.state.text() == "Allow this call?"), None)
