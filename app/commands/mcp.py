@@ -249,36 +249,47 @@ class TerminalHooks:
         print(f"{mark} {text}", file=sys.stderr)
 
 
-def run_with_tools(
-    worker: Any, loaded: Any, messages: list[Any], sampling: Any, args: argparse.Namespace
-) -> Any:
-    """``ember run MODEL --mcp NAMES PROMPT``: answer with the servers' tools; Ctrl+C stops the
-    answer or the call being run. Returns the last answer's final event."""
-    import threading
+class TerminalTools:
+    """``ember run MODEL --mcp NAMES``: the servers, started once for the whole session, and
+    one answer with tools at a time (Ctrl+C stops the answer or the call being run)."""
 
-    from app.config import Settings
-    from app.tools.loop import LoopHooks, LoopResult, ToolLoop
+    def __init__(self, worker: Any, loaded: Any, sampling: Any, args: argparse.Namespace) -> None:
+        from app.config import Settings
 
-    names = server_names(args.mcp)
-    config = McpConfig()
-    for name in names:
-        approve_command(config, config.get(name), args.yes)
-    settings = Settings()
-    manager = ToolManager(config)
-    try:
-        toolbox = manager.toolbox(names)
-        hooks = TerminalHooks(args.yes)
+        names = server_names(args.mcp)
+        self.config = McpConfig()
+        for name in names:
+            approve_command(self.config, self.config.get(name), args.yes)
+        settings = Settings()
+        self.manager = ToolManager(self.config)
+        self.hooks = TerminalHooks(args.yes)
+        self.worker, self.loaded, self.sampling, self.args = worker, loaded, sampling, args
+        self.timeout = float(settings.get("tools.timeout"))
+        self.max_rounds = int(settings.get("tools.max_rounds"))
+        try:
+            self.toolbox = self.manager.toolbox(names)
+        except ToolError as e:
+            self.manager.shutdown()
+            raise CliError(str(e)) from None
+
+    def answer(self, messages: list[Any]) -> Any:
+        """Answer ``messages`` with the tools; returns the LoopResult."""
+        import threading
+
+        from app.tools.loop import LoopHooks, LoopResult, ToolLoop
+
+        hooks = self.hooks
         loop = ToolLoop(
-            worker,
-            manager,
-            toolbox,
+            self.worker,
+            self.manager,
+            self.toolbox,
             LoopHooks(hooks.approve, hooks.on_text, hooks.on_call, hooks.on_result),
-            sampling=sampling,
-            model=loaded.model_id,
-            chat_template=loaded.chat_template,
-            tool_choice=args.tool_choice,
-            timeout=settings.get("tools.timeout"),
-            max_rounds=settings.get("tools.max_rounds"),
+            sampling=self.sampling,
+            model=self.loaded.model_id,
+            chat_template=self.loaded.chat_template,
+            tool_choice=self.args.tool_choice,
+            timeout=self.timeout,
+            max_rounds=self.max_rounds,
         )
         results: list[LoopResult] = []
         failure: list[BaseException] = []
@@ -298,8 +309,19 @@ def run_with_tools(
                 loop.control.cancel()
         if failure:
             raise failure[0]
-        return results[0].final
-    except ToolError as e:
-        raise CliError(str(e)) from None
+        return results[0]
+
+    def close(self) -> None:
+        self.manager.shutdown()
+
+
+def run_with_tools(
+    worker: Any, loaded: Any, messages: list[Any], sampling: Any, args: argparse.Namespace
+) -> Any:
+    """``ember run MODEL --mcp NAMES PROMPT``: one answer with the servers' tools; returns its
+    final event."""
+    tools = TerminalTools(worker, loaded, sampling, args)
+    try:
+        return tools.answer(messages).final
     finally:
-        manager.shutdown()
+        tools.close()

@@ -112,8 +112,8 @@ class _Engine(Protocol):
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.mcp is not None and (args.prompt is None or args.raw):
-        raise CliError("--mcp needs a PROMPT (and a chat, not --raw).")
+    if args.mcp is not None and args.raw:
+        raise CliError("--mcp works in a chat, not with --raw.")
     if args.provider is not None or _is_remote(args.model):
         if args.mcp is not None:
             raise CliError("--mcp works with local models; a remote server runs its own tools.")
@@ -143,7 +143,17 @@ def run(args: argparse.Namespace) -> int:
             f"Chatting with {loaded.model_id} ({loaded.n_ctx} tokens of context). "
             "Type /help for help, /bye to leave."
         )
-        return _interactive(worker, banner, sampling, args, ContextFitter(worker, loaded))
+        if args.mcp is None:
+            return _interactive(worker, banner, sampling, args, ContextFitter(worker, loaded))
+        from app.commands.mcp import TerminalTools
+
+        tools = TerminalTools(worker, loaded, sampling, args)
+        try:
+            return _interactive(
+                worker, banner, sampling, args, ContextFitter(worker, loaded), tools=tools
+            )
+        finally:
+            tools.close()
     finally:
         worker.shutdown()
 
@@ -283,6 +293,8 @@ def _interactive(
     sampling: SamplingParams,
     args: argparse.Namespace,
     fitter: ContextFitter | None = None,
+    *,
+    tools: Any = None,
 ) -> int:
     if sys.stdin.isatty():
         import readline  # noqa: F401  (line editing and history for input())
@@ -306,6 +318,11 @@ def _interactive(
         sent = _fitted(fitter, messages, sampling)
         if sent is None:
             messages.pop()  # never sent: the conversation goes on without it
+            continue
+        if tools is not None:  # the model may call tools: their messages stay in the chat
+            result = tools.answer(sent)
+            messages += result.messages
+            _finish_line(result.final, args.json)
             continue
         final = _stream(worker.submit(ChatRequest(sent, sampling)), sys.stdout)
         answer = (

@@ -78,10 +78,10 @@ def test_add_an_http_server_with_headers(ember_home: Path) -> None:
     assert bad.returncode == 1 and "Give a command after `--`" in bad.stderr
 
 
-def test_run_with_mcp_needs_a_prompt(ember_home: Path) -> None:
-    result = ember("run", "model.gguf", "--mcp", "time")
+def test_run_with_mcp_is_a_chat_not_raw(ember_home: Path) -> None:
+    result = ember("run", "model.gguf", "--mcp", "time", "--raw", "Hi")
     assert result.returncode == 1
-    assert "--mcp needs a PROMPT" in result.stderr
+    assert "--mcp works in a chat, not with --raw" in result.stderr
 
 
 def test_run_calls_the_time_tool_when_forced(ember_home: Path, gemma_path: Path) -> None:
@@ -106,3 +106,28 @@ def test_run_calls_the_time_tool_when_forced(ember_home: Path, gemma_path: Path)
     assert "→ get_current_time {" in result.stderr
     assert '← {\n  "timezone":' in result.stderr
     assert '"datetime":' in result.stderr
+
+
+def test_interactive_run_asks_before_each_call(ember_home: Path, gemma_path: Path) -> None:
+    from app.config import Settings
+
+    ember("mcp", "add", "time", "--", sys.executable, *TIME_ARGS)
+    Settings().set("tools.max_rounds", 1)  # one call, then an answer
+    result = ember(
+        "run",
+        str(gemma_path),
+        "--mcp",
+        "time",
+        "--tool-choice",
+        "required",
+        "--temp",
+        "0",
+        "-n",
+        "40",
+        stdin="What time is it?\ny\n/bye\n",
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "Allow get_current_time (time)? [y]es once, [a]lways, [N]o:" in result.stderr
+    assert "→ get_current_time {" in result.stderr
+    assert '← {\n  "timezone":' in result.stderr
