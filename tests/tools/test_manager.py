@@ -156,3 +156,24 @@ def test_shutdown_stops_the_server_process(
     manager.shutdown()
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+
+
+def test_an_http_server_that_goes_away_and_comes_back(
+    config: McpConfig, manager: ToolManager, markers: Path
+) -> None:
+    from tests.helpers.net import free_port
+
+    port = free_port()
+    first = HttpServer(markers, port)
+    first.start()
+    config.add(ServerConfig("web", url=first.url))
+    assert manager.call("web", "echo", {"text": "one"}, 30).result().text == "one"
+    first.stop()
+    with pytest.raises(ToolError, match="MCP server web stopped during the call"):
+        manager.call("web", "echo", {"text": "lost"}, 600).result()  # not a timeout: at once
+    second = HttpServer(markers, port)
+    second.start()
+    try:
+        assert manager.call("web", "echo", {"text": "back"}, 30).result().text == "back"
+    finally:
+        second.stop()
