@@ -23,7 +23,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -142,6 +142,16 @@ class ServerConnection:
         """Run ``tool``; the future holds its :class:`ToolOutput` (an error the tool reported
         is an output with ``is_error``), or raises :class:`ToolError`. ``cancel()`` stops it."""
         return self._submit(lambda: self._call(tool, arguments, timeout))
+
+    def known_tools(self) -> list[ToolInfo] | None:
+        """The tools listed by the current connection, if it is up."""
+        attempt = self._attempt  # read from another thread: a look, never a wait
+        try:
+            if attempt is None or not attempt.up.done() or attempt.up.exception() is not None:
+                return None
+        except (asyncio.CancelledError, asyncio.InvalidStateError):
+            return None
+        return list(attempt.tools)
 
     def stop(self) -> None:
         """Stop the server and the thread (idempotent; waits a few seconds at most)."""
@@ -391,14 +401,21 @@ class ToolManager:
         connection = self.connection(name)
         return connection.list_tools(timeout).result()
 
-    def toolbox(self, names: list[str], timeout: float | None = None) -> ToolBox:
-        """The enabled tools of the enabled servers ``names``, ready for a ChatRequest."""
+    def toolbox(
+        self, names: list[str], timeout: float | None = None, exclude: Collection[str] = ()
+    ) -> ToolBox:
+        """The enabled tools of the enabled servers ``names``, ready for a ChatRequest, but
+        those named in ``exclude`` (``"server/tool"``: a chat's own choice)."""
         found: list[ToolInfo] = []
         for name in names:
             server = self.config.get(name)
             if not server.enabled:
                 continue
-            found += [t for t in self.list_tools(name, timeout) if server.tool_enabled(t.name)]
+            found += [
+                t
+                for t in self.list_tools(name, timeout)
+                if server.tool_enabled(t.name) and f"{name}/{t.name}" not in exclude
+            ]
         counts: dict[str, int] = {}
         for tool in found:
             counts[tool.name] = counts.get(tool.name, 0) + 1
@@ -417,6 +434,12 @@ class ToolManager:
         self, server: str, tool: str, arguments: dict[str, Any], timeout: float
     ) -> concurrent.futures.Future[ToolOutput]:
         return self.connection(server).call(tool, arguments, timeout)
+
+    def known_tools(self, name: str) -> list[ToolInfo] | None:
+        """The tools of a server that is up now, without connecting (None: not known yet)."""
+        with self._lock:
+            connection = self._connections.get(name)
+        return connection.known_tools() if connection is not None else None
 
     def stop(self, name: str) -> None:
         with self._lock:

@@ -209,3 +209,13 @@ def test_cancel_stops_an_answer_being_written(config: McpConfig, manager: ToolMa
     loop.control.cancel()
     thread.join()
     assert done[0].cancelled  # type: ignore[attr-defined]
+
+
+def test_a_chat_can_leave_out_single_tools(
+    config: McpConfig, manager: ToolManager, markers: Path
+) -> None:
+    config.add(sdk_server("t", markers))
+    box = manager.toolbox(["t"], exclude=["t/crash", "t/flood", "other/echo"])
+    assert "crash" not in box.route and "flood" not in box.route
+    assert "echo" in box.route
+    assert [t.name for t in manager.known_tools("t") or []][:1] == ["echo"]

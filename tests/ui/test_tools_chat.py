@@ -8,11 +8,13 @@ import dataclasses
 import sys
 from collections.abc import Callable
 
-from PySide6.QtWidgets import QLabel
+from PySide6.QtCore import QEvent
+from PySide6.QtWidgets import QApplication, QLabel, QMenu
 from pytestqt.qtbot import QtBot
 
 from app.chats.tool_messages import tool_calls
 from app.tools.config import McpConfig, ServerConfig
+from app.ui.chat.tool_panel import ToolPanel
 from app.ui.chat.tool_turn import ToolSetup
 from app.ui.main_window import MainWindow
 from tests.tools.scripted import ScriptedEngine, call_text
@@ -219,3 +221,40 @@ def test_calls_and_results_show_in_the_chat_also_after_a_restart(
     view.toggle.click()
     shown = view.folded[0]
     assert isinstance(shown, QLabel) and shown.isVisible() and '"datetime"' in shown.text()
+
+
+def tool_items(panel: ToolPanel) -> list[str]:
+    """The entries of the Tools menu's submenu of the chat's server."""
+    return [a.text() for a in submenu_of(panel).actions()]
+
+
+def submenu_of(panel: ToolPanel) -> QMenu:
+    QApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)  # the last menu's are gone
+    (submenu,) = panel.menu.findChildren(QMenu)
+    return submenu
+
+
+def test_a_chat_can_turn_single_tools_off(
+    qtbot: QtBot, make_window: Callable[[], MainWindow]
+) -> None:
+    window = make_window()
+    add_time_server(window)
+    window.services.settings.set("tools.max_rounds", 8)
+    controller, panel = window.controller, window.chat.tool_panel
+    panel.choose_servers(["time"])
+    panel.fill_menu()
+    assert tool_items(panel) == ["Listed once the server has run in a chat"]
+    engine = ScriptedEngine(["No tool needed.", "Still none."])
+    controller.answers.tools.engine = engine
+    with qtbot.waitSignal(controller.answer_finished, timeout=WAIT_MS):
+        window.chat.composer.send_requested.emit("Hello")
+    assert "convert_time" in (engine.requests[0].messages[0]["content"] or "")
+    panel.fill_menu()
+    tools = {a.text(): a for a in submenu_of(panel).actions()}
+    assert set(tools) == {"get_current_time", "convert_time"}
+    tools["convert_time"].setChecked(False)
+    assert controller.tool_setup().tools_off == ("time/convert_time",)
+    with qtbot.waitSignal(controller.answer_finished, timeout=WAIT_MS):
+        window.chat.composer.send_requested.emit("And now?")
+    offered = engine.requests[1].messages[0]["content"] or ""
+    assert "get_current_time" in offered and "convert_time" not in offered

@@ -69,7 +69,7 @@ class ChatPane(QWidget):
         self.stack.addWidget(self.empty_scroll)
         self.stack.addWidget(self.view)
         self.composer = Composer(self)
-        self.tool_panel = ToolPanel(self)
+        self.tool_panel = ToolPanel(self, controller.answers.tools.known_tools)
 
         banner_row = QHBoxLayout()
         banner_row.setContentsMargins(24, 12, 24, 0)

@@ -79,6 +79,13 @@ class ToolAnswers(QObject):
         turn.done.connect(self._on_done)
         turn.start(messages)
 
+    def known_tools(self, server: str) -> list[str] | None:
+        """The tool names of a server this session has connected to (None: not yet)."""
+        if self._manager is None:
+            return None
+        tools = self._manager.known_tools(server)
+        return [t.name for t in tools] if tools is not None else None
+
     def shutdown(self) -> None:
         if self._manager is not None:
             self._manager.shutdown()

@@ -10,6 +10,8 @@ the waiting call; ``setup_changed(object)`` a new ToolSetup for the open chat.
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtCore import Signal, Slot
@@ -32,9 +34,14 @@ class ToolPanel(QWidget):
     decided = Signal(str)
     setup_changed = Signal(object)
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(
+        self,
+        parent: QWidget | None = None,
+        tools_of: Callable[[str], list[str] | None] | None = None,
+    ) -> None:
         super().__init__(parent)
         self.setObjectName("ToolPanel")
+        self.tools_of = tools_of or (lambda _server: None)
         self.setup = ToolSetup()
         self.cards: dict[str, ToolCallCard] = {}
         self.button = QToolButton(self)
@@ -71,6 +78,8 @@ class ToolPanel(QWidget):
         """The servers of Settings → Tools (read when the menu opens: a small file)."""
         from app.tools.config import McpConfig
 
+        for submenu in self.menu.findChildren(QMenu):  # clear() leaves them behind
+            submenu.deleteLater()
         self.menu.clear()
         try:
             servers = [s for s in McpConfig().list() if s.enabled]
@@ -86,6 +95,9 @@ class ToolPanel(QWidget):
             action.setData(server.name)
             action.toggled.connect(self._on_server_toggled)
             self.menu.addAction(action)
+            if server.name in self.setup.servers:
+                self._add_tools(server.name, sorted(server.disabled_tools))
+
         self.menu.addSeparator()
         group = QActionGroup(self.menu)
         for value, label in CHOICES:
@@ -97,11 +109,33 @@ class ToolPanel(QWidget):
             group.addAction(action)
             self.menu.addAction(action)
 
+    def _add_tools(self, server: str, off_everywhere: list[str]) -> None:
+        """The server's tools, each on or off for this chat (known once the server has run)."""
+        names = self.tools_of(server)
+        tools = self.menu.addMenu(f"{server}: tools in this chat")
+        if names is None:
+            tools.addAction("Listed once the server has run in a chat").setEnabled(False)
+            return
+        for name in names:
+            if name in off_everywhere:
+                continue  # off in Settings → Tools for every chat
+            action = QAction(name, tools)
+            action.setCheckable(True)
+            action.setChecked(f"{server}/{name}" not in self.setup.tools_off)
+            action.setData(f"{server}/{name}")
+            action.toggled.connect(self._on_tool_toggled)
+            tools.addAction(action)
+
     def choose_servers(self, names: list[str]) -> None:
-        self._change(ToolSetup(tuple(names), self.setup.choice))
+        self._change(dataclasses.replace(self.setup, servers=tuple(names)))
 
     def choose(self, choice: Any) -> None:
-        self._change(ToolSetup(self.setup.servers, choice))
+        self._change(dataclasses.replace(self.setup, choice=choice))
+
+    def set_tool_on(self, key: str, on: bool) -> None:
+        """``key`` is ``"server/tool"``: may the model use it in this chat?"""
+        off = [k for k in self.setup.tools_off if k != key] + ([] if on else [key])
+        self._change(dataclasses.replace(self.setup, tools_off=tuple(off)))
 
     def _change(self, setup: ToolSetup) -> None:
         self.set_setup(setup)
@@ -114,6 +148,12 @@ class ToolPanel(QWidget):
         name = str(action.data())
         names = [n for n in self.setup.servers if n != name] + ([name] if on else [])
         self.choose_servers(names)
+
+    @Slot(bool)
+    def _on_tool_toggled(self, on: bool) -> None:
+        action = self.sender()
+        assert isinstance(action, QAction)
+        self.set_tool_on(str(action.data()), on)
 
     @Slot()
     def _on_choice_triggered(self) -> None:

@@ -33,17 +33,19 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class ToolSetup:
-    """A chat's tools: the servers it may use and how (``tools`` in its settings blob)."""
+    """A chat's tools: the servers it may use, how, and the tools it leaves out
+    (``"server/tool"``); ``tools`` in its settings blob."""
 
     servers: tuple[str, ...] = ()
     choice: ToolChoice = "auto"
+    tools_off: tuple[str, ...] = ()
 
     @property
     def active(self) -> bool:
         return bool(self.servers) and self.choice != "none"
 
     def to_json(self) -> dict[str, Any]:
-        return {"servers": list(self.servers), "choice": self.choice}
+        return {"servers": list(self.servers), "choice": self.choice, "off": list(self.tools_off)}
 
     @classmethod
     def from_blob(cls, blob: dict[str, Any] | None) -> ToolSetup:
@@ -52,9 +54,11 @@ class ToolSetup:
             return cls()
         servers = data.get("servers")
         choice = data.get("choice")
+        off = data.get("off")
         return cls(
             tuple(str(s) for s in servers) if isinstance(servers, list) else (),
             choice if choice in TOOL_CHOICES else "auto",
+            tuple(str(t) for t in off) if isinstance(off, list) else (),
         )
 
 
@@ -140,7 +144,8 @@ class ToolTurn(QObject):
 
     def _run(self, messages: list[ChatMessage]) -> None:
         try:
-            self.loop.toolbox = self._manager.toolbox(list(self.setup.servers))
+            setup = self.setup
+            self.loop.toolbox = self._manager.toolbox(list(setup.servers), exclude=setup.tools_off)
             result: object = self.loop.run(messages)
         except Exception as error:  # a server that cannot start: the answer says why
             log.info("Tools unavailable: %s", error)
