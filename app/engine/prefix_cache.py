@@ -25,6 +25,7 @@ Pure bookkeeping over the model's ``seq_rm``/``seq_cp``; worker thread only.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -113,9 +114,17 @@ class PrefixCache:
     sequences saved from it)."""
 
     def __init__(
-        self, memory: SequenceMemory, n_seq: int, n_swa: int = 0, ram_budget: int = 0
+        self,
+        memory: SequenceMemory,
+        n_seq: int,
+        n_swa: int = 0,
+        ram_budget: int = 0,
+        make_room: Callable[[int], None] | None = None,
     ) -> None:
+        """``make_room(n)`` evicts idle sequences until ``n`` more cells fit (the scheduler's
+        rule, used before a restore as before a batch)."""
         self._memory = memory
+        self._make_room = make_room
         self._n_swa = n_swa
         self.entries = [CachedSeq(i) for i in range(n_seq)]
         self._clock = itertools.count(1)
@@ -212,18 +221,34 @@ class PrefixCache:
         """Bring ``saved`` back into an idle sequence, busy and cut to its first ``n`` tokens;
         None when no sequence is idle or llama.cpp finds no room for it (a cache miss)."""
         assert self.ram is not None
-        if saved.lowest > (max(0, n - self._n_swa) if self._n_swa > 0 else 0):
-            return None  # the sliding-window layers lack positions before n (see usable)
+        need = max(0, n - self._n_swa) if self._n_swa > 0 else 0
+        # Restoring places the cells as a batch would, and llama.cpp then drops those outside
+        # the sliding window of the restored end: the lowest position left is at least
+        # len(tokens) - n_swa, so a prefix much shorter than the saved sequence cannot be used.
+        lowest = max(saved.lowest, len(saved.tokens) - self._n_swa if self._n_swa > 0 else 0)
+        if lowest > need:
+            return None  # the sliding-window layers would lack positions before n
         dst = self._free_entry(keep=None)
         if dst is None:
             return None
-        self._evict(dst)
         self.ram.take(saved)  # in the context again (saved anew when evicted again)
+        self._evict(dst)
+        dst.busy = True  # not evicted to make room for itself
+        if self._make_room is not None:
+            # before llama.cpp places the cells: for sliding-window models it would otherwise
+            # take cells that idle sequences still need, as for a batch (Scheduler._keep_room)
+            self._make_room(len(saved.tokens))
         if not self._memory.seq_restore(dst.seq, saved.data):
+            dst.busy = False
             self._clear(dst)  # no room in the KV cache for it
+            return None
+        if self._memory.seq_pos_min(dst.seq) > need:  # llama.cpp kept less than foreseen
+            dst.busy = False
+            self._clear(dst)
             return None
         self.restored += 1
         if len(saved.tokens) > n and not self._memory.seq_rm(dst.seq, n, -1):
+            dst.busy = False
             self._clear(dst)
             return None
         dst.tokens = saved.tokens[:n]

@@ -86,7 +86,9 @@ class Scheduler:
 
     def __init__(self, model: Model, finish: Callable[[Job, FinalEvent], None]) -> None:
         self.model = model
-        self.cache = PrefixCache(model, model.n_seq, model.n_swa, model.cache_ram)
+        self.cache = PrefixCache(
+            model, model.n_seq, model.n_swa, model.cache_ram, make_room=self._keep_room
+        )
         self.slots: list[Slot] = []  # in admission order
         self._finish_job = finish
         self._inflight: list[Slot] = []
