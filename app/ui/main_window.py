@@ -314,6 +314,8 @@ class MainWindow(QMainWindow):
             self,
             providers=self.services.providers,
             remote_catalog=self.services.engine.remote_catalog,
+            # Test in Settings → Tools and the chats share the servers' processes
+            tool_manager=self.controller.answers.tools.manager,
         )
         dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         if self.themes is not None:

@@ -127,3 +127,13 @@ def test_the_picker_offers_models_from_the_users_own_folders(
     catalog.refresh()
     qtbot.waitUntil(lambda: [m.path for m in catalog.models] == [str(model)])
     assert catalog.models[0].detail.startswith("Q4_K_M · ")
+
+
+def test_settings_tools_page_and_the_chats_share_the_mcp_servers(window: MainWindow) -> None:
+    window.open_settings()
+    dialog = window.settings_dialog
+    assert dialog is not None
+    try:
+        assert dialog.tools_page.manager is window.controller.answers.tools.manager
+    finally:
+        dialog.close()
