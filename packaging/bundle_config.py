@@ -88,6 +88,13 @@ _HIDDEN_IMPORTS = [
     "keyring.backends.chainer",
     "jinja2.sandbox",
     "jinja2.ext",
+    # MCP tools: anyio picks its backend by name; the SDK imports transports lazily
+    "anyio._backends._asyncio",
+    "mcp.client.stdio",
+    "mcp.client.streamable_http",
+    "mcp.os.posix.utilities",
+    "mcp.os.win32.utilities",
+    "mcp_types",
 ]
 
 # Packages the bundle must collect every submodule of: the app's commands are imported by
