@@ -5,6 +5,7 @@ real uvicorn on 127.0.0.1 and the real Gemma 3 270M model (the ``served`` fixtur
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -325,10 +326,25 @@ def test_hostile_bodies_are_400_and_the_server_stays_up(
 
 
 def test_ollama_requests_are_in_the_request_log(served: Served, http: httpx.Client) -> None:
-    http.post("/api/chat", json={"model": "nope", "messages": [{"role": "user", "content": "x"}]})
-    http.post("/api/embed", json={"model": "gemma", "input": "hello"})
-    records = served.runner.request_log.records()
-    missing = next(r for r in reversed(records) if r.path == "/api/chat")
+    # records are written once the response is out: wait for these two, not earlier ones
+    seen: list[Any] = []
+    both = threading.Event()
+
+    def on_record(record: Any) -> None:
+        if record.path in ("/api/chat", "/api/embed"):
+            seen.append(record)
+            if len(seen) == 2:
+                both.set()
+
+    unsubscribe = served.runner.request_log.subscribe(on_record)
+    try:
+        chat = {"model": "nope", "messages": [{"role": "user", "content": "x"}]}
+        http.post("/api/chat", json=chat)
+        http.post("/api/embed", json={"model": "gemma", "input": "hello"})
+        assert both.wait(60)
+    finally:
+        unsubscribe()
+    missing = next(r for r in seen if r.path == "/api/chat")
     assert missing.status == 404 and missing.error and "not found" in missing.error
-    embedded = next(r for r in reversed(records) if r.path == "/api/embed")
+    embedded = next(r for r in seen if r.path == "/api/embed")
     assert embedded.status == 200 and embedded.model == "gemma" and embedded.prompt_tokens
