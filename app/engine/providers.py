@@ -199,6 +199,12 @@ def keyring_usable() -> bool:
         return False
 
 
+def default_secret_store(folder: Path) -> SecretStore:
+    """The OS keyring when one works, else a 0600 ``secrets.json`` in ``folder``: where
+    provider API keys and MCP servers' secrets are kept."""
+    return KeyringSecrets() if keyring_usable() else FileSecrets(folder / "secrets.json")
+
+
 class KeyringSecrets:
     """API keys in the OS keyring (service "Ember", user ``provider:<name>``)."""
 
@@ -302,11 +308,7 @@ class ProviderRegistry:
         first use (asking the keyring takes a moment: the app does not wait for it at start)."""
         with self._lock:
             if self._secrets is None:
-                self._secrets = (
-                    KeyringSecrets()
-                    if keyring_usable()
-                    else FileSecrets(self.path.parent / "secrets.json")
-                )
+                self._secrets = default_secret_store(self.path.parent)
             return self._secrets
 
     # -- reading ----------------------------------------------------------------------------

@@ -236,15 +236,11 @@ class McpConfig:
     def secrets(self) -> Any:
         """Where secrets go: the same store as provider API keys (the OS keyring when one
         works, else a 0600 ``secrets.json``)."""
-        from app.engine.providers import FileSecrets, KeyringSecrets, keyring_usable
+        from app.engine.providers import default_secret_store
 
         with self._lock:
             if self._secrets is None:
-                self._secrets = (
-                    KeyringSecrets()
-                    if keyring_usable()
-                    else FileSecrets(self.path.parent / "secrets.json")
-                )
+                self._secrets = default_secret_store(self.path.parent)
             return self._secrets
 
     # -- reading -----------------------------------------------------------------------------
