@@ -192,6 +192,13 @@ class ServerConnection:
         if self._broken is not None:
             self._broken.set()
 
+    def _lost(self, attempt: _Attempt) -> None:
+        """``attempt``'s connection is gone: calls from now on wait for the reconnection
+        (not for the supervisor to notice, which a call submitted meanwhile would race)."""
+        if self._attempt is attempt and attempt.up.done() and not self._stopping:
+            self._attempt = _Attempt(asyncio.get_running_loop().create_future())
+        self._wake()
+
     async def _supervise(self) -> None:
         failures = 0
         self.last_error = None
@@ -221,12 +228,17 @@ class ServerConnection:
             else:
                 attempt.up.exception()  # retrieved: no "never retrieved" warning
             if self._stopping or self.starts == 0 or failures >= MAX_RESTARTS:
+                waiting = self._attempt
+                if waiting is not None and not waiting.up.done():  # a call marked it lost
+                    waiting.up.set_exception(ServerStartError(self._start_failed()))
+                    waiting.up.exception()
                 return  # stopped, never started, or keeps failing: the next use tries again
             if time.monotonic() - started > MAX_BACKOFF:
                 failures = 0  # it ran for a while: a new crash starts the backoff over
             delay = min(2.0**failures, MAX_BACKOFF)
             log.info("MCP server %s stopped; restarting in %.0f s", self.config.name, delay)
-            self._attempt = _Attempt(loop.create_future())  # callers wait for the restart
+            if self._attempt is None or self._attempt.up.done():  # else: a call made it
+                self._attempt = _Attempt(loop.create_future())  # callers wait for the restart
             self._broken = asyncio.Event()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._broken.wait(), delay)  # a stop cuts it short
@@ -253,6 +265,7 @@ class ServerConnection:
 
             async def watch() -> None:  # the process ended: reconnect
                 await launch.ended.wait()
+                self._lost(attempt)
                 broken.set()
 
             watcher = asyncio.ensure_future(watch())
@@ -303,7 +316,7 @@ class ServerConnection:
         return list(attempt.tools)
 
     async def _call(self, tool: str, arguments: dict[str, Any], timeout: float) -> ToolOutput:
-        client, _attempt = await self._ready(self.connect_timeout)  # starting has its own limit
+        client, attempt = await self._ready(self.connect_timeout)  # starting has its own limit
         try:
             async with asyncio.timeout(timeout):
                 result = await client.call_tool(tool, arguments)
@@ -317,7 +330,7 @@ class ServerConnection:
         except Exception as e:
             message = self._describe(e, timeout)
             if self._is_connection_loss(e):
-                self._wake()  # reconnect (with backoff) for the next call
+                self._lost(attempt)  # reconnect (with backoff) for the next call
                 message = (
                     f"MCP server {self.config.name} stopped during the call ({message}); "
                     "it is being restarted."

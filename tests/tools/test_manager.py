@@ -85,10 +85,31 @@ def test_a_server_that_crashes_mid_call_is_restarted(
     config.add(sdk_server("t", markers))
     with pytest.raises(ToolError, match=r"stopped during the call.*exited with code 3"):
         manager.call("t", "crash", {}, 30).result()
-    assert manager.call("t", "echo", {"text": "back"}, 60).result().text == "back"
     connection = manager.connection("t")
+    # At once, not when the supervisor gets to it: a call made now waits for the restart
+    # instead of being handed the dead connection (CI saw that race).
+    assert connection.state == "starting"
+    assert manager.call("t", "echo", {"text": "back"}, 60).result().text == "back"
     assert connection.starts == 2
     assert "exited with code 3" in connection.log_path.read_text()
+
+
+def test_a_call_right_after_a_crash_waits_for_the_restart(
+    config: McpConfig, manager: ToolManager, markers: Path
+) -> None:
+    """The race CI met: a call submitted between the crash and the supervisor noticing it
+    was handed the dead connection. Both calls run in one task here, so the second always
+    comes first."""
+    config.add(sdk_server("t", markers))
+    connection = manager.connection("t")
+
+    async def crash_then_echo() -> str:
+        with pytest.raises(ToolError, match="stopped during the call"):
+            await connection._call("crash", {}, 30)
+        return (await connection._call("echo", {"text": "back"}, 60)).text
+
+    assert connection._submit(crash_then_echo).result() == "back"
+    assert connection.starts == 2
 
 
 def test_a_huge_result_is_cut_and_says_so(
