@@ -186,6 +186,7 @@ class ChatView(QScrollArea):
             self._first -= 1
             widget = self._make_widget(self._messages[self._first])
             self._layout.insertWidget(1, widget)
+            widget.show()  # see _add_widget
             self._widgets.insert(0, widget)
             added += 1
             if deadline is not None and time.perf_counter() > deadline:
@@ -247,6 +248,11 @@ class ChatView(QScrollArea):
     def _add_widget(self, message: Message) -> MessageWidget:
         widget = self._make_widget(message)
         self._layout.insertWidget(self._layout.count() - 1, widget)
+        # Shown now, in place. Left to Qt, a widget added to a shown column is shown in a later
+        # event-loop turn, after a layout pass without it: a chat opened over a taller one was
+        # laid out empty first (scroll range 0), which looked like being scrolled to the top
+        # and rendered older messages nobody asked for.
+        widget.show()
         self._widgets.append(widget)
         return widget
 
