@@ -6,7 +6,8 @@ subset of HTML/CSS that Qt's rich text engine understands. Raw HTML in the sourc
 and images are shown as links: a model's answer never loads anything.
 
 ``stable_prefix(text)`` tells how much of a streaming answer is made of finished blocks, so the
-view renders those once and re-renders only the open tail.
+view renders those once and re-renders only the open tail; ``turn_share(pending, limit)`` how
+much of a burst of streamed text to render in one event-loop turn.
 """
 
 from __future__ import annotations
@@ -261,3 +262,37 @@ def stable_prefix(text: str, start: int = 0) -> int:
     if blank_at is not None and begun and not maybe_list:
         boundary = blank_at
     return boundary
+
+
+def turn_share(tail: str, pending: str, limit: int) -> int:
+    """How much of ``pending`` streamed text to render in one event-loop turn, after ``tail``
+    (the text since the last finished block): at most ``limit`` characters, and no further than
+    the start of a second new block. So a turn builds at most one block: building one is what
+    costs (a code block ~10 ms, a table ~5 ms), and a burst that began three of them held the
+    window for all three at once."""
+    text = tail + pending[:limit]
+    fence: str | None = None
+    blank = True  # the tail begins a block
+    begun = False
+    pos = 0
+    while pos < len(text):
+        newline = text.find("\n", pos)
+        end = len(text) if newline < 0 else newline + 1
+        line = text[pos:end].rstrip("\n")
+        starts = fence is None and (_FENCE.match(line) or (blank and line.strip()))
+        if starts and pos >= len(tail):  # a block starts here, in the pending text
+            if begun:
+                return pos - len(tail)
+            begun = True
+        if fence is None:
+            match = _FENCE.match(line)
+            fence = match.group(1) if match else None
+            blank = not line.strip()
+        else:
+            match = _FENCE.match(line)
+            closes = match and match.group(1)[0] == fence[0] and len(match.group(1)) >= len(fence)
+            if closes and not line.strip().strip(fence[0]):
+                fence = None
+                blank = True  # what follows a closed fence is a new block
+        pos = end
+    return min(limit, len(pending))

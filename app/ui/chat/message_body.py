@@ -113,6 +113,11 @@ class MarkdownBody(QWidget):
         return self._text
 
     @property
+    def open_tail(self) -> str:
+        """The text since the last finished block (see markdown.stable_prefix)."""
+        return self._text[self._committed :]
+
+    @property
     def _widgets(self) -> list[QWidget]:
         return list(self._blocks)
 

@@ -24,12 +24,12 @@ from app.chats.models import Message
 from app.engine.providers import parse_remote_id
 from app.ui import icons, theme
 from app.ui.chat.height_cache import HeightCache
-from app.ui.chat.markdown import MarkdownRenderer
+from app.ui.chat.markdown import MarkdownRenderer, turn_share
 from app.ui.chat.message_body import MarkdownBody
 from app.ui.chat.tool_message import ToolMessageView
 
 ACTIONS = ("copy", "edit", "regenerate", "delete", "previous", "next")
-STREAM_SLICE = 600  # characters of a streamed burst rendered per event-loop turn
+STREAM_SLICE = 600  # characters of a streamed burst rendered per event-loop turn, at most
 MIN_HINT_WIDTH = 60  # narrower: not laid out yet (see sizeHint)
 
 
@@ -298,9 +298,9 @@ class MessageWidget(QFrame):
 
     def append_stream(self, text: str) -> None:
         """Show more streamed text, from the next event-loop turn on: a burst is rendered in
-        slices of STREAM_SLICE characters, one per turn, so no single update can stall the
-        window (rendered at once, new text arriving in the turn a slice was rendered in made
-        that turn render two)."""
+        slices of at most STREAM_SLICE characters and one new block (markdown.turn_share), one
+        per turn, so no single update can stall the window (rendered at once, new text arriving
+        in the turn a slice was rendered in made that turn render two)."""
         if self.body is None:
             return
         self._backlog += text
@@ -311,7 +311,8 @@ class MessageWidget(QFrame):
     def _drain_backlog(self) -> None:
         if self.body is None:
             return
-        chunk, self._backlog = self._backlog[:STREAM_SLICE], self._backlog[STREAM_SLICE:]
+        end = turn_share(self.body.open_tail, self._backlog, STREAM_SLICE)
+        chunk, self._backlog = self._backlog[:end], self._backlog[end:]
         if chunk:
             self.body.append(chunk)
             self._refresh_thinking()
