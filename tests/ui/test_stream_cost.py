@@ -56,7 +56,9 @@ def test_finishing_a_long_answer_does_not_lay_its_paragraphs_out_again(
     for start in range(0, len(text), 300):  # as the bridge hands it over, ~30 times a second
         view.append_stream(streaming.id, text[start : start + 300])
         QApplication.processEvents()
-    qtbot.waitUntil(lambda: shown.plain_text == text)
+    assert shown.body is not None
+    body = shown.body
+    qtbot.waitUntil(lambda: body.text == text)  # all on screen (a turn renders one block)
     QApplication.processEvents()
 
     layouts = 0
