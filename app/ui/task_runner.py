@@ -6,8 +6,10 @@ through one queued signal (``TaskRunner._delivered``), so callbacks always run o
 and each task settles exactly once (``TaskRunner.settled``) in one of the ``TaskState``s.
 
 - **Lanes** keep kinds of work apart, each with its own queue and threads: ``"quick"`` (short
-  CPU work: rendering, parsing), ``"disk"`` (the default: scans, reads, writes, the keyring) and
-  ``"network"`` (anything waiting on another machine). A provider that never answers then fills
+  CPU work: rendering, parsing), ``"disk"`` (the default: scans, reads, writes, the keyring),
+  ``"network"`` (anything waiting on another machine) and ``"tools"`` (an answer's tool loop,
+  stopping MCP servers: long waits on a person or a server; quit does not wait for them, it
+  stops the loop through its ``StopToken``). A provider that never answers then fills
   only network threads, never the ones a disk scan needs. An owner that needs its jobs run in
   order makes its own ``Lane(name, threads=1)``.
 - **Keys, latest wins**: a task submitted with a ``key`` supersedes the earlier ones with that
@@ -47,7 +49,7 @@ from shiboken6 import isValid
 
 log = logging.getLogger(__name__)
 
-LaneName = Literal["quick", "disk", "network"]
+LaneName = Literal["quick", "disk", "network", "tools"]
 T = TypeVar("T")
 QUIT_WAIT = 3.0  # seconds quit waits for running quick/disk work
 
@@ -78,6 +80,26 @@ class CancelToken:
     def raise_if_cancelled(self) -> None:
         if self._event.is_set():
             raise TaskCancelledError
+
+
+class StopToken(CancelToken):
+    """A token that also calls ``stop()`` when cancelled (on the cancelling thread, once), for
+    work with its own way to stop, e.g. the tool loop's ``LoopControl.cancel``: the runner's
+    shutdown then stops it instead of only flagging it."""
+
+    __slots__ = ("_stop", "_stop_lock")
+
+    def __init__(self, stop: Callable[[], object]) -> None:
+        super().__init__()
+        self._stop: Callable[[], object] | None = stop
+        self._stop_lock = threading.Lock()
+
+    def cancel(self) -> None:
+        super().cancel()
+        with self._stop_lock:
+            stop, self._stop = self._stop, None
+        if stop is not None:
+            stop()
 
 
 class TaskState(StrEnum):
@@ -223,6 +245,9 @@ class TaskRunner(QObject):
             "quick": Lane("quick", 2),
             "disk": Lane("disk", 2),
             "network": Lane("network", 8, wait_on_quit=False),
+            # One thread per answer with tools (it may wait on a person); quit stops them
+            # through their tokens rather than waiting.
+            "tools": Lane("tools", 16, wait_on_quit=False),
         }
         self._live: dict[int, Task] = {}  # unsettled tasks by ticket, oldest first
         self._latest: dict[Hashable, Task] = {}  # key -> the task that may call back

@@ -131,3 +131,27 @@ def test_stopping_a_server_never_holds_the_window(
     assert McpConfig().find("time") is None and stopped == []
     released.set()
     qtbot.waitUntil(lambda: stopped == ["time", "time"])
+
+
+def test_closing_the_page_stops_its_servers_on_the_tools_lane_without_holding_the_quit(
+    qtbot: QtBot, page: ToolsPage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    from app.ui.task_runner import shutdown_tasks, tasks
+
+    released = threading.Event()
+    stopped_on: list[str] = []
+
+    def slow_shutdown() -> None:  # servers that take their time to leave
+        stopped_on.append(threading.current_thread().name)
+        released.wait()
+
+    monkeypatch.setattr(page.manager, "shutdown", slow_shutdown)
+    page.shutdown()
+    assert tasks().busy("tools")
+    qtbot.waitUntil(lambda: stopped_on == ["ember-tools"])
+    (stop,) = shutdown_tasks(wait=0)  # quitting now abandons it instead of waiting
+    assert stop.name == "mcp-stop"
+    released.set()
+    assert stop.finished.wait(10)

@@ -1,10 +1,12 @@
-"""One answer with tools: the tool loop (app.tools.loop) on its own thread, its hooks brought
-back to the GUI thread as signals.
+"""One answer with tools: the tool loop (app.tools.loop) as a task on the app's task runner
+(the ``"tools"`` lane, app/ui/task_runner.py), its hooks brought back to the GUI thread as
+signals. The runner's shutdown stops the loop through the task's token (``LoopControl.cancel``).
 
 The loop thread connects to the chat's MCP servers (which may take seconds), then runs rounds
 on the engine worker. Before a call it asks the GUI (``approval_requested``) and waits until
 ``decide`` is called; ``cancel`` (Esc) stops the answer being written or the call being run,
-and answers a pending question with "deny". Exactly one ``done`` follows ``start``.
+and answers a pending question with "deny". Exactly one ``done`` follows ``start`` (none once
+the app is quitting: the runner's shutdown cancels the loop and calls nothing back).
 
 Signals (GUI thread): ``text(str)``; ``message(dict)`` each message the loop adds (an assistant
 message with ``tool_calls``, a ``tool`` result, the answer); ``approval_requested(ToolCall)``;
@@ -23,6 +25,7 @@ from PySide6.QtCore import QObject, Signal
 
 from app.engine.types import ChatMessage, LoadedModel, SamplingParams
 from app.tools.choices import TOOL_CHOICES, Decision, ToolChoice
+from app.ui.task_runner import StopToken, Task, tasks
 
 if TYPE_CHECKING:  # the loop reads answers as the API does: imported with the first tool use
     from app.tools.loop import Engine, ToolCall
@@ -114,13 +117,18 @@ class ToolTurn(QObject):
         self._manager = manager
         self._lock = threading.Lock()
         self._question: _Question | None = None
-        self._thread: threading.Thread | None = None
+        self.task: Task | None = None
         self.pending: ToolCall | None = None  # the call waiting for a decision (GUI side)
 
     def start(self, messages: list[ChatMessage]) -> None:
-        thread = threading.Thread(target=self._run, args=(messages,), name="tool-turn", daemon=True)
-        self._thread = thread
-        thread.start()
+        self.task = tasks().submit(
+            lambda: self._run(messages),
+            self._on_finished,
+            lane="tools",
+            receiver=self,
+            token=StopToken(self.cancel),
+            name="tool-turn",
+        )
 
     def decide(self, decision: Decision) -> None:
         """The person's answer to the pending question (any thread)."""
@@ -137,20 +145,22 @@ class ToolTurn(QObject):
         self.decide("deny")
 
     def join(self, timeout: float | None = None) -> None:
-        if self._thread is not None:
-            self._thread.join(timeout)
+        if self.task is not None:
+            self.task.finished.wait(timeout)
+
+    def _on_finished(self, result: object) -> None:  # GUI thread, after every hook's signal
+        self.done.emit(result)
 
     # -- the loop thread -------------------------------------------------------------------
 
-    def _run(self, messages: list[ChatMessage]) -> None:
+    def _run(self, messages: list[ChatMessage]) -> object:
         try:
             setup = self.setup
             self.loop.toolbox = self._manager.toolbox(list(setup.servers), exclude=setup.tools_off)
-            result: object = self.loop.run(messages)
+            return self.loop.run(messages)
         except Exception as error:  # a server that cannot start: the answer says why
             log.info("Tools unavailable: %s", error)
-            result = error
-        self.done.emit(result)
+            return error
 
     def _approve(self, call: ToolCall) -> Decision:
         question = _Question(call)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import shlex
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +40,7 @@ from PySide6.QtWidgets import (
 from app.tools.config import McpConfig, ServerConfig
 from app.tools.manager import ToolInfo, ToolManager
 from app.ui.settings.provider_editor import text_label
+from app.ui.task_runner import tasks
 from app.ui.tasks import run_in_background
 
 LOG_TAIL_CHARS = 20_000
@@ -171,7 +171,7 @@ class ToolsPage(QWidget):
     def shutdown(self) -> None:
         """Stop the servers a Test started (only when the page owns its manager)."""
         if self._own_manager:  # off the GUI thread: a server may take a second to leave
-            threading.Thread(target=self.manager.shutdown, name="mcp-stop", daemon=True).start()
+            tasks().submit(self.manager.shutdown, lane="tools", name="mcp-stop")
 
     # -- the list ----------------------------------------------------------------------------
 
