@@ -87,6 +87,7 @@ def test_missing_resources_say_what_to_do(
         resources.root()
 
 
+@pytest.mark.slow  # builds a wheel and a virtual environment
 def test_an_installed_wheel_finds_every_resource(tmp_path: Path) -> None:
     """Build the wheel from a copy of the sources, install it into a fresh environment and ask
     the installed app.resources, run from elsewhere, for every file."""
