@@ -32,6 +32,7 @@ from app.engine import gguf, sizing
 from app.engine.callbacks import AbortFlag, StopAtHiddenStates
 from app.engine.load_settings import kv_cache_type_id
 from app.engine.sampling import Sampler, VocabIndex
+from app.engine.sizing import available_memory  # a module global: tests patch it here
 from app.engine.templates import ChatTemplate, RenderedPrompt
 from app.engine.types import (
     BadRequestError,
@@ -129,10 +130,6 @@ def choose_n_ctx(info: gguf.GGUFInfo, params: LoadParams, available: int) -> int
     if not plan.automatic and n_ctx > plan.trained:
         log.warning("Context %d exceeds the model's trained %d", n_ctx, plan.trained)
     return n_ctx
-
-
-def available_memory() -> int:
-    return sizing.available_memory()
 
 
 _backend_ready = threading.Lock()
