@@ -46,7 +46,8 @@ def test_finishing_a_long_answer_does_not_lay_its_paragraphs_out_again(
     view.show()
     qtbot.waitExposed(view)
     streaming = _message()
-    shown = view.append_message(streaming, streaming=True)
+    view.append_message(streaming, streaming=True)
+    shown = view.widget_for(streaming.id)
     assert isinstance(shown, MessageWidget)
     text = "\n\n".join(
         f"Paragraph {i}: a sentence long enough to wrap in the column, and then some more "

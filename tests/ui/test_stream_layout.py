@@ -57,8 +57,10 @@ def _settle() -> None:
 
 def _start_answer(view: ChatView) -> tuple[Message, MessageWidget]:
     streaming = _message(100, "assistant", "", "streaming")
-    widget = view.append_message(streaming, streaming=True)
+    view.append_message(streaming, streaming=True)
     _settle()
+    widget = view.widget_for(streaming.id)
+    assert widget is not None
     return streaming, widget
 
 

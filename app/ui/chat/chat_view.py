@@ -4,7 +4,8 @@ Opening a conversation renders only its last ``INITIAL`` messages; older ones ar
 the reader scrolls towards the top, a few per event-loop turn (keeping what is on screen
 still), so an answer streaming meanwhile never waits for a batch of them. So a
 500-message conversation opens as fast as a short one. When the branch changes (a sibling
-switch, a regenerate), widgets of the unchanged beginning are kept.
+switch, a regenerate), widgets of the unchanged beginning are kept. A new answer's (empty)
+message is built in the event-loop turn after the question's, or as soon as something needs it.
 
 Signals: ``action_requested(str action, str message_id)``, ``edit_submitted(str message_id,
 str text)`` (forwarded from the message widgets).
@@ -51,6 +52,7 @@ class ChatView(QScrollArea):
         self._anchor_from_bottom: int | None = None
         self._older_scheduled = False
         self._last_answer: MessageWidget | None = None
+        self._pending: Message | None = None  # an answer whose widget is built next turn
 
         canvas = self.canvas = QWidget()
         canvas.setObjectName("ChatCanvas")
@@ -86,9 +88,12 @@ class ChatView(QScrollArea):
         return len(self._widgets)
 
     def widgets(self) -> list[MessageWidget]:
+        self._build_pending()
         return list(self._widgets)
 
     def widget_for(self, message_id: str) -> MessageWidget | None:
+        if self._pending is not None and self._pending.id == message_id:
+            self._build_pending()
         for widget in self._widgets:
             if widget.message.id == message_id:
                 return widget
@@ -104,6 +109,7 @@ class ChatView(QScrollArea):
 
     def set_messages(self, messages: list[Message], streaming_id: str | None = None) -> None:
         """Show a branch; keeps the widgets of the beginning it shares with the one on screen."""
+        self._build_pending()  # _widgets in step with _messages again
         self._streaming_id = streaming_id
         keep = 0
         limit = min(len(self._messages), len(messages))
@@ -132,15 +138,31 @@ class ChatView(QScrollArea):
         self._refresh_last()
         self.older_label.setVisible(self._first > 0)
 
-    def append_message(self, message: Message, streaming: bool = False) -> MessageWidget:
+    def append_message(self, message: Message, streaming: bool = False) -> None:
+        self._build_pending()  # in order
         if streaming:
             self._streaming_id = message.id
         self._messages.append(message)
-        widget = self._add_widget(message)
-        self._refresh_last()
         self._stick = True
+        if streaming and not message.content:
+            # Sending built the question's widget and this one in one turn (~25 ms): this one
+            # waits for the next turn, unless its text (or anything else) needs it first.
+            self._pending = message
+            QTimer.singleShot(0, self, self._build_pending)
+            return
+        self._add_widget(message)
+        self._refresh_last()
         self.scroll_to_bottom()
-        return widget
+
+    @Slot()
+    def _build_pending(self) -> None:
+        message, self._pending = self._pending, None
+        if message is None:
+            return
+        self._add_widget(message)
+        self._refresh_last()
+        if self._stick:
+            self.scroll_to_bottom()
 
     def update_message(self, message: Message) -> None:
         for index, old in enumerate(self._messages):
@@ -268,6 +290,7 @@ class ChatView(QScrollArea):
         self._messages.clear()
         self._first = 0
         self._last_answer = None
+        self._pending = None
 
     def _refresh_last(self) -> None:
         """The newest answer always shows its actions; the others on hover."""

@@ -1,0 +1,79 @@
+"""What sending a question costs the GUI thread in one event-loop turn (issue 10, item 7):
+the question's message is built at once, the answer's a turn later (counted, not timed:
+bench/gui_stream.py times it)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from PySide6.QtWidgets import QApplication
+from pytestqt.qtbot import QtBot
+
+from app.chats.models import Message
+from app.ui.chat.message_widget import MessageWidget
+from app.ui.main_window import MainWindow
+from tests.ui.fake_app import WAIT_MS, fake_services, load_fake, model_file, show_window
+from tests.ui.parallel_fake import ParallelFakeWorker
+
+
+@pytest.fixture
+def window(qtbot: QtBot, ember_app: QApplication, tmp_path: Path) -> Iterator[MainWindow]:
+    worker = ParallelFakeWorker(tokens_per_second=2000)
+    load_fake(worker, model_file(tmp_path, "fake-model.gguf"))
+    services = fake_services(worker, max_tokens=200)
+    window = show_window(qtbot, services)
+    yield window
+    window.close()
+    services.close()
+    worker.shutdown()
+
+
+def test_sending_builds_one_message_per_event_loop_turn(
+    qtbot: QtBot, window: MainWindow, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    built: list[str] = []
+    real = MessageWidget.__init__
+
+    def init(widget: MessageWidget, message: Message, *args: Any, **kwargs: Any) -> None:
+        built.append(message.role)
+        real(widget, message, *args, **kwargs)
+
+    monkeypatch.setattr(MessageWidget, "__init__", init)
+    controller = window.controller
+    done: list[object] = []
+    controller.answer_finished.connect(done.append)
+    window.chat.composer.set_text("Stream an answer, please.")
+    window.chat.composer.send_button.click()
+    assert built == ["user"]  # the answer's waits for a turn of its own
+    QApplication.processEvents()
+    assert built == ["user", "assistant"]
+    answer = controller.answer
+    assert answer is not None
+    qtbot.waitUntil(lambda: bool(done), timeout=WAIT_MS)
+    shown = window.chat.view.widget_for(answer.message_id)
+    assert shown is not None
+    qtbot.waitUntil(lambda: not shown.streaming, timeout=WAIT_MS)
+    assert shown.plain_text == answer.text and answer.text
+    assert built == ["user", "assistant"]  # never built twice
+
+
+def test_text_that_comes_before_the_answer_is_built_is_shown(
+    qtbot: QtBot, window: MainWindow
+) -> None:
+    """Streamed text (or any other need) builds the answer's message at once."""
+    view = window.chat.view
+    controller = window.controller
+    window.chat.composer.set_text("Hello")
+    window.chat.composer.send_button.click()
+    answer = controller.answer
+    assert answer is not None
+    assert view.rendered_count == 1  # the question
+    view.append_stream(answer.message_id, "Early words.")
+    assert view.rendered_count == 2
+    shown = view.widget_for(answer.message_id)
+    assert shown is not None and shown.plain_text.startswith("Early words.")
+    QApplication.processEvents()
+    assert view.rendered_count == 2
