@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
@@ -58,6 +59,30 @@ def test_sending_builds_one_message_per_event_loop_turn(
     qtbot.waitUntil(lambda: not shown.streaming, timeout=WAIT_MS)
     assert shown.plain_text == answer.text and answer.text
     assert built == ["user", "assistant"]  # never built twice
+
+
+def test_a_timer_due_at_sending_runs_before_the_answer_is_built(
+    qtbot: QtBot, window: MainWindow, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The answer's message waits for a turn of its own: a posted event (QTimer.singleShot(0))
+    ran before any timer or paint was due, in the same stretch as the send."""
+    order: list[str] = []
+    real = MessageWidget.__init__
+
+    def init(widget: MessageWidget, message: Message, *args: Any, **kwargs: Any) -> None:
+        order.append(message.role)
+        real(widget, message, *args, **kwargs)
+
+    monkeypatch.setattr(MessageWidget, "__init__", init)
+    probe = QTimer()
+    probe.setSingleShot(True)
+    probe.setInterval(0)
+    probe.timeout.connect(lambda: order.append("timer"))
+    probe.start()  # due by the time the send is done: a paint or a key press stands in line
+    window.chat.composer.set_text("Hello")
+    window.chat.composer.send_button.click()
+    qtbot.waitUntil(lambda: "assistant" in order, timeout=WAIT_MS)
+    assert order == ["user", "timer", "assistant"]
 
 
 def test_text_that_comes_before_the_answer_is_built_is_shown(

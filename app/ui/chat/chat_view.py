@@ -53,6 +53,12 @@ class ChatView(QScrollArea):
         self._older_scheduled = False
         self._last_answer: MessageWidget | None = None
         self._pending: Message | None = None  # an answer whose widget is built next turn
+        # A timer, not QTimer.singleShot(0, ...): that posts an event, handled before any
+        # timer or paint is due, so it ran in the same stretch as the send.
+        self._pending_timer = QTimer(self)
+        self._pending_timer.setSingleShot(True)
+        self._pending_timer.setInterval(0)
+        self._pending_timer.timeout.connect(self._build_pending)
 
         canvas = self.canvas = QWidget()
         canvas.setObjectName("ChatCanvas")
@@ -148,7 +154,7 @@ class ChatView(QScrollArea):
             # Sending built the question's widget and this one in one turn (~25 ms): this one
             # waits for the next turn, unless its text (or anything else) needs it first.
             self._pending = message
-            QTimer.singleShot(0, self, self._build_pending)
+            self._pending_timer.start()
             return
         self._add_widget(message)
         self._refresh_last()
