@@ -12,6 +12,7 @@ from __future__ import annotations
 import fnmatch
 import importlib
 import importlib.util
+import json
 import platform
 import re
 import sys
@@ -23,11 +24,15 @@ ENTRY = HERE / "ember_entry.py"
 RUNTIME_HOOK = HERE / "rthook_ember.py"
 RESOURCES = ROOT / "resources"  # icons, stylesheets, the desktop entry (app/resources.py)
 
-APP_NAME = "Ember"  # the window/dock name, the .app and the GUI executable on Windows
-CLI_NAME = "ember"  # the command people type
-BUNDLE_ID = "io.github.ember.Ember"  # macOS CFBundleIdentifier; the reverse-DNS app id
-DESKTOP_ID = "ember"  # Linux: ember.desktop, matches QGuiApplication.setDesktopFileName
-COPYRIGHT = "Copyright (c) the Ember authors. MIT License."
+# The app's name, ids, summary and copyright have one home, resources/app.json, which also
+# travels with the wheel and the bundle (the AppStream metainfo and the desktop entry match it).
+METADATA: dict[str, str] = json.loads((RESOURCES / "app.json").read_text("utf-8"))
+APP_NAME = METADATA["name"]  # the window/dock name, the .app and the GUI executable on Windows
+CLI_NAME = METADATA["command"]  # the command people type
+BUNDLE_ID = METADATA["id"]  # macOS CFBundleIdentifier; the reverse-DNS app id (AppStream's)
+DESKTOP_ID = METADATA["desktop_id"]  # Linux: <id>.desktop, as QGuiApplication.setDesktopFileName
+SUMMARY = METADATA["summary"]
+COPYRIGHT = METADATA["copyright"]
 # The bundle's minimum macOS is the highest minimum among its native wheels (see
 # macos_min_version): PySide6-Essentials 6.11 is tagged macosx_13_0, 6.12 macosx_14_0, and a
 # llama-cpp-python built on the machine targets that machine's macOS unless
@@ -39,11 +44,13 @@ WINDOWS_CONSOLE_NAME = "ember.com"
 
 
 def version() -> str:
-    """The app's version, read from ``app/__init__.py`` without importing the app."""
-    text = (ROOT / "app" / "__init__.py").read_text("utf-8")
+    """The app's version: ``__version__`` of the file app.json names (``app/__init__.py``),
+    read without importing the app."""
+    source = METADATA["version_from"]
+    text = (ROOT / source).read_text("utf-8")
     found = re.search(r'^__version__\s*=\s*["\']([^"\']+)["\']', text, re.MULTILINE)
     if found is None:
-        raise RuntimeError("app/__init__.py has no __version__")
+        raise RuntimeError(f"{source} has no __version__")
     return found.group(1)
 
 
@@ -409,8 +416,8 @@ def windows_version_info() -> str:
     fixed = tuple(numbers)
     v = version()
     strings = {
-        "CompanyName": "Ember",
-        "FileDescription": "Ember - run language models on your own machine",
+        "CompanyName": APP_NAME,
+        "FileDescription": f"{APP_NAME} - {SUMMARY}",
         "FileVersion": v,
         "InternalName": APP_NAME,
         "LegalCopyright": COPYRIGHT,

@@ -3,7 +3,9 @@ PyInstaller bundle, and every file in it travels to each."""
 
 from __future__ import annotations
 
+import configparser
 import importlib.util
+import json
 import shutil
 import subprocess
 import sys
@@ -11,6 +13,7 @@ import venv
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
+from xml.etree import ElementTree
 
 import pytest
 
@@ -18,6 +21,11 @@ from app import resources
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = ROOT / "resources"
+
+
+def _metadata() -> dict[str, str]:
+    data: dict[str, str] = json.loads((SOURCE / "app.json").read_text("utf-8"))
+    return data
 
 
 def _files() -> list[str]:
@@ -34,7 +42,10 @@ def fresh_root() -> Iterator[None]:
 
 def test_the_checkout_finds_every_resource() -> None:
     names = _files()
-    assert {"icon.svg", "icon.png", "themes/app.qss", "linux/ember.desktop"} <= set(names)
+    assert {"icon.svg", "icon.png", "themes/app.qss", "linux/ember.desktop", "app.json"} <= set(
+        names
+    )
+    assert f"linux/{_metadata()['id']}.metainfo.xml" in names
     assert resources.root() == SOURCE
     for name in names:
         assert resources.path(name).read_bytes() == (SOURCE / name).read_bytes(), name
@@ -129,3 +140,71 @@ def test_an_installed_wheel_finds_every_resource(tmp_path: Path) -> None:
     ).stdout.split()
     assert Path(out[0]) == (env_dir / "share" / "ember").resolve()
     assert out[1:] == ["True"] * len(names)
+
+
+def test_the_app_metadata_has_one_home_that_the_bundle_reads() -> None:
+    """resources/app.json names the app; the bundle's settings are read from it."""
+    meta = _metadata()
+    cfg = _bundle_config()
+    read = {"name": "APP_NAME", "command": "CLI_NAME", "id": "BUNDLE_ID", "copyright": "COPYRIGHT"}
+    read |= {"desktop_id": "DESKTOP_ID", "summary": "SUMMARY"}
+    for key, constant in read.items():
+        assert getattr(cfg, constant) == meta[key], constant
+    import app
+
+    assert meta["version_from"] == "app/__init__.py" and cfg.version() == app.__version__
+    assert cfg.info_plist()["NSHumanReadableCopyright"] == meta["copyright"]
+    assert f"StringStruct('CompanyName', {meta['name']!r})" in cfg.windows_version_info()
+    source = (ROOT / "packaging" / "bundle_config.py").read_text("utf-8")
+    for value in (meta["id"], meta["copyright"], f'"{meta["name"]}"'):
+        assert value not in source, f"{value} is a literal in bundle_config.py again"
+
+
+def test_the_bundle_settings_follow_whatever_app_json_says(tmp_path: Path) -> None:
+    """Derived, not copied: a copy of bundle_config next to another app.json and version."""
+    (tmp_path / "packaging").mkdir()
+    shutil.copy2(ROOT / "packaging" / "bundle_config.py", tmp_path / "packaging")
+    (tmp_path / "resources").mkdir()
+    other = {**_metadata(), "name": "Kindle", "id": "org.example.Kindle", "copyright": "(c) K"}
+    other["version_from"] = "kindle/about.py"
+    (tmp_path / "resources" / "app.json").write_text(json.dumps(other), "utf-8")
+    (tmp_path / "kindle").mkdir()
+    (tmp_path / "kindle" / "about.py").write_text('__version__ = "7.8.9"\n', "utf-8")
+    spec = importlib.util.spec_from_file_location(
+        "other_bundle_config", tmp_path / "packaging" / "bundle_config.py"
+    )
+    assert spec is not None and spec.loader is not None
+    cfg = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cfg)
+    assert (cfg.APP_NAME, cfg.BUNDLE_ID, cfg.version()) == ("Kindle", "org.example.Kindle", "7.8.9")
+    assert cfg.info_plist()["NSHumanReadableCopyright"] == "(c) K"
+    assert cfg.artifact_stem().startswith("Kindle-7.8.9-")
+
+
+def test_the_desktop_entry_and_the_appstream_metainfo_match_app_json() -> None:
+    meta = _metadata()
+    desktop = configparser.ConfigParser(interpolation=None)
+    desktop.optionxform = str  # type: ignore[assignment,method-assign]  # keys keep their case
+    desktop.read(SOURCE / "linux" / f"{meta['desktop_id']}.desktop", encoding="utf-8")
+    entry = desktop["Desktop Entry"]
+    assert (entry["Name"], entry["Comment"]) == (meta["name"], meta["summary"])
+    assert entry["Exec"].split()[0] == meta["command"]
+
+    component = ElementTree.parse(SOURCE / "linux" / f"{meta['id']}.metainfo.xml").getroot()
+    assert component.tag == "component" and component.get("type") == "desktop-application"
+
+    def text(path: str) -> str:
+        found = component.find(path)
+        assert found is not None and found.text is not None, path
+        return " ".join(found.text.split())
+
+    assert text("id") == meta["id"]
+    assert text("name") == meta["name"]
+    assert text("summary") == meta["summary"]
+    assert text("description/p") == meta["description"]
+    assert text("project_license") == meta["license"]
+    assert text("developer/name") == meta["developer"]
+    assert text("launchable[@type='desktop-id']") == f"{meta['desktop_id']}.desktop"
+    assert text("provides/binary") == meta["command"]
+    pyproject = (ROOT / "pyproject.toml").read_text("utf-8")
+    assert f'description = "{meta["description"]}"' in pyproject
