@@ -49,6 +49,18 @@ def test_esc_clears_the_chat_search(qtbot: QtBot, window: MainWindow) -> None:
     assert window.sidebar.search.hasFocus()
 
 
+def test_the_search_heading_says_1_result_and_2_results(qtbot: QtBot, window: MainWindow) -> None:
+    store = window.services.store
+    for title in ("Pasta recipes", "Pasta sauces", "Rust lifetimes"):
+        store.create_conversation(title)
+    window.sidebar.refresh()
+    _search(qtbot, window, "rust", 1)
+    assert window.sidebar.list.item(0).text() == "1 result"
+    window.sidebar.search.clear()
+    _search(qtbot, window, "pasta", 2)
+    assert window.sidebar.list.item(0).text() == "2 results"
+
+
 def _metrics() -> tuple[QFontMetricsF, QFontMetricsF]:
     font = QFont()
     font.setPointSizeF(9)
