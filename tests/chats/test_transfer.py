@@ -104,6 +104,25 @@ def test_export_markdown_closes_a_code_fence_an_answer_left_open(store: ChatStor
     assert "```sh\nls\n```\n````\n\n## User\n\nThanks" in text
 
 
+def test_an_answer_stopped_inside_a_four_backtick_fence_is_closed_by_four(
+    store: ChatStore,
+) -> None:
+    """The open block holds ``` lines, so a three-backtick closer would not end it."""
+    conversation = store.create_conversation("Stopped in a long fence")
+    store.add_message(conversation.id, "user", "Show a Markdown file with code")
+    answer = store.begin_streaming_message(conversation.id)
+    store.append_to_message(answer.id, "````markdown\n# Notes\n\n```sh\nls\n```\n\nMore")
+    store.finish_message(answer.id, "stopped")
+    store.add_message(conversation.id, "user", "Thanks")
+    text = store.export_markdown(conversation.id)
+    assert _markdown_headings(text) == ["Stopped in a long fence", "User", "Assistant", "User"]
+    assert "```sh\nls\n```\n\nMore\n````\n\n*(stopped before the end)*" in text
+    from markdown_it import MarkdownIt
+
+    (block,) = [t for t in MarkdownIt("commonmark").parse(text) if t.type == "fence"]
+    assert len(block.markup) >= 4 and block.content.endswith("```sh\nls\n```\n\nMore\n")
+
+
 def test_export_markdown_leaves_closed_fences_alone(store: ChatStore) -> None:
     conversation = store.create_conversation("Closed")
     content = "A list:\n\n1. item\n\n   ```py\n   x = 1\n   ```\n\n~~~\ntilde\n~~~"
