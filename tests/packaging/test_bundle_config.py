@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import struct
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -138,3 +140,31 @@ def test_ico_and_icns_hold_every_size() -> None:
     assert icns[:4] == b"icns"
     assert struct.unpack_from(">I", icns, 4)[0] == len(icns)
     assert b"ic10" in icns and b"icp4" in icns
+
+
+def test_nothing_the_app_imports_is_excluded() -> None:
+    """Every app module and every hidden import loads without a module the bundle leaves out
+    (an excluded sse_starlette broke `import mcp` in the bundle: MCP servers never started)."""
+    code = (
+        "import importlib, pkgutil, sys, app\n"
+        "names = [m.name for m in pkgutil.walk_packages(app.__path__, 'app.')\n"
+        "         if not m.name.endswith('__main__')]\n"
+        f"names += {cfg._HIDDEN_IMPORTS!r}\n"
+        "for name in names:\n"
+        "    try: importlib.import_module(name)\n"
+        "    except ImportError as e: print('!', name, e)\n"
+        "print('\\n'.join(sys.modules))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "QT_QPA_PLATFORM": "offscreen"},
+    ).stdout.split("\n")
+    failed = [line for line in out if line.startswith("! ") and "win32" not in line]
+    assert not failed
+    excluded = set(cfg.EXCLUDES)
+    loaded = {m for m in out if m and not m.startswith("! ")}
+    assert sorted(m for m in loaded if m in excluded or m.split(".")[0] in excluded) == []

@@ -57,6 +57,19 @@ def test_a_server_that_cannot_start_fails_at_once_with_why(
         manager.list_tools("gone")
 
 
+def test_a_broken_install_fails_at_once_and_says_so(
+    config: McpConfig, manager: ToolManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bundle once lacked a module the SDK imports: the supervisor died and every use
+    waited out the start time for nothing. Now it fails at once and says what is wrong."""
+    monkeypatch.setitem(sys.modules, "mcp", None)  # `import mcp` raises ImportError
+    config.add(time_server())
+    connection = manager.connection("time")
+    connection.connect_timeout = 3600  # a wait for the time-out would hang the test
+    with pytest.raises(ServerStartError, match=r"MCP support could not be loaded.*reinstall"):
+        connection.list_tools().result()
+
+
 def test_timeout_cancels_a_hanging_call_and_the_server_keeps_serving(
     config: McpConfig, manager: ToolManager, markers: Path
 ) -> None:
