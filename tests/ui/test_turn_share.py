@@ -30,16 +30,18 @@ def test_a_turn_ends_where_a_second_block_would_begin() -> None:
     assert [share.split("\n", 1)[0][:9] for share in shares] == [
         "Sure. Her",
         "1. Read t",
-        "```python",
-        "The funct",
+        "```python",  # a code block alone: its code comes in the next turn
+        "import qu",
         "| Approac",
     ]
+    assert shares[2] == "```python\n"
     assert "".join(shares) == ANSWER
 
 
 def test_blank_lines_inside_a_code_block_do_not_end_a_turn() -> None:
-    code = "```python\nimport queue\n\n\ndef drain():\n\n    return 1\n```\n"
-    assert turn_share("", code + "\nAfter.\n", 600) == len(code) + 1
+    code = "import queue\n\n\ndef drain():\n\n    return 1\n```\n"
+    assert turn_share("```python\n", code + "\nAfter.\n", 600) == len(code + "\nAfter.\n")
+    assert turn_share("```python\n", code + "\nAfter.\n\nMore.", 600) == len(code + "\nAfter.\n\n")
     # Inside a fence begun earlier (the tail), a blank line is code too.
     assert turn_share("```python\nx = 1\n", "\n\ny = 2\n", 600) == len("\n\ny = 2\n")
 
