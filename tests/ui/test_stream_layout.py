@@ -5,6 +5,7 @@ timed: bench/gui_stream.py times it)."""
 from __future__ import annotations
 
 import dataclasses
+import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -269,3 +270,46 @@ def test_a_code_block_is_built_in_one_turn_and_coloured_in_the_next(
     built = [turn for turn in turns if "block" in turn]
     assert len(built) == 3
     assert all(turn == ["block"] for turn in built), built
+
+
+def test_the_messages_above_a_growing_answer_are_asked_little_per_update(
+    qtbot: QtBot, ember_app: QApplication
+) -> None:
+    """Each update lays the column out again, and Qt asks every message in it about its size;
+    each question a message answers in Python costs a few microseconds, times every rendered
+    message (all 500 of a long chat once it was scrolled through), several times per update."""
+    shown = ChatView(MarkdownRenderer(theme.current()))
+    qtbot.addWidget(shown)
+    shown.resize(900, 700)
+    shown.show()
+    qtbot.waitExposed(shown)
+    history = [
+        _message(i, "user", f"Question {i}") if i % 2 == 0 else _message(i, "assistant", "A.")
+        for i in range(1000, 1200)
+    ]
+    shown.set_messages(history)
+    while shown.render_older(100):
+        pass
+    _settle()
+    assert shown.rendered_count == 200
+    message, widget = _start_answer(shown)
+    asked: Counter[str] = Counter()
+    code = MessageWidget.__init__.__code__.co_filename
+
+    def profile(frame: Any, event: str, _arg: Any) -> None:
+        if event == "call" and frame.f_code.co_filename == code:
+            owner = frame.f_locals.get("self")
+            if isinstance(owner, MessageWidget) and owner is not widget:
+                asked[frame.f_code.co_name] += 1
+
+    updates = 0
+    sys.setprofile(profile)
+    try:
+        for start in range(0, 600, CHUNK):
+            shown.append_stream(message.id, TEXT[start : start + CHUNK])
+            _settle()
+            updates += 1
+    finally:
+        sys.setprofile(None)
+    per_message = sum(asked.values()) / updates / 199
+    assert per_message <= 2, asked

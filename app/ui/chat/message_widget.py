@@ -478,10 +478,11 @@ class MessageWidget(QFrame):
         (cheap plain text, sized by _fit_bubble)."""
         return self.streaming or self._edit_box is not None or self.is_user
 
-    def hasHeightForWidth(self) -> bool:  # noqa: N802 (Qt override)
-        # Live: whatever the layout says (a layout without word-wrapped text has none).
-        return super().hasHeightForWidth() if self.live else True
-
+    # No hasHeightForWidth override: Qt asks it of every message in the column, uncached, several
+    # times per layout pass (each streamed update); answered in Python that was ~10 calls per
+    # message per update, all 500 of a long chat once scrolled through. Qt's own answer (the
+    # layout's) is as good: a finished message without height-for-width text is measured by
+    # sizeHint below, at its width, from the same cache.
     def heightForWidth(self, width: int) -> int:  # noqa: N802 (Qt override)
         if self.live:
             layout = self.layout()
