@@ -21,7 +21,7 @@ import json
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from app.engine.types import (
     ChatMessage,
@@ -43,6 +43,8 @@ from app.tools.results import ToolOutput, error_output
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_ROUNDS = 8
 MAX_ARGUMENT_CHARS = 64_000
+
+T = TypeVar("T")
 
 
 class Engine(Protocol):
@@ -84,36 +86,52 @@ class ToolCall:
 
 
 class LoopControl:
-    """Cancels a running loop from any thread: the answer being written and the call being
-    run stop, and no further round starts."""
+    """Cancels a running loop from any thread: the answer being written, the call being run
+    and the servers being waited for (:meth:`wait`) stop, and no further round starts."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.cancelled = False
         self._job: Job | None = None
-        self._call: concurrent.futures.Future[ToolOutput] | None = None
+        self._futures: list[concurrent.futures.Future[Any]] = []
 
     def cancel(self) -> None:
         with self._lock:
             self.cancelled = True
-            job, call = self._job, self._call
+            job, futures = self._job, list(self._futures)
         if job is not None:
             job.cancel()
-        if call is not None:
-            call.cancel()
+        for future in futures:
+            future.cancel()
+
+    def wait(self, futures: list[concurrent.futures.Future[T]]) -> list[T]:
+        """The futures' results, in order; a cancel (also one before) cancels them and raises
+        ``concurrent.futures.CancelledError`` at once instead of waiting them out."""
+        if not self._running(futures=futures):
+            raise concurrent.futures.CancelledError
+        try:
+            return [future.result() for future in futures]
+        finally:
+            self._running()
 
     def _running(
-        self, job: Job | None = None, call: concurrent.futures.Future[ToolOutput] | None = None
+        self,
+        job: Job | None = None,
+        call: concurrent.futures.Future[ToolOutput] | None = None,
+        futures: list[concurrent.futures.Future[T]] | None = None,
     ) -> bool:
         """Record what runs now; False when the loop was cancelled meanwhile."""
+        waiting: list[concurrent.futures.Future[Any]] = list(futures or [])
+        if call is not None:
+            waiting.append(call)
         with self._lock:
-            self._job, self._call = job, call
+            self._job, self._futures = job, waiting
             cancelled = self.cancelled
         if cancelled:
             if job is not None:
                 job.cancel()
-            if call is not None:
-                call.cancel()
+            for future in waiting:
+                future.cancel()
         return not cancelled
 
 
@@ -127,6 +145,8 @@ class LoopHooks:
     on_call: Callable[[ToolCall], None] = lambda call: None
     on_result: Callable[[ToolCall], None] = lambda call: None
     on_message: Callable[[ChatMessage], None] = lambda message: None
+    # each round the model wrote to the end, before its message: its usage and timings
+    on_round: Callable[[FinalEvent], None] = lambda final: None
 
 
 @dataclass(slots=True)
@@ -180,6 +200,7 @@ class ToolLoop:
                     result.messages.append({"role": "assistant", "content": text})
                 return result
             result.rounds += 1
+            self.hooks.on_round(final)
             if not calls:
                 answer: ChatMessage = {"role": "assistant", "content": text}
                 result.messages.append(answer)

@@ -430,19 +430,26 @@ class ToolManager:
         return connection.list_tools(timeout).result()
 
     def toolbox(
-        self, names: list[str], timeout: float | None = None, exclude: Collection[str] = ()
+        self,
+        names: list[str],
+        timeout: float | None = None,
+        exclude: Collection[str] = (),
+        wait: Callable[[list[concurrent.futures.Future[list[ToolInfo]]]], list[list[ToolInfo]]]
+        | None = None,
     ) -> ToolBox:
         """The enabled tools of the enabled servers ``names``, ready for a ChatRequest, but
-        those named in ``exclude`` (``"server/tool"``: a chat's own choice)."""
+        those named in ``exclude`` (``"server/tool"``: a chat's own choice). The servers
+        connect at once; ``wait`` waits for their listings (a chat's, so Esc stops the wait:
+        ``LoopControl.wait``; default: until each is listed or fails)."""
+        servers = [s for s in (self.config.get(n) for n in names) if s.enabled]
+        listings = [self.connection(s.name).list_tools(timeout) for s in servers]
+        listed = wait(listings) if wait is not None else [f.result() for f in listings]
         found: list[ToolInfo] = []
-        for name in names:
-            server = self.config.get(name)
-            if not server.enabled:
-                continue
+        for server, listing in zip(servers, listed, strict=True):
             found += [
                 t
-                for t in self.list_tools(name, timeout)
-                if server.tool_enabled(t.name) and f"{name}/{t.name}" not in exclude
+                for t in listing
+                if server.tool_enabled(t.name) and f"{server.name}/{t.name}" not in exclude
             ]
         counts: dict[str, int] = {}
         for tool in found:
@@ -462,6 +469,12 @@ class ToolManager:
         self, server: str, tool: str, arguments: dict[str, Any], timeout: float
     ) -> concurrent.futures.Future[ToolOutput]:
         return self.connection(server).call(tool, arguments, timeout)
+
+    def unapproved(self, names: Collection[str]) -> list[ServerConfig]:
+        """The enabled servers among ``names`` whose command line has not been approved (each
+        must be shown to the person before it runs)."""
+        servers = (self.config.find(n) for n in names)
+        return [s for s in servers if s is not None and s.enabled and s.needs_approval]
 
     def known_tools(self, name: str) -> list[ToolInfo] | None:
         """The tools of a server that is up now, without connecting (None: not known yet)."""

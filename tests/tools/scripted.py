@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import threading
 
-from app.engine.types import ChatRequest, Delta, Finished, Request, Started
+from app.engine.types import ChatRequest, Delta, Finished, Request, Started, Usage
 from app.engine.worker import Job
 
 
 class ScriptedEngine:
-    """Each ``submit`` answers with the next text of ``answers``, streamed in two pieces, and
-    keeps the request. ``hold`` makes an answer wait until it is cancelled."""
+    """Each ``submit`` answers with the next text of ``answers``, streamed in two pieces (its
+    usage counts a token per character), and keeps the request. ``hold`` makes an answer wait
+    until it is cancelled."""
 
     def __init__(self, answers: list[str], hold: bool = False) -> None:
         self.answers = list(answers)
@@ -34,7 +35,8 @@ class ScriptedEngine:
         for piece in (text[:half], text[half:]):
             if piece:
                 job.emit(Delta(job.id, piece))
-        job.finish(Finished(job.id, "stop", result=text))
+        usage = Usage(prompt_tokens=100, completion_tokens=len(text))
+        job.finish(Finished(job.id, "stop", usage=usage, result=text))
         return job
 
     @staticmethod

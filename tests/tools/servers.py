@@ -8,17 +8,20 @@ the same tools over Streamable HTTP on 127.0.0.1 in a thread (the test's own pro
 from __future__ import annotations
 
 import os
+import struct
 import sys
 import threading
 import time
+import zlib
 from pathlib import Path
 from typing import Any
 
 import anyio
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Image, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 HUGE_CHARS = 1_000_000
+PICTURE_SIZE = (320, 160)  # the picture tool's PNG: wider than a thumbnail, twice as wide as high
 RAW_STDOUT = [1]  # the pipe to the client, kept before the SDK takes fd 1 over
 
 
@@ -37,6 +40,12 @@ def build(markers: Path, required_header: tuple[str, str] | None = None) -> MCPS
         """Say the text back."""
         mark("echo")
         return text
+
+    @server.tool(structured_output=False)  # content blocks, not JSON
+    def picture() -> list[Any]:
+        """A red picture and a line about it."""
+        mark("picture")
+        return ["A red rectangle.", Image(data=red_png(*PICTURE_SIZE), format="png")]
 
     @server.tool()
     def fail(reason: str) -> str:
@@ -82,6 +91,23 @@ def build(markers: Path, required_header: tuple[str, str] | None = None) -> MCPS
         return "done"
 
     return server
+
+
+def red_png(width: int, height: int) -> bytes:
+    """A plain red PNG (written by hand: the test servers import no imaging library)."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        body = kind + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+
+    row = b"\x00" + b"\xff\x00\x00" * width  # filter byte, then RGB pixels
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(row * height))
+        + chunk(b"IEND", b"")
+    )
 
 
 class HttpServer:

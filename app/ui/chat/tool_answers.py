@@ -2,10 +2,11 @@
 as it goes, so a call and its result survive closing or killing the app.
 
 The streaming answer message becomes the assistant message that calls the tools (its text, if
-the model wrote any, and ``tool_calls`` in its metadata); each result is a ``tool`` message
-under it; the next round streams into a new assistant message under the last result. The
-runner's ``message_saved`` tells the chat about each message saved mid-answer. Calls wait for
-the person (``approval_requested``; ``decide`` answers); Esc cancels (``AnswerRunner.stop``).
+the model wrote any, ``tool_calls`` and the stats of the round that wrote it in its metadata);
+each result is a ``tool`` message under it; the next round streams into a new assistant
+message under the last result. The runner's ``message_saved`` tells the chat about each message
+saved mid-answer. Calls wait for the person (``approval_requested``; ``decide`` answers); Esc
+cancels (``AnswerRunner.stop``).
 
 The MCP servers are the runner's ``manager`` (made on first use, stopped at quit).
 """
@@ -20,8 +21,9 @@ from PySide6.QtCore import QObject, Slot
 
 from app.chats.models import ChatStoreError, Status
 from app.chats.tool_messages import call_metadata, chat_messages, result_metadata
-from app.engine.types import ChatMessage, Failed, LoadedModel
-from app.ui.chat.tool_turn import ToolTurn
+from app.engine.types import ChatMessage, Failed, FinalEvent, LoadedModel
+from app.ui.chat.chat_record import save_partial_stats
+from app.ui.chat.tool_turn import CommandRequest, ToolTurn
 
 if TYPE_CHECKING:  # the tools are imported with their first use, not at start-up
     from app.tools.loop import Engine, ToolCall
@@ -39,6 +41,7 @@ class ToolAnswers(QObject):
         self.runner = runner
         self._manager: ToolManager | None = None
         self._calls: dict[str, ToolCall] = {}  # call id -> the call, until its result is saved
+        self._rounds: dict[str, FinalEvent] = {}  # conversation id -> its answer's last round
         self.engine: Engine | None = None  # None: the session's engine worker
 
     @property
@@ -74,6 +77,7 @@ class ToolAnswers(QObject):
         answer.submitted_at = time.perf_counter()
         turn.text.connect(self._on_text)
         turn.message.connect(self._on_message)
+        turn.round_finished.connect(self._on_round_finished)
         turn.approval_requested.connect(self._on_approval_requested)
         turn.call_finished.connect(self._on_call_finished)
         turn.done.connect(self._on_done)
@@ -133,14 +137,31 @@ class ToolAnswers(QObject):
         except (ChatStoreError, ValueError):
             log.exception("Could not save a tool call or its result")
 
+    @Slot(object)
+    def _on_round_finished(self, final: FinalEvent) -> None:
+        answer = self._answer_of(self.sender())
+        if answer is not None:
+            self._rounds[answer.conversation_id] = final
+
     def _save_calls(self, answer: Answer, calls: list[dict[str, Any]]) -> None:
+        from app.ui.chat.answers import _stats
+
         message_id = self.ensure_streaming(answer)
         self.runner.save(answer)
         metadata = {"model": answer.model, "model_path": answer.model_path, **call_metadata(calls)}
+        final = self._rounds.pop(answer.conversation_id, None)
+        if final is not None:  # like any answer, the message shows what writing it took
+            metadata.update(_stats(final.usage, final.timings, final.reason))
         saved = self.runner.store.finish_message(
             message_id, "complete", metadata, content=answer.text
         )
+        if answer.saved_stats_tokens:  # the message carries its own stats now
+            save_partial_stats(self.runner.store, answer.conversation_id, message_id, None)
         answer.message_id, answer.text = "", ""
+        # The next round's message measures itself from its own start.
+        answer.tokens = answer.saved_stats_tokens = answer.first_delta_tokens = 0
+        answer.first_delta_at = answer.last_delta_at = None
+        answer.submitted_at = time.perf_counter()
         self.runner.message_saved.emit(answer.conversation_id, saved, False)
 
     def _save_result(self, answer: Answer, message: dict[str, Any]) -> None:
@@ -160,16 +181,17 @@ class ToolAnswers(QObject):
         self.runner.message_saved.emit(answer.conversation_id, saved, False)
 
     @Slot(object)
-    def _on_approval_requested(self, call: ToolCall) -> None:
+    def _on_approval_requested(self, call: ToolCall | CommandRequest) -> None:
         answer = self._answer_of(self.sender())
         if answer is not None and answer.turn is not None:
             answer.turn.pending = call
             self.runner.approval_requested.emit(answer.conversation_id, call)
 
     @Slot(object)
-    def _on_call_finished(self, call: ToolCall) -> None:
+    def _on_call_finished(self, call: ToolCall | CommandRequest) -> None:
         answer = self._answer_of(self.sender())
-        self._calls[call.id] = call
+        if not isinstance(call, CommandRequest):  # a command line has no result to save
+            self._calls[call.id] = call
         if answer is not None:
             self.runner.call_finished.emit(answer.conversation_id, call)
 
@@ -182,6 +204,7 @@ class ToolAnswers(QObject):
         if answer is None:
             return
         answer.turn = None
+        self._rounds.pop(answer.conversation_id, None)
         self.ensure_streaming(answer)  # the answer's own message, also when a call ended it
         from app.tools.loop import LoopResult
 

@@ -1,8 +1,13 @@
-"""A tool call waiting in the chat: which tool, on which server, with which arguments (pretty
-JSON), and Allow once / Always allow this tool / Deny; then "Running…" until it is done (the
-chat then shows the call, and its result folded under it: tool_message.py).
+"""Cards above the composer that ask before something runs.
 
-Signal: ``decided(str)`` "once", "always" or "deny".
+``ToolCallCard``: a tool call waiting in the chat: which tool, on which server, with which
+arguments (pretty JSON), and Allow once / Always allow this tool / Deny; then "Running…" until
+it is done (the chat then shows the call, and its result folded under it: tool_message.py).
+
+``CommandCard``: the same look for a chat's MCP server whose command line was never run: the
+exact command line (and folder), and Run it / Don't run.
+
+Signal (both): ``decided(str)`` "once", "always" or "deny" ("Run it" is "once").
 """
 
 from __future__ import annotations
@@ -67,6 +72,11 @@ class ToolCallCard(QFrame):
         button.clicked.connect(self._on_decision_clicked)
         return button
 
+    @property
+    def waiting(self) -> bool:
+        """Still asking (no button pressed)."""
+        return not self.allow_button.isHidden()
+
     def set_running(self) -> None:
         """Decided (here or because the tool is always allowed): the call runs."""
         for button in (self.allow_button, self.always_button, self.deny_button):
@@ -79,4 +89,76 @@ class ToolCallCard(QFrame):
         self.set_running()
         if decision == "deny":
             self.state.setText("Denied")
+        self.decided.emit(decision)
+
+
+class CommandCard(QFrame):
+    """See the module docstring. ``request`` is an app.ui.chat.tool_turn.CommandRequest."""
+
+    decided = Signal(str)
+
+    def __init__(self, request: Any, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("Card")
+        self.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
+        self.call = request
+        server = request.server
+        self.title = _label(f"Start the MCP server {server.name}?", "StepTitle", self)
+        self.intro = _label(
+            "To give the model its tools, Ember would run this program on your computer:",
+            "FieldHelp",
+            self,
+        )
+        where = f"\nin {server.cwd}" if server.cwd else ""
+        self.command = _label(f"{server.command_line}{where}", "ToolCallArguments", self)
+        self.command.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
+        self.state = _label(
+            "Run it only if you trust it. You are asked once, and again if the command changes.",
+            "FieldHelp",
+            self,
+        )
+        self.run_button = self._button("Run it", "once", primary=True)
+        self.skip_button = self._button("Don't run", "deny")
+        self.buttons = QHBoxLayout()
+        self.buttons.addWidget(self.run_button)
+        self.buttons.addWidget(self.skip_button)
+        self.buttons.addStretch(1)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(14, 10, 14, 10)
+        layout.setSpacing(6)
+        for widget in (self.title, self.intro, self.command, self.state):
+            layout.addWidget(widget)
+        layout.addLayout(self.buttons)
+        layout.addStretch(1)  # taller than needed: the room goes below, not between lines
+
+    def _button(self, text: str, decision: str, primary: bool = False) -> QPushButton:
+        button = QPushButton(text, self)
+        button.setObjectName("PrimaryButton" if primary else "SecondaryButton")
+        button.setProperty("decision", decision)
+        button.clicked.connect(self._on_decision_clicked)
+        return button
+
+    @property
+    def waiting(self) -> bool:
+        return not self.run_button.isHidden()
+
+    def set_decided(self, decision: str) -> None:
+        self.run_button.hide()
+        self.skip_button.hide()
+        name = self.call.server.name
+        if decision == "deny":  # a short note from now on: the command line was seen
+            self.intro.hide()
+            self.command.hide()
+            self.title.setText(f"{name} was not started")
+            self.state.setText(
+                f"This answer goes on without {name}'s tools. You will be asked again next "
+                "time, unless you turn it off for this chat in the Tools menu."
+            )
+        else:
+            self.state.setText(f"Starting {name}… (Esc stops the answer)")
+
+    @Slot()
+    def _on_decision_clicked(self) -> None:
+        decision = str(self.sender().property("decision"))
+        self.set_decided(decision)
         self.decided.emit(decision)

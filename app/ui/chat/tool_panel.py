@@ -4,7 +4,9 @@ and the card of a call of the answer being written, while it waits for a decisio
 ``ToolPanel`` is driven by the ConversationController: ``show_request(call)`` when a call waits
 for a decision (the card stays while it runs: Esc stops it), ``show_result(call)`` when it is
 done (the card goes: the chat shows the call and its result folded under it), ``clear()`` when
-another chat opens or a new answer begins. Signals: ``decided(str)`` the person's answer to
+another chat opens or a new answer begins. A server's command line waiting to be approved
+(a ``CommandRequest``) comes the same way, as a command card; one not run stays as a note
+until the next answer. Signals: ``decided(str)`` the person's answer to
 the waiting call; ``setup_changed(object)`` a new ToolSetup for the open chat.
 """
 
@@ -18,8 +20,8 @@ from PySide6.QtCore import Signal, Slot
 from PySide6.QtGui import QAction, QActionGroup
 from PySide6.QtWidgets import QHBoxLayout, QMenu, QToolButton, QVBoxLayout, QWidget
 
-from app.ui.chat.tool_card import ToolCallCard
-from app.ui.chat.tool_turn import ToolSetup
+from app.ui.chat.tool_card import CommandCard, ToolCallCard
+from app.ui.chat.tool_turn import CommandRequest, ToolSetup
 
 CHOICES = (
     ("auto", "The model decides"),
@@ -43,7 +45,7 @@ class ToolPanel(QWidget):
         self.setObjectName("ToolPanel")
         self.tools_of = tools_of or (lambda _server: None)
         self.setup = ToolSetup()
-        self.cards: dict[str, ToolCallCard] = {}
+        self.cards: dict[str, ToolCallCard | CommandCard] = {}
         self.button = QToolButton(self)
         self.button.setObjectName("ToolsButton")
         self.button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
@@ -164,10 +166,14 @@ class ToolPanel(QWidget):
     # -- the answer's calls ----------------------------------------------------------------
 
     @Slot(object)
-    def show_request(self, call: Any) -> ToolCallCard:
+    def show_request(self, call: Any) -> ToolCallCard | CommandCard:
         card = self.cards.get(call.id)
         if card is None:
-            card = ToolCallCard(call, self)
+            card = (
+                CommandCard(call, self)
+                if isinstance(call, CommandRequest)
+                else ToolCallCard(call, self)
+            )
             card.decided.connect(self.decided)
             self.cards_layout.addWidget(card)
             self.cards[call.id] = card
@@ -176,15 +182,21 @@ class ToolPanel(QWidget):
     @Slot(object)
     def show_result(self, call: Any) -> None:
         """The call is done: its card goes; the chat shows the call and, folded under it,
-        the result (as saved messages)."""
+        the result (as saved messages). A command line not run stays as a note."""
+        if isinstance(call, CommandRequest):
+            command = self.cards.get(call.id)
+            if isinstance(command, CommandCard) and call.decision == "deny":
+                command.set_decided("deny")  # also when Esc answered it
+                return
         card = self.cards.pop(call.id, None)
         if card is not None:
             self.cards_layout.removeWidget(card)
             card.hide()
             card.deleteLater()
 
-    def pending(self) -> ToolCallCard | None:
-        return next((c for c in self.cards.values() if c.state.text() == "Allow this call?"), None)
+    def pending(self) -> ToolCallCard | CommandCard | None:
+        """The card still asking, if any."""
+        return next((c for c in self.cards.values() if c.waiting), None)
 
     def clear(self) -> None:
         for card in self.cards.values():

@@ -2,20 +2,25 @@
 (the ``"tools"`` lane, app/ui/task_runner.py), its hooks brought back to the GUI thread as
 signals. The runner's shutdown stops the loop through the task's token (``LoopControl.cancel``).
 
-The loop thread connects to the chat's MCP servers (which may take seconds), then runs rounds
-on the engine worker. Before a call it asks the GUI (``approval_requested``) and waits until
-``decide`` is called; ``cancel`` (Esc) stops the answer being written or the call being run,
-and answers a pending question with "deny". Exactly one ``done`` follows ``start`` (none once
-the app is quitting: the runner's shutdown cancels the loop and calls nothing back).
+The loop thread first shows the command line of each of the chat's stdio servers that has not
+been approved (a :class:`CommandRequest`: "Run it" approves it, "Don't run" leaves that
+server's tools out of this answer), then connects to the servers (which may take seconds),
+then runs rounds on the engine worker. Before a call it asks the GUI (``approval_requested``)
+and waits until ``decide`` is called; ``cancel`` (Esc) stops the answer being written, the
+call being run or the wait for the servers, and answers a pending question with "deny".
+Exactly one ``done`` follows ``start`` (none once the app is quitting: the runner's shutdown
+cancels the loop and calls nothing back).
 
 Signals (GUI thread): ``text(str)``; ``message(dict)`` each message the loop adds (an assistant
-message with ``tool_calls``, a ``tool`` result, the answer); ``approval_requested(ToolCall)``;
-``call_finished(ToolCall)``; ``done(object)`` a LoopResult, or an exception when the servers
-could not be reached.
+message with ``tool_calls``, a ``tool`` result, the answer); ``round_finished(FinalEvent)``
+each round the model wrote, before its message; ``approval_requested(ToolCall |
+CommandRequest)``; ``call_finished(ToolCall | CommandRequest)`` (a command request once it is
+decided); ``done(object)`` a LoopResult, or an exception when the servers could not be reached.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import threading
 from dataclasses import dataclass, field
@@ -28,6 +33,7 @@ from app.tools.choices import TOOL_CHOICES, Decision, ToolChoice
 from app.ui.task_runner import StopToken, Task, tasks
 
 if TYPE_CHECKING:  # the loop reads answers as the API does: imported with the first tool use
+    from app.tools.config import ServerConfig
     from app.tools.loop import Engine, ToolCall
     from app.tools.manager import ToolManager
 
@@ -66,8 +72,21 @@ class ToolSetup:
 
 
 @dataclass(slots=True)
+class CommandRequest:
+    """A chat's stdio server whose exact command line the person has not approved: shown
+    before it first runs (or after it changed). ``id`` keys its card like a call's."""
+
+    server: ServerConfig
+    decision: Decision | None = None
+
+    @property
+    def id(self) -> str:
+        return f"command:{self.server.name}"
+
+
+@dataclass(slots=True)
 class _Question:
-    call: ToolCall
+    call: ToolCall | CommandRequest
     answered: threading.Event = field(default_factory=threading.Event)
     decision: Decision = "deny"
 
@@ -77,6 +96,7 @@ class ToolTurn(QObject):
 
     text = Signal(str)
     message = Signal(dict)
+    round_finished = Signal(object)
     approval_requested = Signal(object)
     call_finished = Signal(object)
     done = Signal(object)
@@ -106,6 +126,7 @@ class ToolTurn(QObject):
                 on_text=self.text.emit,
                 on_result=self.call_finished.emit,
                 on_message=self._on_message,
+                on_round=self.round_finished.emit,
             ),
             sampling=sampling,
             model=loaded.model_id,
@@ -118,7 +139,8 @@ class ToolTurn(QObject):
         self._lock = threading.Lock()
         self._question: _Question | None = None
         self.task: Task | None = None
-        self.pending: ToolCall | None = None  # the call waiting for a decision (GUI side)
+        self.pending: ToolCall | CommandRequest | None = None  # waiting for a decision (GUI)
+        self.skipped: list[str] = []  # servers whose command line the person did not run
 
     def start(self, messages: list[ChatMessage]) -> None:
         self.task = tasks().submit(
@@ -154,15 +176,42 @@ class ToolTurn(QObject):
     # -- the loop thread -------------------------------------------------------------------
 
     def _run(self, messages: list[ChatMessage]) -> object:
+        from app.tools.loop import LoopResult
+
         try:
             setup = self.setup
-            self.loop.toolbox = self._manager.toolbox(list(setup.servers), exclude=setup.tools_off)
+            servers = list(setup.servers)
+            for server in self._manager.unapproved(servers):
+                if not self._approve_command(server):
+                    servers.remove(server.name)
+                if self.loop.control.cancelled:
+                    return LoopResult(cancelled=True)
+            self.loop.toolbox = self._manager.toolbox(
+                servers, exclude=setup.tools_off, wait=self.loop.control.wait
+            )
             return self.loop.run(messages)
+        except concurrent.futures.CancelledError:  # Esc while the servers were connecting
+            return LoopResult(cancelled=True)
         except Exception as error:  # a server that cannot start: the answer says why
             log.info("Tools unavailable: %s", error)
             return error
 
+    def _approve_command(self, server: ServerConfig) -> bool:
+        """Ask whether ``server``'s command line may run (approved for good on "Run it")."""
+        request = CommandRequest(server)
+        request.decision = self._ask(request)
+        if request.decision != "deny" and not self.loop.control.cancelled:
+            self._manager.config.approve_command(server.name)
+        else:
+            request.decision = "deny"
+            self.skipped.append(server.name)
+        self.call_finished.emit(request)
+        return request.decision != "deny"
+
     def _approve(self, call: ToolCall) -> Decision:
+        return self._ask(call)
+
+    def _ask(self, call: ToolCall | CommandRequest) -> Decision:
         question = _Question(call)
         with self._lock:
             self._question = question
