@@ -109,6 +109,8 @@ class ServerConnection:
         self._broken: asyncio.Event | None = None
         self._stopping = False
         self._launch: Any = None  # the stdio process being run (StdioLaunch)
+        self._task: asyncio.Task[None] | None = None  # the supervisor, on the loop thread
+        self._connecting = False  # the supervisor waits for the server to start and answer
         self.starts = 0  # connections made so far (a restart counts)
         self.last_error: str | None = None
 
@@ -161,9 +163,9 @@ class ServerConnection:
         if loop is None or thread is None:
             return
         if supervisor is not None and not supervisor.done():
-            loop.call_soon_threadsafe(self._wake)
+            halt = asyncio.run_coroutine_threadsafe(self._halt(), loop)
             with contextlib.suppress(Exception):
-                supervisor.result(STOP_TIMEOUT)
+                halt.result(STOP_TIMEOUT)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(STOP_TIMEOUT)
         if not thread.is_alive():
@@ -192,6 +194,19 @@ class ServerConnection:
         if self._broken is not None:
             self._broken.set()
 
+    async def _halt(self) -> None:
+        """The supervisor ends: cancelled while it connects (a server that never answers would
+        hold a stop for the connect timeout, and its process would outlive the app), else
+        woken. Either way the connection unwinds, which stops the process."""
+        task = self._task
+        if task is None or task.done():
+            return
+        if self._connecting:  # only then: a cancel inside the unwinding would cut it short
+            task.cancel()
+        else:
+            self._wake()
+        await asyncio.wait({task}, timeout=STOP_TIMEOUT)
+
     def _lost(self, attempt: _Attempt) -> None:
         """``attempt``'s connection is gone: calls from now on wait for the reconnection
         (not for the supervisor to notice, which a call submitted meanwhile would race)."""
@@ -200,6 +215,7 @@ class ServerConnection:
         self._wake()
 
     async def _supervise(self) -> None:
+        self._task = asyncio.current_task()
         try:
             await self._keep_up()
         except BaseException as e:  # a bug or a broken install: callers must not wait on
@@ -231,7 +247,11 @@ class ServerConnection:
                     # Not wait_for: that runs the connect in another task, and the SDK's task
                     # groups must be left by the task that entered them.
                     async with asyncio.timeout(self.connect_timeout):
-                        client = await self._connect(stack, attempt)
+                        self._connecting = True
+                        try:
+                            client = await self._connect(stack, attempt)
+                        finally:
+                            self._connecting = False
                     self.starts += 1
                     failures = 0
                     attempt.up.set_result(client)

@@ -74,6 +74,26 @@ def sdk_server(name: str, markers: Path) -> ServerConfig:
     )
 
 
+SILENT = (  # writes its pid (whole, by a rename) and never answers: connecting waits it out
+    "import os, sys, time; p = sys.argv[1]; open(p + '.tmp', 'w').write(str(os.getpid())); "
+    "os.replace(p + '.tmp', p); time.sleep(3600)"
+)
+
+
+def silent_server(name: str, pid_file: Path) -> ServerConfig:
+    """A stdio server that starts and never answers (its pid lands in ``pid_file``)."""
+    return approved(ServerConfig(name, command=sys.executable, args=("-c", SILENT, str(pid_file))))
+
+
+def process_alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, ended but not yet reaped, counts as ended)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"
+
+
 @pytest.fixture
 def markers(tmp_path: Path) -> Path:
     path = tmp_path / "markers"

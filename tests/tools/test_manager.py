@@ -13,7 +13,14 @@ from app.tools.config import McpConfig, ServerConfig
 from app.tools.manager import CommandNotApprovedError, ServerStartError, ToolError, ToolManager
 from app.tools.results import MAX_RESULT_CHARS
 from app.tools.transport import MAX_MESSAGE_BYTES, STDERR_LOG_BYTES
-from tests.tools.conftest import approved, sdk_server, time_server, wait_for_file
+from tests.tools.conftest import (
+    approved,
+    process_alive,
+    sdk_server,
+    silent_server,
+    time_server,
+    wait_for_file,
+)
 from tests.tools.servers import HUGE_CHARS, HttpServer
 
 
@@ -190,6 +197,22 @@ def test_shutdown_stops_the_server_process(
     manager.shutdown()
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+
+
+def test_stopping_a_server_that_is_still_connecting_ends_its_process(
+    config: McpConfig, manager: ToolManager, tmp_path: Path
+) -> None:
+    """Quitting (or Esc, then quitting) while a server starts: its process does not outlive
+    the app, and the stop does not wait out the 30 s connect timeout to get there."""
+    pid_file = tmp_path / "pid"
+    config.add(silent_server("silent", pid_file))
+    connection = manager.connection("silent")
+    connection.list_tools()
+    wait_for_file(pid_file)
+    pid = int(pid_file.read_text())
+    assert connection.state == "starting" and process_alive(pid)
+    manager.shutdown()
+    assert not process_alive(pid)
 
 
 def test_an_http_server_that_goes_away_and_comes_back(

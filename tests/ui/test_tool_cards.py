@@ -17,7 +17,7 @@ from app.ui.chat.tool_card import CommandCard
 from app.ui.chat.tool_message import THUMBNAIL
 from app.ui.chat.tool_turn import CommandRequest, ToolSetup
 from app.ui.main_window import MainWindow
-from tests.tools.conftest import TIME_ARGS, approved, sdk_server
+from tests.tools.conftest import TIME_ARGS, approved, sdk_server, silent_server
 from tests.tools.scripted import ScriptedEngine, call_text
 from tests.tools.servers import PICTURE_SIZE
 
@@ -91,16 +91,9 @@ def test_esc_while_a_server_is_still_connecting_stops_the_answer_at_once(
     qtbot: QtBot, make_window: Callable[[], MainWindow], tmp_path: Path
 ) -> None:
     window = make_window()
-    started = tmp_path / "started"
-    silent = approved(  # starts, then never answers: connecting would wait out 30 s
-        ServerConfig(
-            "silent",
-            command=sys.executable,
-            args=("-c", SILENT_SERVER, str(started)),
-        )
-    )
+    started = tmp_path / "pid"
     engine = ScriptedEngine(["never asked"])
-    chat_with(window, silent, engine)
+    chat_with(window, silent_server("silent", started), engine)  # connecting waits out 30 s
     controller = window.controller
     window.chat.composer.send_requested.emit("What time is it?")
     qtbot.waitUntil(started.exists, timeout=WAIT_MS)
@@ -114,9 +107,6 @@ def test_esc_while_a_server_is_still_connecting_stops_the_answer_at_once(
     with qtbot.waitSignal(controller.answer_finished, timeout=WAIT_MS) as again:
         window.chat.composer.send_requested.emit("Hello?")
     assert again.args[0].status == "complete"
-
-
-SILENT_SERVER = "import pathlib, sys, time; pathlib.Path(sys.argv[1]).touch(); time.sleep(3600)"
 
 
 def test_the_message_that_calls_a_tool_shows_the_tokens_it_produced(
