@@ -4,16 +4,20 @@ bench/gui_stream.py times it)."""
 
 from __future__ import annotations
 
+import dataclasses
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from PySide6.QtCore import QTimer
-from PySide6.QtWidgets import QApplication
+from PySide6.QtWidgets import QApplication, QLabel, QToolButton
 from pytestqt.qtbot import QtBot
 
-from app.chats.models import Message
+from app.chats.models import Message, Role
+from app.ui import theme
+from app.ui.chat.markdown import MarkdownRenderer
 from app.ui.chat.message_widget import MessageWidget
 from app.ui.main_window import MainWindow
 from tests.ui.fake_app import WAIT_MS, fake_services, load_fake, model_file, show_window
@@ -102,3 +106,25 @@ def test_text_that_comes_before_the_answer_is_built_is_shown(
     assert shown is not None and shown.plain_text.startswith("Early words.")
     QApplication.processEvents()
     assert view.rendered_count == 2
+
+
+def test_a_message_builds_only_the_buttons_it_can_show(
+    qtbot: QtBot, ember_app: QApplication
+) -> None:
+    """Sibling arrows for a message without versions, a question's regenerate button and an
+    answer's edit button were built (and styled) for every message, never to be shown."""
+    renderer = MarkdownRenderer(theme.current())
+    roles: list[Role] = ["user", "assistant"]
+    for role in roles:
+        message = Message(f"{role}-1", "chat", None, role, "Text", "complete", time.time())
+        shown = MessageWidget(message, renderer)
+        qtbot.addWidget(shown)
+        shown.show()
+        assert len(shown.findChildren(QToolButton)) == 3  # copy, edit or regenerate, delete
+        if role == "user":
+            assert not shown.findChildren(QLabel, "Stats")  # a question shows no stats
+        shown.set_message(dataclasses.replace(message, sibling_index=1, sibling_count=2))
+        assert len(shown.findChildren(QToolButton)) == 5
+        assert shown.previous_button.isVisible() and shown.next_button.isVisible()
+        assert shown.sibling_label.text() == "2/2"
+        assert shown.previous_button.isEnabled() and not shown.next_button.isEnabled()

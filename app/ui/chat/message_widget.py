@@ -6,6 +6,8 @@ regenerate, delete, previous, next; ``edit_submitted(str message_id, str text)``
 
 from __future__ import annotations
 
+import itertools
+
 from PySide6.QtCore import QEvent, QSize, Qt, QTimer, Signal, Slot
 from PySide6.QtGui import QEnterEvent, QKeyEvent, QResizeEvent, QShowEvent
 from PySide6.QtWidgets import (
@@ -29,6 +31,14 @@ from app.ui.chat.message_body import MarkdownBody
 from app.ui.chat.tool_message import ToolMessageView
 
 ACTIONS = ("copy", "edit", "regenerate", "delete", "previous", "next")
+_ACTIONS = {  # action: icon, tooltip, object name
+    "copy": ("copy", "Copy message", "CopyMessage"),
+    "edit": ("edit", "Edit and resend", "EditMessage"),
+    "regenerate": ("regenerate", "Regenerate", "Regenerate"),
+    "delete": ("trash", "Delete message", "DeleteMessage"),
+    "previous": ("chevron-left", "Previous version", "PrevSibling"),
+    "next": ("chevron-right", "Next version", "NextSibling"),
+}
 STREAM_SLICE = 600  # characters of a streamed burst rendered per event-loop turn, at most
 MIN_HINT_WIDTH = 60  # narrower: not laid out yet (see sizeHint)
 
@@ -231,40 +241,21 @@ class MessageWidget(QFrame):
         self._refresh_avatar()
 
     def _build_footer(self) -> None:
-        footer = QHBoxLayout()
+        # Built when first needed: the sibling arrows (most messages have none), a question's
+        # stats and regenerate button and an answer's edit button (never shown). Each widget
+        # costs its construction and a stylesheet pass, times every message opened, and a
+        # question and its answer are built as the question is sent.
+        footer = self._footer = QHBoxLayout()
         footer.setContentsMargins(0 if self.is_user else 38, 0, 0, 0)
         footer.setSpacing(2)
-        self.stats_label = QLabel(self)
-        self.stats_label.setObjectName("Stats")
-        self.previous_button = _ToolButton("chevron-left", "Previous version", "PrevSibling", self)
-        self.sibling_label = QLabel(self)
-        self.sibling_label.setObjectName("SiblingLabel")
-        self.next_button = _ToolButton("chevron-right", "Next version", "NextSibling", self)
-        self.copy_button = _ToolButton("copy", "Copy message", "CopyMessage", self)
-        self.edit_button = _ToolButton("edit", "Edit and resend", "EditMessage", self)
-        self.regenerate_button = _ToolButton("regenerate", "Regenerate", "Regenerate", self)
-        self.delete_button = _ToolButton("trash", "Delete message", "DeleteMessage", self)
-        self._action_buttons = [self.copy_button, self.delete_button]
+        self._buttons: dict[str, _ToolButton] = {}
+        self._siblings: tuple[_ToolButton, QLabel, _ToolButton] | None = None
+        self._stats_label: QLabel | None = None
         if self.is_user:
-            self._action_buttons.insert(1, self.edit_button)
-            self.regenerate_button.hide()
             footer.addStretch(1)
-        else:
-            self._action_buttons.insert(1, self.regenerate_button)
-            self.edit_button.hide()
-        for button, action in (
-            (self.previous_button, "previous"),
-            (self.next_button, "next"),
-            (self.copy_button, "copy"),
-            (self.edit_button, "edit"),
-            (self.regenerate_button, "regenerate"),
-            (self.delete_button, "delete"),
-        ):
-            button.setProperty("action", action)
-            button.clicked.connect(self._on_action_clicked)
-        footer.addWidget(self.previous_button)
-        footer.addWidget(self.sibling_label)
-        footer.addWidget(self.next_button)
+        middle = "edit" if self.is_user else "regenerate"
+        self._action_buttons = [self._action_button(a) for a in ("copy", middle, "delete")]
+        self.copy_button, _, self.delete_button = self._action_buttons
         for button in self._action_buttons:
             policy = button.sizePolicy()
             policy.setRetainSizeWhenHidden(True)
@@ -274,6 +265,63 @@ class MessageWidget(QFrame):
             footer.addSpacing(8)
             footer.addWidget(self.stats_label, 1)
         self._layout.addLayout(footer)
+
+    def _action_button(self, action: str) -> _ToolButton:
+        button = self._buttons[action] = _ToolButton(*_ACTIONS[action], self)
+        button.setProperty("action", action)
+        button.clicked.connect(self._on_action_clicked)
+        return button
+
+    def _spare_button(self, action: str) -> _ToolButton:
+        """A question's regenerate or an answer's edit button: never shown."""
+        if action not in self._buttons:
+            self._action_button(action).hide()
+        return self._buttons[action]
+
+    def _sibling_widgets(self) -> tuple[_ToolButton, QLabel, _ToolButton]:
+        if self._siblings is None:
+            label = QLabel(self)
+            label.setObjectName("SiblingLabel")
+            shown = self._siblings = (
+                self._action_button("previous"),
+                label,
+                self._action_button("next"),
+            )
+            at = 1 if self.is_user else 0  # before the actions (a question's: after its stretch)
+            for offset, widget in enumerate(shown):
+                widget.hide()  # _refresh_siblings shows them
+                self._footer.insertWidget(at + offset, widget)
+            chain = [shown[0], shown[2], *self._action_buttons]
+            for first, then in itertools.pairwise(chain):
+                QWidget.setTabOrder(first, then)
+        return self._siblings
+
+    @property
+    def previous_button(self) -> _ToolButton:
+        return self._sibling_widgets()[0]
+
+    @property
+    def sibling_label(self) -> QLabel:
+        return self._sibling_widgets()[1]
+
+    @property
+    def next_button(self) -> _ToolButton:
+        return self._sibling_widgets()[2]
+
+    @property
+    def edit_button(self) -> _ToolButton:
+        return self._spare_button("edit")
+
+    @property
+    def regenerate_button(self) -> _ToolButton:
+        return self._spare_button("regenerate")
+
+    @property
+    def stats_label(self) -> QLabel:
+        if self._stats_label is None:
+            self._stats_label = QLabel(self)
+            self._stats_label.setObjectName("Stats")
+        return self._stats_label
 
     # -- state ----------------------------------------------------------------------------
 
@@ -415,7 +463,9 @@ class MessageWidget(QFrame):
     def _refresh_siblings(self) -> None:
         count = self.message.sibling_count
         show = count > 1
-        for widget in (self.previous_button, self.sibling_label, self.next_button):
+        if not show and self._siblings is None:
+            return
+        for widget in self._sibling_widgets():
             widget.setVisible(show)
         if show:
             index = self.message.sibling_index
