@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import queue
 import sys
+import threading
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -218,16 +221,14 @@ def server_names(spec: str) -> list[str]:
 
 class TerminalHooks:
     """The loop's hooks on a terminal: each call and its result on stderr, the answer on
-    stdout, and a question before each call unless ``yes``."""
+    stdout, and a question before each call unless ``yes`` (``ask``: on the main thread)."""
 
     SHOWN_CHARS = 2000
 
     def __init__(self, yes: bool) -> None:
         self.yes = yes
 
-    def approve(self, call: Any) -> Any:
-        if self.yes:
-            return "once"
+    def ask(self, call: Any) -> Any:
         answer = _ask(f"Allow {call.tool} ({call.server})? [y]es once, [a]lways, [N]o: ")
         return {"y": "once", "yes": "once", "a": "always", "always": "always"}.get(answer, "deny")
 
@@ -249,9 +250,19 @@ class TerminalHooks:
         print(f"{mark} {text}", file=sys.stderr)
 
 
+@dataclass(slots=True)
+class _Question:
+    """A call the loop thread asks the main thread about (only it gets Ctrl+C)."""
+
+    call: Any
+    answered: threading.Event = field(default_factory=threading.Event)
+    decision: str = "deny"
+
+
 class TerminalTools:
     """``ember run MODEL --mcp NAMES``: the servers, started once for the whole session, and
-    one answer with tools at a time (Ctrl+C stops the answer or the call being run)."""
+    one answer with tools at a time. The loop runs on its own thread; the main thread asks the
+    questions, so Ctrl+C at any point (writing, asking, running a call) ends the answer."""
 
     def __init__(self, worker: Any, loaded: Any, sampling: Any, args: argparse.Namespace) -> None:
         from app.config import Settings
@@ -271,19 +282,34 @@ class TerminalTools:
         except ToolError as e:
             self.manager.shutdown()
             raise CliError(str(e)) from None
+        except BaseException:  # Ctrl+C while the servers start: stop them on the way out
+            self.manager.shutdown()
+            raise
 
     def answer(self, messages: list[Any]) -> Any:
         """Answer ``messages`` with the tools; returns the LoopResult."""
-        import threading
-
         from app.tools.loop import LoopHooks, LoopResult, ToolLoop
 
         hooks = self.hooks
+        inbox: queue.Queue[_Question | None] = queue.Queue()
+        asked: list[_Question] = []  # a Ctrl+C answers them all, wherever it lands
+
+        def approve(call: Any) -> Any:  # on the loop thread
+            if hooks.yes:
+                return "once"
+            question = _Question(call)
+            asked.append(question)
+            if loop.control.cancelled:
+                return "deny"
+            inbox.put(question)
+            question.answered.wait()
+            return question.decision
+
         loop = ToolLoop(
             self.worker,
             self.manager,
             self.toolbox,
-            LoopHooks(hooks.approve, hooks.on_text, hooks.on_call, hooks.on_result),
+            LoopHooks(approve, hooks.on_text, hooks.on_call, hooks.on_result),
             sampling=self.sampling,
             model=self.loaded.model_id,
             chat_template=self.loaded.chat_template,
@@ -299,9 +325,25 @@ class TerminalTools:
                 results.append(loop.run(messages))
             except BaseException as e:  # reported on the main thread
                 failure.append(e)
+            finally:
+                inbox.put(None)
 
         thread = threading.Thread(target=run, name="tool-loop", daemon=True)
         thread.start()
+        while True:
+            question: _Question | None = None
+            try:
+                question = inbox.get()
+                if question is None:
+                    break
+                question.decision = hooks.ask(question.call)
+                question.answered.set()
+            except KeyboardInterrupt:
+                if question is not None:  # at the prompt: the line ends here
+                    print(file=sys.stderr)
+                loop.control.cancel()  # the call asked about is refused with it
+                for waiting in list(asked):
+                    waiting.answered.set()
         while thread.is_alive():
             try:
                 thread.join()
