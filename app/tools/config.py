@@ -196,6 +196,20 @@ def _str_map(server: str, what: str, value: Any) -> dict[str, str]:
     return {str(k): str(v) for k, v in value.items()}
 
 
+def claude_desktop_config() -> Path:
+    """Where Claude Desktop keeps its MCP servers on this system (the file may not exist)."""
+    import os
+    import sys
+
+    if sys.platform == "darwin":
+        folder = Path.home() / "Library" / "Application Support" / "Claude"
+    elif sys.platform == "win32":
+        folder = Path(os.environ.get("APPDATA") or Path.home() / "AppData" / "Roaming") / "Claude"
+    else:  # the Linux builds follow XDG
+        folder = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "Claude"
+    return folder / "claude_desktop_config.json"
+
+
 def read_servers(path: Path) -> dict[str, ServerConfig]:
     """The servers in a file of the ``{"mcpServers": {...}}`` shape (Claude Desktop's
     ``claude_desktop_config.json``, Cursor's ``mcp.json``, …). A bad entry is an error that

@@ -155,3 +155,38 @@ def test_closing_the_page_stops_its_servers_on_the_tools_lane_without_holding_th
     assert stop.name == "mcp-stop"
     released.set()
     assert stop.finished.wait(10)
+
+
+def test_with_no_server_the_page_says_what_mcp_is_and_how_to_add_one(
+    qtbot: QtBot, page: ToolsPage, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from PySide6.QtWidgets import QFileDialog, QLabel
+
+    assert page.empty_state.isVisibleTo(page)
+    assert not page.server_list.isVisibleTo(page) and not page.remove_button.isVisibleTo(page)
+    text = " ".join(label.text() for label in page.empty_state.findChildren(QLabel))
+    assert "No MCP servers yet" in text and "MCP (Model Context Protocol)" in text
+    assert not page.status.isVisibleTo(page) and not page.tool_tree.isVisibleTo(page)
+    page.empty_add_button.click()
+    assert page.current is None and not page.name.isReadOnly()  # the form is for a new one
+
+    # "Import from Claude Desktop…" opens on Claude Desktop's own file.
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    claude = tmp_path / "config" / "Claude" / "claude_desktop_config.json"
+    claude.parent.mkdir(parents=True)
+    servers = {"time": {"command": sys.executable, "args": ["-m", "mcp_server_time"]}}
+    claude.write_text(json.dumps({"mcpServers": servers}))
+    opened: list[str] = []
+
+    def pick(_parent: object, _title: str, start: str, _filter: str) -> tuple[str, str]:
+        opened.append(start)  # the person picks the file the dialog opened on
+        return start, ""
+
+    monkeypatch.setattr(QFileDialog, "getOpenFileName", pick)
+    with qtbot.waitSignal(page.tools_changed):
+        page.empty_import_button.click()
+    assert opened == [str(claude)]
+    assert page.status.text() == "Imported 1 server: time." and page.status.isVisibleTo(page)
+    assert not page.empty_state.isVisibleTo(page) and page.server_list.isVisibleTo(page)
+    page.remove_server()
+    assert page.empty_state.isVisibleTo(page) and not page.server_list.isVisibleTo(page)

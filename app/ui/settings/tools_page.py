@@ -1,11 +1,12 @@
 """Settings → Tools: MCP servers whose tools models may call in chats.
 
 The page lists the servers of ``mcp.json`` (add, import a Claude Desktop / Cursor / Jan file,
-remove), edits the selected one (command line, env, folder, or URL and headers; on or off) and
-"Test" connects to it and lists its tools with their descriptions and input schemas, each with
-a switch. Before a stdio server runs for the first time the exact command line is shown and
-runs only after "Run". Secrets in env and headers go to the keyring (shown as ``<secret>``;
-keep the mark to keep the secret). The server's log (its stderr) is a click away.
+remove; with none yet, a card says what MCP is and how to add or import one), edits the selected
+one (command line, env, folder, or URL and headers; on or off) and "Test" connects to it and
+lists its tools with their descriptions and input schemas, each with a switch. Before a stdio
+server runs for the first time the exact command line is shown and runs only after "Run".
+Secrets in env and headers go to the keyring (shown as ``<secret>``; keep the mark to keep the
+secret). The server's log (its stderr) is a click away.
 
 Writing (the keyring may be slow) and testing run off the GUI thread.
 
@@ -24,6 +25,7 @@ from PySide6.QtWidgets import (
     QCheckBox,
     QFileDialog,
     QFormLayout,
+    QFrame,
     QHBoxLayout,
     QLineEdit,
     QListWidget,
@@ -37,7 +39,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.tools.config import McpConfig, ServerConfig
+from app.tools.config import McpConfig, ServerConfig, claude_desktop_config
 from app.tools.manager import ToolInfo, ToolManager
 from app.ui.settings.provider_editor import text_label
 from app.ui.task_runner import tasks
@@ -93,6 +95,7 @@ class ToolsPage(QWidget):
             self,
             wrap=True,
         )
+        self.empty_state = self._empty_state()
         self.server_list = QListWidget(self)
         self.server_list.setObjectName("ToolServers")
         self.server_list.setMaximumHeight(130)
@@ -100,7 +103,9 @@ class ToolsPage(QWidget):
         self.add_button = self._button("Add server", self.new_server)
         self.import_button = self._button("Import…", self._on_import_clicked)
         self.remove_button = self._button("Remove", self.remove_server)
-        list_buttons = QHBoxLayout()
+        self.list_buttons = QWidget(self)
+        list_buttons = QHBoxLayout(self.list_buttons)
+        list_buttons.setContentsMargins(0, 0, 0, 0)
         for b in (self.add_button, self.import_button, self.remove_button):
             list_buttons.addWidget(b)
         list_buttons.addStretch(1)
@@ -153,13 +158,17 @@ class ToolsPage(QWidget):
         layout.setSpacing(10)
         layout.addWidget(title)
         layout.addWidget(subtitle)
+        layout.addWidget(self.empty_state)
         layout.addWidget(self.server_list)
-        layout.addLayout(list_buttons)
+        layout.addWidget(self.list_buttons)
         layout.addLayout(form)
         layout.addLayout(actions)
         layout.addWidget(self.status)
-        layout.addWidget(self.tool_tree, 1)
+        layout.addWidget(self.tool_tree, 10)
         layout.addWidget(self.log_view)
+        layout.addStretch(1)  # below the form while nothing was tested (no empty boxes)
+        self.status.hide()
+        self.tool_tree.hide()
         self.reload()
 
     def _button(self, text: str, slot: Any, primary: bool = False) -> QPushButton:
@@ -167,6 +176,45 @@ class ToolsPage(QWidget):
         button.setObjectName("PrimaryButton" if primary else "SecondaryButton")
         button.clicked.connect(slot)
         return button
+
+    def _empty_state(self) -> QFrame:
+        """Shown instead of the list while there is no server: what MCP is, and two ways on."""
+        card = QFrame(self)
+        card.setObjectName("Card")
+        card.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
+        title = text_label("No MCP servers yet", "StepTitle", card)
+        about = text_label(
+            "An MCP (Model Context Protocol) server is a small program or web service that "
+            "gives models tools. Claude Desktop, Cursor and Jan use the same servers.",
+            "FieldHelp",
+            card,
+            wrap=True,
+        )
+        how = text_label(
+            "Add a server: give it a name and a command (such as uvx mcp-server-time) or a "
+            "URL below, then Save. Or import the servers you already use.",
+            "FieldHelp",
+            card,
+            wrap=True,
+        )
+        self.empty_add_button = self._button("Add a server", self.new_server, primary=True)
+        self.empty_import_button = self._button(
+            "Import from Claude Desktop…", self._on_import_claude_clicked
+        )
+        for button in (self.empty_add_button, self.empty_import_button):
+            button.setParent(card)
+        buttons = QHBoxLayout()
+        buttons.addWidget(self.empty_add_button)
+        buttons.addWidget(self.empty_import_button)
+        buttons.addStretch(1)
+        layout = QVBoxLayout(card)
+        layout.setContentsMargins(16, 12, 16, 12)
+        layout.setSpacing(6)
+        for label in (title, about, how):
+            layout.addWidget(label)
+        layout.addSpacing(4)
+        layout.addLayout(buttons)
+        return card
 
     def shutdown(self) -> None:
         """Stop the servers a Test started (only when the page owns its manager)."""
@@ -196,6 +244,9 @@ class ToolsPage(QWidget):
         elif not names:
             self.new_server()
         self.remove_button.setEnabled(bool(names))
+        self.empty_state.setVisible(not names)
+        self.server_list.setVisible(bool(names))
+        self.list_buttons.setVisible(bool(names))
 
     @Slot(int)
     def _on_server_selected(self, row: int) -> None:
@@ -215,8 +266,10 @@ class ToolsPage(QWidget):
         self.test_button.setEnabled(server is not None)
         self.log_button.setEnabled(server is not None)
         self.tool_tree.clear()
+        self.tool_tree.hide()
         self.log_view.hide()
         self.status.setText("")
+        self.status.hide()
 
     @Slot()
     def new_server(self) -> None:
@@ -295,6 +348,17 @@ class ToolsPage(QWidget):
     def _on_import_clicked(self) -> None:
         path, _ = QFileDialog.getOpenFileName(
             self, "Import MCP servers", str(Path.home()), "JSON (*.json)"
+        )
+        if path:
+            self.import_file(Path(path))
+
+    @Slot()
+    def _on_import_claude_clicked(self) -> None:
+        """The file dialog opens on Claude Desktop's config file when it is there."""
+        found = claude_desktop_config()
+        start = found if found.is_file() else Path.home()
+        path, _ = QFileDialog.getOpenFileName(
+            self, "Import MCP servers from Claude Desktop", str(start), "JSON (*.json)"
         )
         if path:
             self.import_file(Path(path))
@@ -387,6 +451,7 @@ class ToolsPage(QWidget):
             child.setFlags(Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable)
         self.tool_tree.resizeColumnToContents(0)
         self.tool_tree.blockSignals(False)
+        self.tool_tree.setVisible(bool(self.tools))
 
     @Slot(QTreeWidgetItem, int)
     def _on_tool_item_changed(self, item: QTreeWidgetItem, _column: int) -> None:
@@ -413,4 +478,5 @@ class ToolsPage(QWidget):
         from app.ui import theme
 
         self.status.setText(text)
+        self.status.setVisible(bool(text))
         theme.set_style_property(self.status, "kind", kind)
