@@ -5,7 +5,9 @@ held the GUI thread while answers were streaming)."""
 from __future__ import annotations
 
 import time
+from typing import Any
 
+import pytest
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
@@ -13,6 +15,7 @@ from app.chats.models import Message, Role
 from app.ui import theme
 from app.ui.chat.chat_view import INITIAL, ChatView
 from app.ui.chat.markdown import MarkdownRenderer
+from app.ui.chat.message_widget import MessageWidget
 
 
 def _message(message_id: str, role: Role, content: str) -> Message:
@@ -40,7 +43,7 @@ def test_switching_from_a_tall_chat_to_a_long_one_renders_no_older_messages(
         [
             _message(f"m{i}", "user", f"Question {i}")
             if i % 2 == 0
-            else _message(f"m{i}", "assistant", f"Answer {i}: **bold**, `code`.\n\nMore.")
+            else _message(f"m{i}", "assistant", "\n\n".join([f"Answer {i}: **bold**."] * 5))
             for i in range(500)
         ]
     )
@@ -50,3 +53,37 @@ def test_switching_from_a_tall_chat_to_a_long_one_renders_no_older_messages(
     assert 0 not in ranges  # never laid out without its messages
     # The newest INITIAL messages fill the window: nothing older is needed yet.
     assert view.rendered_count == INITIAL
+
+
+def test_opening_a_long_chat_builds_about_a_window_of_messages_at_once(
+    qtbot: QtBot, ember_app: QApplication, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A switch built the newest 24 messages in one go (~10 ms each; the window, and an answer
+    streaming in another chat, waited for all of them); older ones come in turns as needed."""
+    built = 0
+    real = MessageWidget.__init__
+
+    def init(widget: MessageWidget, *args: Any, **kwargs: Any) -> None:
+        nonlocal built
+        built += 1
+        real(widget, *args, **kwargs)
+
+    monkeypatch.setattr(MessageWidget, "__init__", init)
+    view = ChatView(MarkdownRenderer(theme.current()))
+    qtbot.addWidget(view)
+    view.resize(900, 700)
+    view.show()
+    qtbot.waitExposed(view)
+    answer = "\n\n".join(f"Paragraph {i} of an answer." for i in range(5))
+    view.set_messages(
+        [
+            _message(f"m{i}", "user", f"Question {i}")
+            if i % 2 == 0
+            else _message(f"m{i}", "assistant", answer)
+            for i in range(500)
+        ]
+    )
+    assert built <= 10
+    bar = view.verticalScrollBar()
+    qtbot.waitUntil(lambda: bar.maximum() > 0 and bar.value() == bar.maximum())
+    assert bar.maximum() >= view.viewport().height() // 2  # more than a window of them

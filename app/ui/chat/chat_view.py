@@ -23,7 +23,7 @@ from app.ui.chat.height_cache import ColumnLayout
 from app.ui.chat.markdown import MarkdownRenderer
 from app.ui.chat.message_widget import MessageWidget
 
-INITIAL = 24
+INITIAL = 8  # a window of them; more in turns to fill it (24 at once held a switch ~250 ms)
 BATCH = 16
 LOAD_MARGIN = 400  # px from the top at which older messages are rendered
 STICK_MARGIN = 48  # px from the bottom within which the view follows new text
