@@ -59,6 +59,7 @@ def test_a_chat_calls_the_time_tool_after_allow_once(
     branch = controller.branch
     assert [m.role for m in branch] == ["user", "assistant", "tool", "assistant"]
     assert tool_calls(branch[1])[0]["function"]["name"] == "get_current_time"
+    assert branch[1].metadata["tokens"] > 0  # the call's own round, like any answer
     assert '"timezone"' in branch[2].content
     assert branch[2].metadata["decision"] == "once"
     assert branch[-1].id == answer.id and answer.status == "complete"
