@@ -87,6 +87,24 @@ def test_dont_run_answers_without_that_servers_tools_and_says_so(
     assert isinstance(panel.pending(), CommandCard) and card not in panel.cards.values()
 
 
+def test_esc_while_a_command_line_is_asked_about_stops_the_answer_and_runs_nothing(
+    qtbot: QtBot, make_window: Callable[[], MainWindow]
+) -> None:
+    window = make_window()
+    engine = ScriptedEngine(["never asked"])
+    chat_with(window, TIME, engine)
+    controller, panel = window.controller, window.chat.tool_panel
+    with qtbot.waitSignal(controller.tool_approval_requested, timeout=WAIT_MS):
+        window.chat.composer.send_requested.emit("What time is it?")
+    assert isinstance(panel.pending(), CommandCard)
+    with qtbot.waitSignal(controller.answer_finished, timeout=WAIT_MS) as finished:
+        controller.stop()  # what Esc does
+    assert finished.args[0].status == "stopped" and engine.requests == []
+    qtbot.waitUntil(lambda: panel.cards == {})  # no note: the answer itself was stopped
+    assert McpConfig().get("time").needs_approval
+    assert not controller.answers.tools.manager.log_path("time").exists()
+
+
 def test_esc_while_a_server_is_still_connecting_stops_the_answer_at_once(
     qtbot: QtBot, make_window: Callable[[], MainWindow], tmp_path: Path
 ) -> None:

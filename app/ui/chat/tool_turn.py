@@ -199,14 +199,17 @@ class ToolTurn(QObject):
     def _approve_command(self, server: ServerConfig) -> bool:
         """Ask whether ``server``'s command line may run (approved for good on "Run it")."""
         request = CommandRequest(server)
-        request.decision = self._ask(request)
-        if request.decision != "deny" and not self.loop.control.cancelled:
-            self._manager.config.approve_command(server.name)
-        else:
-            request.decision = "deny"
+        decision = self._ask(request)
+        if self.loop.control.cancelled:  # Esc: the answer ends, the card just goes
+            self.call_finished.emit(request)
+            return False
+        request.decision = decision
+        if decision == "deny":
             self.skipped.append(server.name)
+        else:
+            self._manager.config.approve_command(server.name)
         self.call_finished.emit(request)
-        return request.decision != "deny"
+        return decision != "deny"
 
     def _approve(self, call: ToolCall) -> Decision:
         return self._ask(call)
