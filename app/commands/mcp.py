@@ -203,7 +203,10 @@ def approve_command(config: McpConfig, server: ServerConfig, yes: bool) -> None:
         print(f"  in {server.cwd}", file=sys.stderr)
     if not yes and _ask("Run it? [y/N] ") not in ("y", "yes"):
         raise CliError(f"Not running {server.name}: its command line was not approved.")
-    config.approve_command(server.name)
+    try:
+        config.approve_command(server.name, seen=server.command_line)
+    except ToolConfigError as e:
+        raise CliError(str(e)) from None
 
 
 def server_names(spec: str) -> list[str]:

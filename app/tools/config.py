@@ -391,10 +391,16 @@ class McpConfig:
             (allowed.add if allow else allowed.discard)(tool)
             return self.update(name, always_allow=frozenset(allowed))
 
-    def approve_command(self, name: str) -> ServerConfig:
-        """The user has seen the server's exact command line and agreed to run it."""
+    def approve_command(self, name: str, seen: str | None = None) -> ServerConfig:
+        """The user has seen the server's exact command line and agreed to run it. ``seen``:
+        the line they were shown; if the entry changed since, nothing is approved."""
         with self._lock:
             server = self.get(name)
+            if seen is not None and seen != server.command_line:
+                raise ToolConfigError(
+                    f"MCP server {name}'s command line changed while it was shown to you; "
+                    "nothing was approved. Look at the new one before it runs."
+                )
             return self.update(name, approved_command=server.command_line or None)
 
     def import_file(self, path: Path, *, replace: bool = False) -> builtins.list[str]:

@@ -119,3 +119,14 @@ def test_the_tool_settings_and_their_defaults(ember_home: Path) -> None:
     assert settings.get("tools.max_rounds") == 8
     settings.set("tools.timeout", 5)
     assert Settings().get("tools.timeout") == 5.0
+
+
+def test_a_command_line_changed_while_it_was_shown_is_not_approved(config: McpConfig) -> None:
+    import dataclasses
+
+    shown = config.add(ServerConfig("t", command="uvx", args=("mcp-server-time",)))
+    config.add(dataclasses.replace(shown, args=("mcp-server-evil",)), replace=True)
+    with pytest.raises(ToolConfigError, match="changed while it was shown"):
+        config.approve_command("t", seen=shown.command_line)
+    assert config.get("t").needs_approval
+    assert not config.approve_command("t", seen="uvx mcp-server-evil").needs_approval

@@ -204,11 +204,13 @@ class ToolTurn(QObject):
             self.call_finished.emit(request)
             return False
         request.decision = decision
-        if decision == "deny":
-            self.skipped.append(server.name)
-        else:
-            self._manager.config.approve_command(server.name)
-        self.call_finished.emit(request)
+        try:
+            if decision == "deny":
+                self.skipped.append(server.name)
+            else:  # raises, failing the answer, if the entry changed while it was shown
+                self._manager.config.approve_command(server.name, seen=server.command_line)
+        finally:
+            self.call_finished.emit(request)
         return decision != "deny"
 
     def _approve(self, call: ToolCall) -> Decision:

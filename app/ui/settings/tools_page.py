@@ -410,7 +410,11 @@ class ToolsPage(QWidget):
         self.approval_box = None
         if self.current is None:
             return
-        server = self.config.approve_command(self.current.name)
+        try:
+            server = self.config.approve_command(self.current.name, seen=self.current.command_line)
+        except ValueError as e:
+            self.show_status("error", str(e))
+            return
         self.current = server
         self._test(server)
 
