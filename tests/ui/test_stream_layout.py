@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from PySide6.QtCore import QEvent, QObject
+from PySide6.QtGui import QTextDocument
 from PySide6.QtWidgets import QApplication, QLabel
 from pytestqt.qtbot import QtBot
 
@@ -313,3 +314,36 @@ def test_the_messages_above_a_growing_answer_are_asked_little_per_update(
         sys.setprofile(None)
     per_message = sum(asked.values()) / updates / 199
     assert per_message <= 2, asked
+
+
+def test_a_growing_code_block_colours_a_few_lines_per_update(
+    qtbot: QtBot, ember_app: QApplication, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its last group of FROZEN_LINES was coloured and laid out again on every update, up to 40
+    lines (~30 ms); now its whole lines wait in pieces, and the group is joined from them."""
+    coloured: list[int] = []
+    real = code_block.code_html
+
+    def code_html(code: str, language: str, palette: Any) -> str:
+        coloured.append(code.count("\n") + 1)
+        return real(code, language, palette)
+
+    monkeypatch.setattr(code_block, "code_html", code_html)
+    lines = [f"value_{i} = compute({i})  # line {i}" for i in range(95)]
+    block = CodeBlock(CodeSegment("", "python", False))
+    qtbot.addWidget(block)
+    for n in range(1, len(lines) + 1):
+        block.set_segment(CodeSegment("\n".join(lines[:n]), "python", False))
+    assert max(coloured) <= code_block.PIECE_LINES + 1
+    block.set_segment(CodeSegment("\n".join(lines), "python", True))
+    block.show()
+    qtbot.waitExposed(block)
+    labels = sorted(block.findChildren(code_block.CachedLabel), key=lambda label: label.y())
+    document = QTextDocument()
+    texts = []
+    for label in labels:
+        document.setHtml(label.text())
+        texts.append(document.toPlainText())
+    assert "\n".join(texts) == "\n".join(lines)
+    # Two groups of 40 lines, a piece of 10 and the last 5 lines.
+    assert [text.count("\n") + 1 for text in texts] == [40, 40, 10, 5]
