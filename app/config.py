@@ -27,7 +27,7 @@ from typing import Any
 
 import platformdirs
 
-from app.engine.types import DEFAULT_CACHE_RAM_MB, SamplingParams
+from app.engine.types import DEFAULT_CACHE_RAM_MB, LoadParams, SamplingParams
 
 log = logging.getLogger(__name__)
 
@@ -169,6 +169,7 @@ def _settings(*items: Setting) -> dict[str, Setting]:
 
 # The engine's sampling defaults are the one home of these numbers (the API uses them too).
 _SAMPLING = SamplingParams()
+_LOAD = LoadParams()
 
 
 SETTINGS: dict[str, Setting] = _settings(
@@ -179,7 +180,7 @@ SETTINGS: dict[str, Setting] = _settings(
     Setting("load.n_gpu_layers", int, 0, "Layers to offload to the GPU (-1: all)"),
     Setting("load.n_threads", int, 0, "CPU threads (0: one per physical core)"),
     Setting("load.n_batch", int, 512, "Prompt processing batch size"),
-    Setting("load.flash_attn", bool, False, "Use flash attention"),
+    Setting("load.flash_attn", bool, _LOAD.flash_attn, "Use flash attention where supported"),
     Setting("load.use_mmap", bool, True, "Memory-map the model file"),
     Setting("load.use_mlock", bool, False, "Lock the model in RAM"),
     Setting("load.cache_type", str, "f16", "KV cache type (f16, q8_0, q4_0)"),

@@ -120,7 +120,13 @@ def main() -> int:
 
     from app.engine.llamacpp import default_threads
 
-    llm = Llama(str(args.model), n_ctx=2048, n_threads=default_threads(), verbose=False)
+    llm = Llama(  # the same attention kernels as Ember loads with
+        str(args.model),
+        n_ctx=2048,
+        n_threads=default_threads(),
+        flash_attn=LoadParams().flash_attn,
+        verbose=False,
+    )
     engine_rates, api_rates, lcp_rates = [], [], []
     try:
         with httpx.Client(base_url=f"http://127.0.0.1:{runner.port}", timeout=600) as http:

@@ -42,7 +42,12 @@ def add_load_flags(p: argparse.ArgumentParser) -> None:
         help="layers to offload to the GPU (-1: all)",
     )
     g.add_argument("--batch", type=int, default=512, metavar="N", help="prompt batch size")
-    g.add_argument("--flash-attn", action="store_true", help="use flash attention")
+    g.add_argument(
+        "--flash-attn",
+        action=argparse.BooleanOptionalAction,
+        default=LoadParams().flash_attn,
+        help="flash attention where the backend has it (default: on)",
+    )
     g.add_argument(
         "--parallel",
         type=int,

@@ -293,8 +293,8 @@ class LlamaCppModel:
         c.n_ubatch = max(1, min(params.n_ubatch, self.n_batch))
         c.n_threads = self.n_threads
         c.n_threads_batch = params.n_threads_batch or self.n_threads
-        c.flash_attn_type = (
-            native.LLAMA_FLASH_ATTN_TYPE_ENABLED
+        c.flash_attn_type = (  # "auto": llama.cpp falls back where a backend lacks it
+            native.LLAMA_FLASH_ATTN_TYPE_AUTO
             if params.flash_attn
             else native.LLAMA_FLASH_ATTN_TYPE_DISABLED
         )

@@ -234,7 +234,7 @@ def test_embeddings_skip_the_vocabulary_projection_and_equal_the_whole_graph(
     monkeypatch.setattr(StopAtHiddenStates, "make", classmethod(lambda cls, native: None))
     whole_worker = EngineWorker()
     try:
-        whole_worker.load(str(gemma_path), LoadParams(n_ctx=4096)).result(120)
+        whole_worker.load(str(gemma_path), loaded.params).result(120)  # the same kernels
         whole = whole_worker.run(EmbeddingRequest([text]), 300)
         assert model_of(whole_worker).embed_stop is None
     finally:
@@ -255,7 +255,6 @@ def test_an_embedding_can_be_cancelled(worker: EngineWorker, loaded: LoadedModel
 
 
 def test_parallel_one_behaves_as_one_at_a_time(gemma_path: Path) -> None:
-    from app.engine.types import LoadParams
 
     w = EngineWorker()
     try:

@@ -47,7 +47,13 @@ def llm(gemma_path: Path) -> Iterator[Any]:
     """llama-cpp-python's own Llama on the same file: the reference sampler chain."""
     from llama_cpp import Llama
 
-    m = Llama(str(gemma_path), n_ctx=2048, n_threads=model_threads(), verbose=False)
+    m = Llama(
+        str(gemma_path),
+        n_ctx=2048,
+        n_threads=model_threads(),
+        flash_attn=LoadParams().flash_attn,  # the same kernels as Ember's, so the same logits
+        verbose=False,
+    )
     yield m
     m.close()
 

@@ -5,12 +5,14 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
+from pathlib import Path
 from typing import get_args
 
 import llama_cpp
 import pytest
 
 from app.commands.options import add_load_flags
+from app.commands.options import load_params as cli_load_params
 from app.config import Settings
 from app.engine.load_settings import (
     DEFAULT_KV_CACHE_TYPE,
@@ -88,3 +90,31 @@ def test_the_rule_imports_no_qt() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
     assert out.strip() == "[]"
+
+
+def test_flash_attention_is_on_by_default_everywhere_and_can_be_turned_off(
+    tmp_path: Path,
+) -> None:
+    """On by default (as llama.cpp's 'auto'): with conversations cached beside the answers
+    being written, a decode step costs 0.6-0.8x as much (bench/flash_attn.py)."""
+    from types import SimpleNamespace
+
+    from app.engine.llamacpp import LlamaCppModel
+
+    assert LoadParams().flash_attn
+    assert Settings(tmp_path / "settings.json").get("load.flash_attn")
+    parser = argparse.ArgumentParser()
+    add_load_flags(parser)
+    assert cli_load_params(parser.parse_args([])).flash_attn
+    assert not cli_load_params(parser.parse_args(["--no-flash-attn"])).flash_attn
+    assert cli_load_params(parser.parse_args(["--flash-attn"])).flash_attn
+
+    native = llama_cpp.llama_cpp
+    model = SimpleNamespace(n_ctx=512, n_batch=512, n_threads=1)
+    for flash, kind in (
+        (True, native.LLAMA_FLASH_ATTN_TYPE_AUTO),  # llama.cpp falls back where it lacks it
+        (False, native.LLAMA_FLASH_ATTN_TYPE_DISABLED),
+    ):
+        params = LoadParams(flash_attn=flash)
+        c = LlamaCppModel._context_params(model, native, params)  # type: ignore[arg-type]
+        assert c.flash_attn_type == kind
