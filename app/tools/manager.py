@@ -57,7 +57,7 @@ class CommandNotApprovedError(ToolError):
     def __init__(self, server: ServerConfig) -> None:
         super().__init__(
             f"MCP server {server.name} would run `{server.command_line}`, which you have not "
-            "approved yet. Check it, then approve it (\"Run it\" in a chat, Test in "
+            'approved yet. Check it, then approve it ("Run it" in a chat, Test in '
             "Settings → Tools, or answer yes in `ember mcp test`)."
         )
         self.server = server

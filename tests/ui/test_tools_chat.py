@@ -14,6 +14,7 @@ from pytestqt.qtbot import QtBot
 
 from app.chats.tool_messages import tool_calls
 from app.tools.config import McpConfig, ServerConfig
+from app.ui.chat.tool_card import ToolCallCard
 from app.ui.chat.tool_panel import ToolPanel
 from app.ui.chat.tool_turn import ToolSetup
 from app.ui.main_window import MainWindow
@@ -47,7 +48,7 @@ def test_a_chat_calls_the_time_tool_after_allow_once(
     call = asked.args[0]
     assert call.tool == "get_current_time" and call.server == "time"
     card = panel.pending()
-    assert card is not None
+    assert isinstance(card, ToolCallCard)
     assert card.title.text() == "get_current_time · time"
     assert '"timezone"' in card.arguments.text()  # pretty-printed arguments
     with qtbot.waitSignal(controller.answer_finished, timeout=WAIT_MS) as finished:
@@ -122,7 +123,7 @@ def test_always_allow_asks_once_and_the_next_call_just_runs(
     with qtbot.waitSignal(controller.tool_approval_requested, timeout=WAIT_MS):
         window.chat.composer.send_requested.emit("What time is it?")
     card = window.chat.tool_panel.pending()
-    assert card is not None
+    assert isinstance(card, ToolCallCard)
     with qtbot.waitSignal(controller.answer_finished, timeout=WAIT_MS):
         card.always_button.click()
     assert len(asked) == 1  # the second call of that tool did not ask
