@@ -9,14 +9,11 @@ from __future__ import annotations
 import itertools
 
 from PySide6.QtCore import QEvent, QSize, Qt, QTimer, Signal, Slot
-from PySide6.QtGui import QEnterEvent, QKeyEvent, QResizeEvent, QShowEvent
+from PySide6.QtGui import QEnterEvent, QResizeEvent, QShowEvent
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
     QLabel,
-    QPlainTextEdit,
-    QPushButton,
-    QSizePolicy,
     QToolButton,
     QVBoxLayout,
     QWidget,
@@ -25,6 +22,7 @@ from PySide6.QtWidgets import (
 from app.chats.models import Message
 from app.engine.providers import parse_remote_id
 from app.ui import icons, theme
+from app.ui.chat.edit_box import EditBox
 from app.ui.chat.height_cache import HeightCache
 from app.ui.chat.markdown import MarkdownRenderer, turn_share
 from app.ui.chat.message_body import MarkdownBody
@@ -86,56 +84,6 @@ class _ToolButton(QToolButton):
         icons.set_icon(self, icon, size=16)
 
 
-class _EditBox(QFrame):
-    """Inline editor for a user message: Enter sends, Shift+Enter is a newline, Esc cancels."""
-
-    submitted = Signal(str)
-    cancelled = Signal()
-
-    def __init__(self, text: str, parent: QWidget) -> None:
-        super().__init__(parent)
-        self.setObjectName("EditBox")
-        self.editor = QPlainTextEdit(self)
-        self.editor.setObjectName("EditField")
-        self.editor.setPlainText(text)
-        self.editor.installEventFilter(self)
-        self.editor.setMinimumHeight(80)
-        self.editor.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
-        cancel = QPushButton("Cancel", self)
-        cancel.setObjectName("SecondaryButton")
-        self.send_button = QPushButton("Send", self)
-        self.send_button.setObjectName("PrimaryButton")
-        cancel.clicked.connect(self.cancelled)
-        self.send_button.clicked.connect(self._on_send_clicked)
-        buttons = QHBoxLayout()
-        buttons.addStretch(1)
-        buttons.addWidget(cancel)
-        buttons.addWidget(self.send_button)
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(12, 12, 12, 12)
-        layout.addWidget(self.editor)
-        layout.addLayout(buttons)
-
-    def eventFilter(self, watched: object, event: QEvent) -> bool:  # noqa: N802 (Qt override)
-        key_press = isinstance(event, QKeyEvent) and event.type() == QEvent.Type.KeyPress
-        if watched is self.editor and key_press:
-            assert isinstance(event, QKeyEvent)
-            enter = event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter)
-            if enter and not event.modifiers() & Qt.KeyboardModifier.ShiftModifier:
-                self._on_send_clicked()
-                return True
-            if event.key() == Qt.Key.Key_Escape:
-                self.cancelled.emit()
-                return True
-        return False
-
-    @Slot()
-    def _on_send_clicked(self) -> None:
-        text = self.editor.toPlainText().strip()
-        if text:
-            self.submitted.emit(text)
-
-
 class MessageWidget(QFrame):
     """A message on screen (see the module docstring for its signals)."""
 
@@ -155,7 +103,7 @@ class MessageWidget(QFrame):
         self.is_user = message.role == "user"
         self.streaming = streaming
         self._always_show_actions = False
-        self._edit_box: _EditBox | None = None
+        self._edit_box: EditBox | None = None
         self._heights = HeightCache(self)
         self._backlog = ""
         self._finished_message: Message | None = None
@@ -491,7 +439,7 @@ class MessageWidget(QFrame):
     def begin_edit(self) -> None:
         if not self.is_user or self._edit_box is not None:
             return
-        self._edit_box = _EditBox(self.message.content, self)
+        self._edit_box = EditBox(self.message.content, self)
         self._edit_box.submitted.connect(self._on_edit_submitted)
         self._edit_box.cancelled.connect(self.end_edit)
         self.bubble.hide()
@@ -511,7 +459,7 @@ class MessageWidget(QFrame):
             self.invalidate_height()
 
     @property
-    def edit_box(self) -> _EditBox | None:
+    def edit_box(self) -> EditBox | None:
         return self._edit_box
 
     @Slot(str)
