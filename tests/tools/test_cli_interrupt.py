@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.helpers.cli import EMBER, ember
+from tests.helpers.cli import ember
 from tests.tools.conftest import SILENT, TIME_ARGS, process_alive, wait_for_file
 
 PROMPT = "Allow get_current_time (time)? [y]es once, [a]lways, [N]o: "
@@ -19,8 +19,21 @@ PROMPT = "Allow get_current_time (time)? [y]es once, [a]lways, [N]o: "
 def start(*args: str) -> subprocess.Popen[bytes]:
     """``ember ARGS`` with an open stdin nobody writes to (a person who has not typed yet)."""
     return subprocess.Popen(
-        [*EMBER, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        [*AS_IN_A_TERMINAL, *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
+
+
+# `ember` as a terminal runs it, with Ctrl+C: a program started by a shell in the background (as
+# a CI runner may start the tests) inherits SIGINT ignored, and Python keeps it ignored.
+AS_IN_A_TERMINAL = [
+    sys.executable,
+    "-c",
+    "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "sys.argv[0] = 'ember'; runpy.run_module('app', run_name='__main__', alter_sys=True)",
+]
 
 
 def read_until(process: subprocess.Popen[bytes], text: str) -> str:
