@@ -35,15 +35,50 @@ def _label(text: str, name: str, parent: QWidget) -> QLabel:
     return label
 
 
-class ToolCallCard(QFrame):
-    """See the module docstring. ``call`` is an app.tools.loop.ToolCall."""
+class _DecisionCard(QFrame):
+    """A card that asks, with a button per decision; ``_decide`` shows what was decided."""
 
     decided = Signal(str)
 
-    def __init__(self, call: Any, parent: QWidget | None = None) -> None:
+    def __init__(self, parent: QWidget | None) -> None:
         super().__init__(parent)
         self.setObjectName("Card")
         self.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
+
+    def _button(self, text: str, decision: str, primary: bool = False) -> QPushButton:
+        button = QPushButton(text, self)
+        button.setObjectName("PrimaryButton" if primary else "SecondaryButton")
+        button.setProperty("decision", decision)
+        button.clicked.connect(self._on_decision_clicked)
+        return button
+
+    def _lay_out(self, widgets: tuple[QWidget, ...], buttons: tuple[QPushButton, ...]) -> None:
+        self.buttons = QHBoxLayout()
+        for button in buttons:
+            self.buttons.addWidget(button)
+        self.buttons.addStretch(1)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(14, 10, 14, 10)
+        layout.setSpacing(6)
+        for widget in widgets:
+            layout.addWidget(widget)
+        layout.addLayout(self.buttons)
+
+    def _decide(self, decision: str) -> None:
+        raise NotImplementedError
+
+    @Slot()
+    def _on_decision_clicked(self) -> None:
+        decision = str(self.sender().property("decision"))
+        self._decide(decision)
+        self.decided.emit(decision)
+
+
+class ToolCallCard(_DecisionCard):
+    """See the module docstring. ``call`` is an app.tools.loop.ToolCall."""
+
+    def __init__(self, call: Any, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
         self.call = call
         where = f" · {call.server}" if call.server else ""
         self.title = _label(f"{call.tool or call.name}{where}", "StepTitle", self)
@@ -53,24 +88,10 @@ class ToolCallCard(QFrame):
         self.allow_button = self._button("Allow once", "once", primary=True)
         self.always_button = self._button("Always allow this tool", "always")
         self.deny_button = self._button("Deny", "deny")
-        self.buttons = QHBoxLayout()
-        for button in (self.allow_button, self.always_button, self.deny_button):
-            self.buttons.addWidget(button)
-        self.buttons.addStretch(1)
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(14, 10, 14, 10)
-        layout.setSpacing(6)
-        layout.addWidget(self.title)
-        layout.addWidget(self.arguments)
-        layout.addWidget(self.state)
-        layout.addLayout(self.buttons)
-
-    def _button(self, text: str, decision: str, primary: bool = False) -> QPushButton:
-        button = QPushButton(text, self)
-        button.setObjectName("PrimaryButton" if primary else "SecondaryButton")
-        button.setProperty("decision", decision)
-        button.clicked.connect(self._on_decision_clicked)
-        return button
+        self._lay_out(
+            (self.title, self.arguments, self.state),
+            (self.allow_button, self.always_button, self.deny_button),
+        )
 
     @property
     def waiting(self) -> bool:
@@ -83,24 +104,17 @@ class ToolCallCard(QFrame):
             button.hide()
         self.state.setText("Running… (Esc stops it)")
 
-    @Slot()
-    def _on_decision_clicked(self) -> None:
-        decision = str(self.sender().property("decision"))
+    def _decide(self, decision: str) -> None:
         self.set_running()
         if decision == "deny":
             self.state.setText("Denied")
-        self.decided.emit(decision)
 
 
-class CommandCard(QFrame):
+class CommandCard(_DecisionCard):
     """See the module docstring. ``request`` is an app.ui.chat.tool_turn.CommandRequest."""
-
-    decided = Signal(str)
 
     def __init__(self, request: Any, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.setObjectName("Card")
-        self.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
         self.call = request
         server = request.server
         self.title = _label(f"Start the MCP server {server.name}?", "StepTitle", self)
@@ -119,24 +133,12 @@ class CommandCard(QFrame):
         )
         self.run_button = self._button("Run it", "once", primary=True)
         self.skip_button = self._button("Don't run", "deny")
-        self.buttons = QHBoxLayout()
-        self.buttons.addWidget(self.run_button)
-        self.buttons.addWidget(self.skip_button)
-        self.buttons.addStretch(1)
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(14, 10, 14, 10)
-        layout.setSpacing(6)
-        for widget in (self.title, self.intro, self.command, self.state):
-            layout.addWidget(widget)
-        layout.addLayout(self.buttons)
+        self._lay_out(
+            (self.title, self.intro, self.command, self.state), (self.run_button, self.skip_button)
+        )
+        layout = self.layout()
+        assert isinstance(layout, QVBoxLayout)
         layout.addStretch(1)  # taller than needed: the room goes below, not between lines
-
-    def _button(self, text: str, decision: str, primary: bool = False) -> QPushButton:
-        button = QPushButton(text, self)
-        button.setObjectName("PrimaryButton" if primary else "SecondaryButton")
-        button.setProperty("decision", decision)
-        button.clicked.connect(self._on_decision_clicked)
-        return button
 
     @property
     def waiting(self) -> bool:
@@ -157,8 +159,5 @@ class CommandCard(QFrame):
         else:
             self.state.setText(f"Starting {name}… (Esc stops the answer)")
 
-    @Slot()
-    def _on_decision_clicked(self) -> None:
-        decision = str(self.sender().property("decision"))
+    def _decide(self, decision: str) -> None:
         self.set_decided(decision)
-        self.decided.emit(decision)
