@@ -7,6 +7,7 @@ import json
 import os
 import pty
 import select
+import signal
 import sys
 import time
 from pathlib import Path
@@ -174,6 +175,9 @@ def test_interactive_on_a_terminal_ctrl_c_stops_the_answer(
     argv = [*EMBER, "run", str(gemma_path), "-c", "2048", "--temp", "0.9", "--json"]
     pid, fd = pty.fork()
     if pid == 0:  # child
+        # Ctrl+C as a terminal gives it: a CI shell that starts the tests in the background
+        # makes its children inherit SIGINT ignored, and Python keeps it ignored
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
         os.execvp(sys.executable, [*argv, "--grammar-file", str(endless)])
     try:
         _read_until(fd, b">>> ", 120)
