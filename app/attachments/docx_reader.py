@@ -1,0 +1,119 @@
+"""A .docx file's text with the standard library: ``zipfile`` + ``xml.etree`` on
+word/document.xml (paragraphs and tables, in order) and word/styles.xml (which paragraph
+styles are headings: "heading 1".."heading 9" and "Title", by style name, so a Word in any
+language is understood).
+
+The XML part is bounded before it is read (its uncompressed size, which a zip bomb lies
+about, is read through a bounded read), and a part with a DTD is refused: a .docx never has
+one, and entity tricks need it.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import zipfile
+from xml.etree import ElementTree as ET
+
+from app.attachments.document import Job, Section, human_size
+from app.attachments.errors import AttachmentError, CorruptFileError, TooLargeError
+
+W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
+_HEADING_NAME = re.compile(r"^(heading \d|title)$", re.IGNORECASE)
+
+
+def docx_sections(data: bytes, job: Job) -> tuple[Section, ...]:
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as zf:
+            document = _part(zf, "word/document.xml", job)
+            if document is None:
+                raise CorruptFileError(job.name, "a .docx document")
+            styles = _part(zf, "word/styles.xml", job)
+        headings = _heading_styles(styles) if styles is not None else set()
+        return _sections(ET.fromstring(document), headings, job)
+    except AttachmentError:
+        raise
+    except Exception as e:  # BadZipFile, ParseError, a bad compression method, …
+        raise CorruptFileError(job.name, "a .docx document") from e
+
+
+def _part(zf: zipfile.ZipFile, name: str, job: Job) -> bytes | None:
+    try:
+        info = zf.getinfo(name)
+    except KeyError:
+        return None
+    limit = job.limits.max_xml_bytes
+    if info.file_size > limit:
+        raise TooLargeError(job.name, f"{human_size(info.file_size)} of text", human_size(limit))
+    with zf.open(info) as f:
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise TooLargeError(job.name, f"over {human_size(limit)} of text", human_size(limit))
+    if b"<!DOCTYPE" in data[:4096].upper() or b"<!ENTITY" in data.upper():
+        raise CorruptFileError(job.name, "a .docx document")
+    return data
+
+
+def _heading_styles(styles_xml: bytes) -> set[str]:
+    """The style ids whose names say heading ("Heading1" in English Word, other ids elsewhere)."""
+    ids = set()
+    for style in ET.fromstring(styles_xml).iter(f"{W}style"):
+        name = style.find(f"{W}name")
+        style_id = style.get(f"{W}styleId")
+        if name is not None and style_id and _HEADING_NAME.match(name.get(f"{W}val", "")):
+            ids.add(style_id)
+    return ids
+
+
+def _paragraph_text(p: ET.Element) -> str:
+    out: list[str] = []
+    for el in p.iter():
+        if el.tag == f"{W}t" and el.text:
+            out.append(el.text)
+        elif el.tag == f"{W}tab":
+            out.append("\t")
+        elif el.tag in (f"{W}br", f"{W}cr"):
+            out.append("\n")
+    return "".join(out).strip()
+
+
+def _style(p: ET.Element) -> str:
+    style = p.find(f"{W}pPr/{W}pStyle")
+    return style.get(f"{W}val", "") if style is not None else ""
+
+
+def _sections(root: ET.Element, headings: set[str], job: Job) -> tuple[Section, ...]:
+    body = root.find(f"{W}body")
+    blocks = list(body) if body is not None else []
+    sections: list[Section] = []
+    heading: str | None = None
+    lines: list[str] = []
+
+    def close() -> None:
+        if any(line.strip() for line in lines):
+            sections.append(Section("\n".join(lines).strip(), heading=heading))
+
+    for i, block in enumerate(blocks):
+        if i % 200 == 0:
+            job.step(i, len(blocks))
+        if block.tag == f"{W}p":
+            text = _paragraph_text(block)
+            if text and _style(block) in headings:
+                close()
+                heading, lines = text, []
+            rows = [text] if text else []
+        elif block.tag == f"{W}tbl":
+            rows = [
+                " | ".join(
+                    " ".join(_paragraph_text(p) for p in cell.iter(f"{W}p"))
+                    for cell in row.iter(f"{W}tc")
+                )
+                for row in block.iter(f"{W}tr")
+            ]
+        else:
+            continue
+        for row_text in rows:
+            job.add_chars(len(row_text))
+            lines.append(row_text)
+    close()
+    return tuple(sections)

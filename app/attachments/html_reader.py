@@ -1,0 +1,94 @@
+"""An HTML page's text with the standard library's ``html.parser``: scripts, styles and
+other non-text elements are dropped, block elements end lines, and h1..h6 start sections
+that keep their heading."""
+
+from __future__ import annotations
+
+import re
+from html.parser import HTMLParser
+
+from app.attachments.document import Job, Section
+
+SKIPPED = frozenset({"script", "style", "template", "noscript", "svg", "math", "iframe", "object"})
+_BLOCK_NAMES = (
+    "p div br li ul ol tr table section article header footer nav aside main blockquote"
+    " pre dd dt dl figure figcaption form hr h1 h2 h3 h4 h5 h6 title td th"
+)
+BLOCKS = frozenset(_BLOCK_NAMES.split())
+HEADINGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
+_SPACES = re.compile(r"\s+")  # outside <pre>, a line break in the source is a space
+
+
+class _TextParser(HTMLParser):
+    def __init__(self, job: Job) -> None:
+        super().__init__(convert_charrefs=True)
+        self.job = job
+        self.sections: list[Section] = []
+        self.heading: str | None = None
+        self.parts: list[str] = []
+        self.skipping: list[str] = []
+        self.in_heading: list[str] | None = None
+        self.pre = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in SKIPPED:
+            self.skipping.append(tag)
+        elif not self.skipping:
+            if tag in HEADINGS:
+                self.in_heading = []
+            if tag == "pre":
+                self.pre += 1
+            if tag in BLOCKS:
+                self.parts.append("\n")
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in BLOCKS and not self.skipping:
+            self.parts.append("\n")
+
+    def handle_endtag(self, tag: str) -> None:
+        if self.skipping:
+            if tag == self.skipping[-1]:
+                self.skipping.pop()
+            return
+        if tag == "pre" and self.pre:
+            self.pre -= 1
+        if tag in HEADINGS and self.in_heading is not None:
+            title = " ".join("".join(self.in_heading).split())
+            self.in_heading = None
+            if title:
+                self.end_section()
+                self.heading, self.parts = title, [title, "\n"]
+        elif tag in BLOCKS:
+            self.parts.append("\n")
+
+    def handle_data(self, data: str) -> None:
+        if self.skipping:
+            return
+        self.job.add_chars(len(data))
+        if self.in_heading is not None:
+            self.in_heading.append(data)
+        else:
+            self.parts.append(data if self.pre else _SPACES.sub(" ", data))
+
+    def close_section_text(self) -> str:
+        lines = (line.strip() for line in "".join(self.parts).split("\n"))
+        return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
+
+    def end_section(self) -> None:
+        text = self.close_section_text()
+        if text:
+            self.sections.append(Section(text, heading=self.heading))
+        self.parts = []
+
+
+STEP = 1024 * 1024
+
+
+def html_sections(text: str, job: Job) -> tuple[Section, ...]:
+    parser = _TextParser(job)
+    for start in range(0, len(text), STEP):
+        parser.feed(text[start : start + STEP])
+        job.step(min(start + STEP, len(text)), len(text))
+    parser.close()
+    parser.end_section()
+    return tuple(parser.sections)
