@@ -1,0 +1,163 @@
+"""What of the attached documents goes before a question: whole, or the relevant chunks.
+
+Given the room left in the context (tokens, after the system prompt, the history, the
+question and the answer's room) and a token counter (the loaded model's, or
+``app.engine.fitting.estimate_tokens``): documents that fit comfortably together
+(``WHOLE_SHARE`` of the room) go in whole, each delimited with its file name, smallest
+first. The others are chunked, indexed in the conversation's FTS5 index
+(:mod:`app.attachments.index`) and the chunks that best match the question (BM25) are put in,
+best first, while they fit in the rest of the room (at most ``top_k``). The result is the
+text to put before the question and the sources to cite.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from app.attachments.document import CancelFlag, Document, Progress
+from app.attachments.index import ChunkIndex, Hit
+
+WHOLE_SHARE = 0.75
+TOP_K = 8
+# No tokenizer packs more characters than this into a token of real text: a document longer
+# than room * this is not counted (counting 50 MB with the model's tokenizer takes minutes).
+MAX_CHARS_PER_TOKEN = 12
+INTRO = (
+    "The user attached these files. Use them to answer, and cite the file and page or "
+    "section you used."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """A passage given to the model: a chunk, or a whole document (``whole``)."""
+
+    file: str
+    page: int | None
+    heading: str | None
+    text: str
+    whole: bool = False
+
+    @property
+    def where(self) -> str:
+        """'report.pdf, page 27', 'notes.docx, section "Tides"', 'a.txt (whole)'."""
+        if self.whole:
+            return f"{self.file} (whole)"
+        if self.page is not None:
+            return f"{self.file}, page {self.page}"
+        if self.heading:
+            return f'{self.file}, section "{self.heading}"'
+        return self.file
+
+
+@dataclass(frozen=True, slots=True)
+class AttachedContext:
+    text: str  # to put before the question ('' with no documents)
+    sources: tuple[Source, ...]  # whole documents first, then chunks best first
+    retrieved: tuple[str, ...]  # names of the documents too long to go in whole
+
+    def prompt(self, question: str) -> str:
+        """The user message: the attachments, then the question."""
+        return f"{self.text}\n\n{question}" if self.text else question
+
+
+def build_context(
+    documents: Sequence[Document],
+    question: str,
+    room: int,
+    count_tokens: Callable[[str], int],
+    conversation_id: str | int,
+    *,
+    top_k: int = TOP_K,
+    progress: Progress | None = None,
+    cancel: CancelFlag | None = None,
+) -> AttachedContext:
+    """See the module docstring. ``progress`` reports (characters indexed, total)."""
+    if not documents:
+        return AttachedContext("", (), ())
+    budget = room - count_tokens(INTRO)
+    whole, rest = _choose_whole(documents, int(budget * WHOLE_SHARE), count_tokens)
+    parts = [INTRO, *(_whole_text(d) for d in whole)]
+    sources = [Source(d.name, None, None, d.text(), whole=True) for d in whole]
+    left = budget - sum(count_tokens(p) for p in parts[1:])
+    if rest:
+        hits = _retrieve(rest, question, conversation_id, top_k, progress=progress, cancel=cancel)
+        names = {d.sha256: d.name for d in rest}
+        for hit in hits:
+            if len(sources) - len(whole) >= top_k:
+                break
+            source = Source(names[hit.sha256], hit.page, hit.heading, hit.text)
+            text = _excerpt_text(source)
+            cost = count_tokens(text)
+            if cost <= left:
+                parts.append(text)
+                sources.append(source)
+                left -= cost
+    return AttachedContext("\n\n".join(parts), tuple(sources), tuple(d.name for d in rest))
+
+
+def _choose_whole(
+    documents: Sequence[Document], share: int, count_tokens: Callable[[str], int]
+) -> tuple[list[Document], list[Document]]:
+    whole: list[Document] = []
+    rest: list[Document] = []
+    used = 0
+    for doc in sorted(documents, key=lambda d: d.chars):
+        if doc.chars > max(share, 0) * MAX_CHARS_PER_TOKEN:
+            rest.append(doc)
+            continue
+        cost = count_tokens(_whole_text(doc))
+        if used + cost <= share:
+            whole.append(doc)
+            used += cost
+        else:
+            rest.append(doc)
+    order = {id(d): i for i, d in enumerate(documents)}  # keep the user's order
+    return sorted(whole, key=lambda d: order[id(d)]), sorted(rest, key=lambda d: order[id(d)])
+
+
+def _retrieve(
+    documents: Sequence[Document],
+    question: str,
+    conversation_id: str | int,
+    top_k: int,
+    *,
+    progress: Progress | None,
+    cancel: CancelFlag | None,
+) -> list[Hit]:
+    total = sum(d.chars for d in documents)
+    offset = 0
+
+    def overall(done: int, _total: int) -> None:
+        if progress is not None:
+            progress(offset + done, total)
+
+    with ChunkIndex(conversation_id) as index:
+        for doc in documents:
+            index.add(doc, progress=overall, cancel=cancel)
+            offset += doc.chars
+        # More than top_k: a long chunk that does not fit leaves room for a shorter one.
+        hits = index.search(question, [d.sha256 for d in documents], limit=top_k * 3)
+        if not hits:  # nothing in the question matched: the documents' beginnings
+            per_doc = max(1, top_k // len(documents))
+            hits = [h for d in documents for h in index.first(d.sha256, per_doc)]
+    return hits
+
+
+def _quote(name: str) -> str:
+    return name.replace('"', "'").replace("\n", " ")
+
+
+def _whole_text(doc: Document) -> str:
+    pages = f' pages="{doc.pages}"' if doc.pages else ""
+    return f'<file name="{_quote(doc.name)}"{pages}>\n{doc.text()}\n</file>'
+
+
+def _excerpt_text(source: Source) -> str:
+    where = ""
+    if source.page is not None:
+        where = f' page="{source.page}"'
+    elif source.heading:
+        where = f' section="{_quote(source.heading)}"'
+    return f'<excerpt file="{_quote(source.file)}"{where}>\n{source.text}\n</excerpt>'
