@@ -37,7 +37,8 @@ import app.ui  # noqa: E402,F401  (applies the PySide6 compatibility fix first)
 from app.chats.store import ChatStore  # noqa: E402
 from app.engine.types import LoadParams  # noqa: E402
 from app.engine.worker import EngineWorker  # noqa: E402
-from app.ui.app import FullCollectionsWhenIdle, create_application  # noqa: E402
+from app.ui.app import create_application  # noqa: E402
+from app.ui.collector import GuiCollector  # noqa: E402
 from app.ui.engine_session import api_model_id  # noqa: E402
 from app.ui.main_window import MainWindow  # noqa: E402
 from app.ui.services import create_services  # noqa: E402
@@ -195,9 +196,9 @@ def run(args: argparse.Namespace) -> int:
     services = create_services(worker=worker)
     conversation_id = fill_conversation(services.store, args.messages)
     services.settings.set("ui.last_conversation", conversation_id)
+    collector = GuiCollector(app)  # as run_gui does
     window = MainWindow(services)
-    collections = FullCollectionsWhenIdle(window)  # as run_gui does
-    services.engine.answers_changed.connect(collections.on_answers_changed)
+    services.engine.answers_changed.connect(collector.on_answers_changed)
     window.resize(1280, 820)
     window.show()
     wait(0.5)
@@ -253,8 +254,7 @@ def run(args: argparse.Namespace) -> int:
         services = create_services(worker=real_worker)
         services.settings.set("ui.last_conversation", conversation_id)
         window = MainWindow(services)
-        collections = FullCollectionsWhenIdle(window)
-        services.engine.answers_changed.connect(collections.on_answers_changed)
+        services.engine.answers_changed.connect(collector.on_answers_changed)
         window.resize(1280, 820)
         window.show()
         wait(0.5)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import gc
 import os
 import sys
 from collections.abc import Iterator
@@ -37,6 +38,16 @@ def ember_home(
     # The library also lists the Hugging Face cache in place: keep the machine's out of tests.
     monkeypatch.setenv("HF_HUB_CACHE", str(home / "hf-cache"))
     yield home
+
+
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    """The GUI tests hand collection to the app's GUI-thread collector (tests/ui/conftest.py),
+    which runs while an event loop runs; between tests, collect here what is due (on the main
+    thread), so garbage never waits for the next GUI test."""
+    if not gc.isenabled():
+        from app.ui.collector import collect_if_due
+
+        collect_if_due()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

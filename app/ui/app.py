@@ -26,12 +26,13 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Slot
+from PySide6.QtCore import QEvent, QObject, Qt, QTimer
 from PySide6.QtGui import QFileOpenEvent, QGuiApplication, QIcon, QPixmap
 from PySide6.QtWidgets import QApplication, QMessageBox, QWidget
 
 from app import __version__, resources
 from app.ui import theme
+from app.ui.collector import GuiCollector
 from app.ui.single_instance import SingleInstance, SingleInstanceError
 
 if TYPE_CHECKING:
@@ -213,44 +214,6 @@ def run_gui(files: Sequence[str] = ()) -> int:
     return _run_first_instance(app, instance, opener, list(files))
 
 
-FULL_COLLECTION_DELAY_MS = 1000  # after the last answer ends, before the held full collection
-
-
-class FullCollectionsWhenIdle(QObject):
-    """While answers stream, the cyclic garbage collector's full collections wait.
-
-    A full (generation 2) collection walks every object the app made since start-up: tens of
-    milliseconds in a long session, a visible stall when it lands in the middle of a streaming
-    answer. Younger generations still run (they are short). When the last answer has ended the
-    thresholds come back and, a second later if nothing started meanwhile, one full collection
-    runs. Connect it to ``EngineSession.answers_changed``; GUI thread.
-    """
-
-    def __init__(self, parent: QObject | None = None) -> None:
-        super().__init__(parent)
-        self.held: tuple[int, int, int] | None = None  # the thresholds while holding
-        self._later = QTimer(self)
-        self._later.setSingleShot(True)
-        self._later.setInterval(FULL_COLLECTION_DELAY_MS)
-        self._later.timeout.connect(self._collect)
-
-    @Slot(int)
-    def on_answers_changed(self, running: int) -> None:
-        if running and self.held is None:
-            self._later.stop()
-            self.held = gc.get_threshold()
-            first, second, _ = self.held
-            gc.set_threshold(first, second, 1 << 30)
-        elif not running and self.held is not None:
-            gc.set_threshold(*self.held)
-            self.held = None
-            self._later.start()
-
-    @Slot()
-    def _collect(self) -> None:
-        gc.collect()
-
-
 def _start_up_steps(
     window: MainWindow, services: Services, opener: _FileOpenFilter, files: list[str]
 ) -> Callable[[], None]:
@@ -297,6 +260,7 @@ def _run_first_instance(
     window: MainWindow | None = None
     reporter = ErrorReporter(lambda: window)
     reporter.install()
+    collector = GuiCollector(app)  # from now on, Qt objects are freed on the GUI thread only
     try:
         services = create_services()
     except ChatStoreError as error:
@@ -308,8 +272,7 @@ def _run_first_instance(
     themes.apply()
     try:
         window = MainWindow(services, themes)
-        collections = FullCollectionsWhenIdle(window)
-        services.engine.answers_changed.connect(collections.on_answers_changed)
+        services.engine.answers_changed.connect(collector.on_answers_changed)
         instance.message_received.connect(window.on_instance_message)
         _close_on_signals(window)
         window.show()

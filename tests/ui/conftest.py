@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from PySide6.QtCore import QEvent
@@ -13,6 +14,7 @@ from pytestqt.qtbot import QtBot
 from app.engine.types import LoadParams
 from app.engine.worker import EngineWorker
 from app.ui.app import create_application
+from app.ui.collector import GuiCollector
 from app.ui.main_window import DEFAULT_SIZE, GEOMETRY_KEY, MainWindow
 from app.ui.services import Services, create_services
 from app.ui.theme import ThemeManager
@@ -23,10 +25,24 @@ SMALL_CTX = 512
 
 @pytest.fixture(scope="session")
 def ember_app(qapp: QApplication) -> QApplication:
-    """The QApplication set up as ``ember`` sets it up (style, font, theme)."""
+    """The QApplication set up as ``ember`` sets it up (style, font, theme, garbage collector)."""
     app = create_application()
     ThemeManager(app, "light").apply()
+    GuiCollector(app)  # as the app does: Qt objects freed on the GUI thread only
     return app
+
+
+# What Qt says when a Qt object is used or destroyed off its thread: a crash waiting to happen
+# (a timer left registered fires into freed memory later, in some other test).
+THREAD_MISUSE = ("from another thread", "in a different thread", "to a different thread")
+
+
+@pytest.fixture(autouse=True)
+def _no_qt_object_off_its_thread(qtlog: Any) -> Iterator[None]:
+    """Fails the test in which Qt reported a Qt object used or destroyed off its thread."""
+    yield
+    misuse = [r.message for r in qtlog.records if any(m in r.message for m in THREAD_MISUSE)]
+    assert not misuse, f"Qt objects used or destroyed off their thread: {misuse}"
 
 
 @pytest.fixture(scope="session")
