@@ -216,6 +216,21 @@ class Task:
         self.runner.deliver(self, result, error)
 
 
+def _released() -> None:
+    raise RuntimeError("This task has settled; its function was let go.")
+
+
+def _release(task: Task, *, fn: bool) -> None:
+    """Let go, on the GUI thread, of the GUI objects a settled task holds (its callbacks,
+    their receiver, and its function once it can no longer run). The worker thread may hold
+    the task last, and an object whose last reference goes on another thread is destroyed
+    there: for a Qt object, a crash (see app/ui/relay.py)."""
+    task.on_done = task.on_error = None
+    task.receiver = None
+    if fn:
+        task.fn = _released
+
+
 def owner_of(callback: Callable[..., object] | None) -> QObject | None:
     """The QObject a bound method (or a partial of one) belongs to, if any."""
     while isinstance(callback, functools.partial):
@@ -393,7 +408,7 @@ class TaskRunner(QObject):
             if state in (TaskState.DONE, TaskState.FAILED):
                 self._call_back(task, result, error)
         finally:
-            task.on_done = task.on_error = None  # let go of what the callbacks hold
+            _release(task, fn=True)  # fn has returned: the worker holds none of it any more
             self.settled.emit(task)
             if latest and task.key is not None:
                 self._start_parked(task.key)
@@ -421,7 +436,7 @@ class TaskRunner(QObject):
 
     def _settle(self, task: Task, state: TaskState) -> None:
         self._forget(task, state)
-        task.on_done = task.on_error = None
+        _release(task, fn=state is not TaskState.ABANDONED)  # an abandoned fn still runs
         self.settled.emit(task)
 
     def _forget(self, task: Task, state: TaskState) -> None:

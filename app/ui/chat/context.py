@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from PySide6.QtCore import QObject, Qt, Signal, Slot
+from PySide6.QtCore import QObject, Slot
 
 from app.engine.fitting import (
     PER_MESSAGE_OVERHEAD,
@@ -31,6 +31,7 @@ from app.engine.types import (
     TokenizeRequest,
 )
 from app.ui.engine_session import EngineSession
+from app.ui.relay import Relay
 
 __all__ = [
     "MAX_EXACT_COUNTS",
@@ -51,17 +52,17 @@ class TokenCounter(QObject):
     """Exact token counts from the loaded model, cached by (model, text).
 
     Counting jobs go straight to the engine worker with a tiny sink (no JobHandle each): a
-    first message in a long conversation counts dozens of texts at once.
+    first message in a long conversation counts dozens of texts at once. The sink holds only a
+    ``Relay``, never the counter: the engine may drop a job after the window closed, and what
+    it drops last is destroyed on its thread.
     """
-
-    _counted = Signal(object, object)  # (model, text), token count or None; worker -> GUI
 
     def __init__(self, engine: EngineSession, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self._engine = engine
         self._cache: dict[tuple[str, str], int] = {}
         self._pending_requests: list[_CountRequest] = []
-        self._counted.connect(self._on_counted, Qt.ConnectionType.QueuedConnection)
+        self._counted = Relay(self._on_counted, self)  # ((model, text), count or None)
 
     def known(self, text: str) -> int | None:
         model = self._model_key()
@@ -95,22 +96,25 @@ class TokenCounter(QObject):
         return loaded.model_id if loaded is not None else ""
 
     def _submit(self, key: tuple[str, str]) -> None:
-        def sink(event: Event) -> None:  # engine worker thread
+        send = self._counted.send
+
+        def sink(event: Event) -> None:  # engine worker thread; holds only the relay
             if isinstance(event, Finished):
                 result = event.result
-                self._counted.emit(key, len(result) if isinstance(result, list) else None)
+                send((key, len(result) if isinstance(result, list) else None))
             elif isinstance(event, Failed):
-                self._counted.emit(key, None)
+                send((key, None))
 
         try:
             self._engine.worker.submit(
                 TokenizeRequest(key[1], model=key[0] or None, add_special=False), sink
             )
         except EngineError:
-            self._counted.emit(key, None)
+            send((key, None))
 
-    @Slot(object, object)
-    def _on_counted(self, key: tuple[str, str], count: int | None) -> None:
+    @Slot(object)
+    def _on_counted(self, counted: tuple[tuple[str, str], int | None]) -> None:
+        key, count = counted
         if count is not None:
             self._cache[key] = count
         for request in list(self._pending_requests):
