@@ -5,15 +5,22 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import textwrap
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Protocol, TextIO
+from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 from app.cli import COMMANDS, CliError
 from app.commands.options import add_load_flags, add_sampling_flags, load_params, sampling_params
 from app.commands.resolve import LibraryModelNotFound, looks_like_hub_spec, resolve_model
-from app.engine.fitting import ContextPlan, answer_room, fit_messages
+from app.engine.fitting import (
+    PER_MESSAGE_OVERHEAD,
+    PROMPT_OVERHEAD,
+    ContextPlan,
+    answer_room,
+    fit_messages,
+)
 from app.engine.types import (
     ChatMessage,
     ChatRequest,
@@ -29,6 +36,10 @@ from app.engine.types import (
 )
 from app.engine.worker import EngineWorker, Job, Sink
 from app.tools.choices import TOOL_CHOICES
+
+if TYPE_CHECKING:
+    from app.attachments.context import Source
+    from app.attachments.document import Document
 
 HELP = """Commands:
   /bye      leave (or Ctrl+D)
@@ -66,6 +77,20 @@ def add_parser(sub: Any) -> None:
         "--json",
         action="store_true",
         help="after the answer, print a JSON line with finish reason, usage and timings",
+    )
+    files = p.add_argument_group("attached files")
+    files.add_argument(
+        "--attach",
+        metavar="FILE",
+        action="append",
+        help="ask PROMPT about this file (text, Markdown, code, PDF, .docx, HTML); repeat for "
+        "more files. A long file gives its passages most relevant to PROMPT",
+    )
+    files.add_argument(
+        "--show-sources",
+        action="store_true",
+        help="print the passages of the attached files given to the model (file and page or "
+        "section) before the answer",
     )
     tools = p.add_argument_group("tools (MCP servers, see `ember mcp`)")
     tools.add_argument(
@@ -114,7 +139,9 @@ class _Engine(Protocol):
 def run(args: argparse.Namespace) -> int:
     if args.mcp is not None and args.raw:
         raise CliError("--mcp works in a chat, not with --raw.")
-    if args.provider is not None or _is_remote(args.model):
+    remote = args.provider is not None or _is_remote(args.model)
+    documents = _attached(args, remote)  # before the model loads: a bad file fails fast
+    if remote:
         if args.mcp is not None:
             raise CliError("--mcp works with local models; a remote server runs its own tools.")
         from app.commands.providers import run_remote
@@ -130,7 +157,10 @@ def run(args: argparse.Namespace) -> int:
                 final = _stream(worker.submit(CompletionRequest(args.prompt, sampling)), sys.stdout)
             else:
                 messages = _start_messages(args.system)
-                messages.append({"role": "user", "content": args.prompt})
+                content = args.prompt
+                if documents:
+                    content = _with_attachments(worker, loaded, documents, args, sampling)
+                messages.append({"role": "user", "content": content})
                 if args.mcp is not None:
                     from app.commands.mcp import run_with_tools
 
@@ -156,6 +186,73 @@ def run(args: argparse.Namespace) -> int:
             tools.close()
     finally:
         worker.shutdown()
+
+
+def _attached(args: argparse.Namespace, remote: bool) -> list[Document]:
+    """The attached files' text; a file Ember cannot read is the command's one-line error."""
+    if not args.attach:
+        if args.show_sources:
+            raise CliError("--show-sources shows the passages of files given with --attach.")
+        return []
+    if args.prompt is None or args.raw:
+        raise CliError("--attach needs a PROMPT to answer about the files (and no --raw).")
+    if remote:
+        raise CliError("--attach works with local models; a remote model gets text only.")
+    from app.attachments.errors import AttachmentError
+    from app.attachments.extract import extract
+
+    try:
+        return [extract(Path(name).expanduser()) for name in args.attach]
+    except AttachmentError as e:
+        raise CliError(str(e)) from e
+
+
+def _with_attachments(
+    worker: EngineWorker,
+    loaded: LoadedModel,
+    documents: list[Document],
+    args: argparse.Namespace,
+    sampling: SamplingParams,
+) -> str:
+    """PROMPT after the attached files (whole, or their passages most relevant to it) in the
+    room the context leaves; the passages printed first with --show-sources."""
+    import uuid
+
+    from app.attachments.context import build_context
+    from app.attachments.index import drop_index
+
+    fitter = ContextFitter(worker, loaded)
+    used = fitter.count(args.system) + fitter.count(args.prompt)
+    used += PROMPT_OVERHEAD + 2 * PER_MESSAGE_OVERHEAD
+    room = loaded.n_ctx - answer_room(loaded.n_ctx, sampling.max_tokens) - used
+    conversation = f"run-{uuid.uuid4().hex}"  # a fresh index, deleted when done
+    try:
+        context = build_context(documents, args.prompt, room, fitter.count, conversation)
+    finally:
+        drop_index(conversation)
+    if not any(not s.whole for s in context.sources) and context.retrieved:
+        raise CliError(
+            f"The attached files do not fit in {loaded.n_ctx:,} tokens of context with this "
+            "prompt; load the model with a longer context (--ctx) or attach less."
+        )
+    for name in context.retrieved:
+        print(
+            f"({name} is too long to give whole: its passages most relevant to PROMPT were given.)",
+            file=sys.stderr,
+        )
+    if args.show_sources:
+        _print_sources(context.sources)
+    return context.prompt(args.prompt)
+
+
+def _print_sources(sources: Sequence[Source]) -> None:
+    print("Sources:")
+    for number, source in enumerate(sources, start=1):
+        print(f"[{number}] {source.where}")
+        if not source.whole:
+            print(textwrap.indent(source.text, "    "))
+    print()
+    sys.stdout.flush()
 
 
 def _local_model(name: str) -> Path:
