@@ -94,7 +94,8 @@ def build_context(
                 parts.append(text)
                 sources.append(source)
                 left -= cost
-    return AttachedContext("\n\n".join(parts), tuple(sources), tuple(d.name for d in rest))
+    text = "\n\n".join(parts) if sources else ""
+    return AttachedContext(text, tuple(sources), tuple(d.name for d in rest))
 
 
 def _choose_whole(

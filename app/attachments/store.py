@@ -38,6 +38,7 @@ class StoredFile:
     sha256: str
     size: int
     name: str
+    new: bool = True  # False when the same content was stored already
 
 
 def stored_path(sha256: str, suffix: str = "") -> Path:
@@ -68,7 +69,8 @@ def store(
     try:
         digest, size = _copy(path, fd, job)
         target = stored_path(digest, Path(path.name).suffix)
-        if target.exists():
+        new = not target.exists()
+        if not new:
             os.unlink(tmp)  # the same content is stored already
         else:
             private_dir(target.parent)
@@ -76,7 +78,7 @@ def store(
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    return StoredFile(target, digest, size, path.name)
+    return StoredFile(target, digest, size, path.name, new)
 
 
 def _copy(source: Path, fd: int, job: Job) -> tuple[str, int]:

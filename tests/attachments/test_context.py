@@ -63,6 +63,14 @@ def test_a_docx_chunk_keeps_its_heading(tmp_path: Path) -> None:
     assert '<excerpt file="notes.docx" section="Birds">' in context.text
 
 
+def test_no_room_gives_nothing_and_says_what_was_left_out(tmp_path: Path) -> None:
+    doc = extract(builders.long_pdf(tmp_path / "long.pdf", pages=3, fact_page=2))
+    context = build_context([doc], builders.QUESTION, 10, estimate_tokens, "c8")
+    assert context.retrieved == ("long.pdf",) and context.sources == ()
+    assert context.text == "" and context.prompt("hi") == "hi"
+    assert build_context([], "hi", 100, estimate_tokens, "c8").prompt("hi") == "hi"
+
+
 def test_nothing_matching_gives_the_beginning(tmp_path: Path) -> None:
     doc = extract(builders.long_pdf(tmp_path / "long.pdf"))
     context = build_context([doc], "???", 1000, estimate_tokens, "c5")

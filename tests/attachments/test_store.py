@@ -9,13 +9,17 @@ from pathlib import Path
 
 import pytest
 
+from app.attachments.attachment import attach_file
 from app.attachments.document import Limits
 from app.attachments.errors import (
     AttachmentCancelledError,
+    CorruptFileError,
     TooLargeError,
     UnreadableError,
+    UnsupportedFormatError,
 )
 from app.attachments.store import attachments_dir, remove_stored, store, stored_path
+from tests.attachments import builders
 
 
 def test_a_file_is_stored_under_its_hash(tmp_path: Path, ember_home: Path) -> None:
@@ -39,6 +43,7 @@ def test_the_same_content_is_stored_once(tmp_path: Path) -> None:
     b.write_text("same words")
     first, second = store(a), store(b)
     assert first.path == second.path and second.name == "other name.txt"
+    assert first.new and not second.new
     files = [p for p in attachments_dir().rglob("*") if p.is_file()]
     assert files == [first.path]  # no temp file left behind either
 
@@ -85,3 +90,27 @@ def test_remove_stored(tmp_path: Path) -> None:
     stored = store(source)
     assert remove_stored(stored.sha256, ".md") and not stored.path.exists()
     assert not remove_stored(stored.sha256, ".md")
+
+
+def test_attach_file_keeps_the_file_and_reads_the_kept_copy(tmp_path: Path) -> None:
+    source = builders.short_pdf(tmp_path / "Short Notes.PDF")
+    attachment = attach_file(source)
+    assert attachment.stored.new and attachment.stored.path.suffix == ".pdf"
+    assert attachment.document.name == "Short Notes.PDF" and attachment.document.pages == 2
+    assert attachment.document.sha256 == attachment.stored.sha256
+    source.unlink()  # the conversation keeps its copy
+    assert attachment.stored.path.is_file()
+    again = builders.short_pdf(tmp_path / "again.pdf")
+    assert not attach_file(again).stored.new
+
+
+def test_attach_file_keeps_nothing_it_cannot_read(tmp_path: Path) -> None:
+    garbage = tmp_path / "junk.pdf"
+    garbage.write_bytes(builders.pdf_bytes_garbage())
+    with pytest.raises(CorruptFileError, match=r"junk\.pdf could not be read"):
+        attach_file(garbage)
+    picture = tmp_path / "photo.png"
+    picture.write_bytes(builders.png_bytes())
+    with pytest.raises(UnsupportedFormatError):
+        attach_file(picture)
+    assert not [p for p in attachments_dir().rglob("*") if p.is_file()]
