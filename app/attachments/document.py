@@ -22,7 +22,7 @@ class CancelFlag(Protocol):
     def is_set(self) -> bool: ...
 
 
-MB = 1024 * 1024
+MB = 1_000_000  # decimal, as sizes are shown (app.engine.gguf_format.human_bytes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,20 +31,12 @@ class Limits:
     text read out of it, a PDF's pages and a .docx's uncompressed document part."""
 
     max_bytes: int = 128 * MB
-    max_chars: int = 64 * MB
+    max_chars: int = 64_000_000
     max_pages: int = 5000
     max_xml_bytes: int = 256 * MB
 
 
 DEFAULT_LIMITS = Limits()
-
-
-def human_size(n: int) -> str:
-    if n >= MB:
-        return f"{n / MB:.0f} MB"
-    if n >= 1024:
-        return f"{n / 1024:.0f} KB"
-    return f"{n} bytes"
 
 
 @dataclass(frozen=True, slots=True)

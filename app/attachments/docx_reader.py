@@ -15,8 +15,9 @@ import re
 import zipfile
 from xml.etree import ElementTree as ET
 
-from app.attachments.document import Job, Section, human_size
+from app.attachments.document import Job, Section
 from app.attachments.errors import AttachmentError, CorruptFileError, TooLargeError
+from app.engine.gguf_format import human_bytes
 
 W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 _HEADING_NAME = re.compile(r"^(heading \d|title)$", re.IGNORECASE)
@@ -44,11 +45,11 @@ def _part(zf: zipfile.ZipFile, name: str, job: Job) -> bytes | None:
         return None
     limit = job.limits.max_xml_bytes
     if info.file_size > limit:
-        raise TooLargeError(job.name, f"{human_size(info.file_size)} of text", human_size(limit))
+        raise TooLargeError(job.name, f"{human_bytes(info.file_size)} of text", human_bytes(limit))
     with zf.open(info) as f:
         data = f.read(limit + 1)
     if len(data) > limit:
-        raise TooLargeError(job.name, f"over {human_size(limit)} of text", human_size(limit))
+        raise TooLargeError(job.name, f"over {human_bytes(limit)} of text", human_bytes(limit))
     if b"<!DOCTYPE" in data[:4096].upper() or b"<!ENTITY" in data.upper():
         raise CorruptFileError(job.name, "a .docx document")
     return data

@@ -29,7 +29,6 @@ from app.attachments.document import (
     Limits,
     Progress,
     Section,
-    human_size,
 )
 from app.attachments.errors import (
     NotTextError,
@@ -37,6 +36,7 @@ from app.attachments.errors import (
     UnreadableError,
     UnsupportedFormatError,
 )
+from app.engine.gguf_format import human_bytes
 
 
 def _words(names: str) -> frozenset[str]:
@@ -109,7 +109,7 @@ def _read(path: Path, job: Job) -> bytes:
         with path.open("rb") as f:
             size = _size(f.fileno())
             if size > limit:
-                raise TooLargeError(job.name, human_size(size), human_size(limit))
+                raise TooLargeError(job.name, human_bytes(size), human_bytes(limit))
             parts: list[bytes] = []
             done = 0
             job.step(0, size)
@@ -117,7 +117,7 @@ def _read(path: Path, job: Job) -> bytes:
                 parts.append(chunk)
                 done += len(chunk)
                 if done > limit:
-                    raise TooLargeError(job.name, f"over {human_size(limit)}", human_size(limit))
+                    raise TooLargeError(job.name, f"over {human_bytes(limit)}", human_bytes(limit))
                 job.step(done, max(size, done))
     except OSError as e:
         raise UnreadableError(job.name, e.strerror or type(e).__name__) from e

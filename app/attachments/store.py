@@ -17,9 +17,10 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.attachments.document import DEFAULT_LIMITS, CancelFlag, Job, Limits, Progress, human_size
+from app.attachments.document import DEFAULT_LIMITS, CancelFlag, Job, Limits, Progress
 from app.attachments.errors import AttachmentCancelledError, TooLargeError, UnreadableError
 from app.config import paths, private_dir
+from app.engine.gguf_format import human_bytes
 
 COPY_STEP = 1024 * 1024
 _SAFE_SUFFIX = re.compile(r"^\.[a-z0-9]{1,10}$")
@@ -89,13 +90,13 @@ def _copy(source: Path, fd: int, job: Job) -> tuple[str, int]:
             with source.open("rb") as f:
                 total = os.fstat(f.fileno()).st_size
                 if total > limit:
-                    raise TooLargeError(job.name, human_size(total), human_size(limit))
+                    raise TooLargeError(job.name, human_bytes(total), human_bytes(limit))
                 done = 0
                 while chunk := f.read(COPY_STEP):
                     done += len(chunk)
                     if done > limit:
                         raise TooLargeError(
-                            job.name, f"over {human_size(limit)}", human_size(limit)
+                            job.name, f"over {human_bytes(limit)}", human_bytes(limit)
                         )
                     digest.update(chunk)
                     out.write(chunk)

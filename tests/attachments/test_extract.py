@@ -175,7 +175,7 @@ def test_a_format_ember_does_not_read(tmp_path: Path) -> None:
 def test_a_file_over_the_byte_limit_is_refused_before_it_is_read(tmp_path: Path) -> None:
     path = tmp_path / "huge.txt"
     with path.open("wb") as f:  # sparse: nothing is written, the size is still 200 MB
-        f.truncate(200 * 1024 * 1024)
+        f.truncate(200_000_000)
     seen: list[tuple[int, int]] = []
     with pytest.raises(TooLargeError) as e:
         extract(path, progress=lambda d, t: seen.append((d, t)))
