@@ -74,6 +74,7 @@ def build_context(
     cancel: CancelFlag | None = None,
 ) -> AttachedContext:
     """See the module docstring. ``progress`` reports (characters indexed, total)."""
+    documents = list({d.sha256: d for d in documents}.values())  # the same file once
     if not documents:
         return AttachedContext("", (), ())
     budget = room - count_tokens(INTRO)

@@ -33,7 +33,7 @@ class Limits:
     max_bytes: int = 128 * MB
     max_chars: int = 64_000_000
     max_pages: int = 5000
-    max_xml_bytes: int = 256 * MB
+    max_xml_bytes: int = 64 * MB
 
 
 DEFAULT_LIMITS = Limits()

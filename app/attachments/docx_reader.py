@@ -20,6 +20,7 @@ from app.attachments.errors import AttachmentError, CorruptFileError, TooLargeEr
 from app.engine.gguf_format import human_bytes
 
 W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
+FEED = 1_000_000  # XML bytes parsed between progress reports and cancel checks
 _HEADING_NAME = re.compile(r"^(heading \d|title)$", re.IGNORECASE)
 
 
@@ -31,7 +32,7 @@ def docx_sections(data: bytes, job: Job) -> tuple[Section, ...]:
                 raise CorruptFileError(job.name, "a .docx document")
             styles = _part(zf, "word/styles.xml", job)
         headings = _heading_styles(styles) if styles is not None else set()
-        return _sections(ET.fromstring(document), headings, job)
+        return _sections(document, headings, job)
     except AttachmentError:
         raise
     except Exception as e:  # BadZipFile, ParseError, a bad compression method, …
@@ -83,38 +84,56 @@ def _style(p: ET.Element) -> str:
     return style.get(f"{W}val", "") if style is not None else ""
 
 
-def _sections(root: ET.Element, headings: set[str], job: Job) -> tuple[Section, ...]:
-    body = root.find(f"{W}body")
-    blocks = list(body) if body is not None else []
+def _sections(xml: bytes, headings: set[str], job: Job) -> tuple[Section, ...]:
+    """Stream the document: each paragraph or table of the body is read when it ends and
+    then dropped, so memory holds the text, not the whole XML tree."""
+    parser: ET.XMLPullParser[ET.Element] = ET.XMLPullParser(events=("start", "end"))
     sections: list[Section] = []
     heading: str | None = None
     lines: list[str] = []
+    depth = 0
+    body: ET.Element | None = None
 
     def close() -> None:
         if any(line.strip() for line in lines):
             sections.append(Section("\n".join(lines).strip(), heading=heading))
 
-    for i, block in enumerate(blocks):
-        if i % 200 == 0:
-            job.step(i, len(blocks))
-        if block.tag == f"{W}p":
-            text = _paragraph_text(block)
-            if text and _style(block) in headings:
-                close()
-                heading, lines = text, []
-            rows = [text] if text else []
-        elif block.tag == f"{W}tbl":
-            rows = [
-                " | ".join(
-                    " ".join(_paragraph_text(p) for p in cell.iter(f"{W}p"))
-                    for cell in row.iter(f"{W}tc")
-                )
-                for row in block.iter(f"{W}tr")
-            ]
-        else:
-            continue
-        for row_text in rows:
-            job.add_chars(len(row_text))
-            lines.append(row_text)
+    for start in range(0, len(xml), FEED):
+        job.step(start, len(xml))
+        parser.feed(xml[start : start + FEED])
+        for item in parser.read_events():
+            event, el = item[0], item[-1]
+            if not isinstance(el, ET.Element):
+                continue
+            if event == "start":
+                depth += 1
+                if depth == 2 and el.tag == f"{W}body":
+                    body = el
+                continue
+            depth -= 1
+            if depth != 2 or body is None:
+                continue
+            if el.tag == f"{W}p":
+                text = _paragraph_text(el)
+                if text and _style(el) in headings:
+                    close()
+                    heading, lines = text, []
+                rows = [text] if text else []
+            elif el.tag == f"{W}tbl":
+                rows = [_row_text(row) for row in el.iter(f"{W}tr")]
+            else:
+                rows = []
+            for row_text in rows:
+                job.add_chars(len(row_text))
+                lines.append(row_text)
+            body.remove(el)
+    parser.close()
+    job.step(len(xml), len(xml))
     close()
     return tuple(sections)
+
+
+def _row_text(row: ET.Element) -> str:
+    return " | ".join(
+        " ".join(_paragraph_text(p) for p in cell.iter(f"{W}p")) for cell in row.iter(f"{W}tc")
+    )

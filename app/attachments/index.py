@@ -18,7 +18,7 @@ from types import TracebackType
 from app.attachments.chunks import Chunk, chunk_document
 from app.attachments.document import CancelFlag, Document, Job, Progress
 from app.attachments.store import attachments_dir
-from app.config import private_dir
+from app.config import private_dir, private_file
 
 _ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _SCHEMA = """
@@ -88,6 +88,7 @@ class ChunkIndex:
         private_dir(path.parent)
         self._db = sqlite3.connect(path)
         self._db.executescript(_SCHEMA)
+        private_file(path)  # its folder is private already; the file is, as Ember's others
 
     def __enter__(self) -> ChunkIndex:
         return self

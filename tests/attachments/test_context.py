@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 import random
 import sqlite3
 import threading
@@ -36,7 +37,7 @@ def test_a_fact_deep_in_a_long_pdf_is_retrieved_with_its_page(tmp_path: Path) ->
 
 def test_a_short_pdf_goes_in_whole_with_its_name_and_pages(tmp_path: Path) -> None:
     doc = extract(builders.short_pdf(tmp_path / "short.pdf"))
-    context = build_context([doc], "When does the tide turn?", 2000, estimate_tokens, "c2")
+    context = build_context([doc, doc], "When does the tide turn?", 2000, estimate_tokens, "c2")
     assert context.retrieved == ()
     assert [(s.file, s.whole) for s in context.sources] == [("short.pdf", True)]
     assert '<file name="short.pdf" pages="2">' in context.text
@@ -118,6 +119,8 @@ def test_indexing_is_once_per_conversation_and_a_cancel_leaves_nothing(tmp_path:
         assert count > 0 and index.has(doc.sha256) and index.add(doc) == count
     rows = sqlite3.connect(index_path("c7")).execute("SELECT count(*) FROM chunks").fetchone()
     assert rows == (count,)
+    if os.name == "posix":
+        assert index_path("c7").stat().st_mode & 0o077 == 0
     assert drop_index("c7") and not index_path("c7").exists() and not drop_index("c7")
     for bad in ("../x", "a/b", "", "x" * 65):
         with pytest.raises(ValueError):

@@ -66,6 +66,28 @@ def test_a_docx_keeps_its_headings(tmp_path: Path) -> None:
     assert by_heading["Tides"].startswith("Tides\n")
 
 
+def test_a_long_docx_reports_progress_and_can_be_cancelled(tmp_path: Path) -> None:
+    from docx import Document as WordDocument
+
+    word = WordDocument()
+    for i in range(15000):
+        word.add_paragraph(f"Paragraph number {i} of a long report about the harbour tides.")
+    word.save(str(tmp_path / "long.docx"))
+    seen: list[tuple[int, int]] = []
+    doc = extract(tmp_path / "long.docx", progress=lambda d, t: seen.append((d, t)))
+    assert "Paragraph number 14999 of" in doc.sections[-1].text
+    total = seen[-1][1]
+    assert seen[-1] == (total, total) and len([1 for _, t in seen if t == total]) > 2
+    cancel = threading.Event()
+
+    def stop_in_the_xml(done: int, total: int) -> None:
+        if total == seen[-1][1] and done > 0:
+            cancel.set()
+
+    with pytest.raises(AttachmentCancelledError):
+        extract(tmp_path / "long.docx", progress=stop_in_the_xml, cancel=cancel)
+
+
 def test_html_drops_scripts_and_styles_and_keeps_headings(tmp_path: Path) -> None:
     page = tmp_path / "page.html"
     page.write_text(
