@@ -23,6 +23,7 @@ TOP_K = 8
 # No tokenizer packs more characters than this into a token of real text: a document longer
 # than room * this is not counted (counting 50 MB with the model's tokenizer takes minutes).
 MAX_CHARS_PER_TOKEN = 12
+SEPARATOR_TOKENS = 2  # the blank line between parts
 INTRO = (
     "The user attached these files. Use them to answer, and cite the file and page or "
     "section you used."
@@ -77,11 +78,11 @@ def build_context(
     documents = list({d.sha256: d for d in documents}.values())  # the same file once
     if not documents:
         return AttachedContext("", (), ())
-    budget = room - count_tokens(INTRO)
-    whole, rest = _choose_whole(documents, int(budget * WHOLE_SHARE), count_tokens)
+    budget = room - count_tokens(INTRO) - SEPARATOR_TOKENS
+    whole, used, rest = _choose_whole(documents, int(budget * WHOLE_SHARE), count_tokens)
     parts = [INTRO, *(_whole_text(d) for d in whole)]
     sources = [Source(d.name, None, None, d.text(), whole=True) for d in whole]
-    left = budget - sum(count_tokens(p) for p in parts[1:])
+    left = budget - used
     if rest:
         hits = _retrieve(rest, question, conversation_id, top_k, progress=progress, cancel=cancel)
         names = {d.sha256: d.name for d in rest}
@@ -90,7 +91,7 @@ def build_context(
                 break
             source = Source(names[hit.sha256], hit.page, hit.heading, hit.text)
             text = _excerpt_text(source)
-            cost = count_tokens(text)
+            cost = count_tokens(text) + SEPARATOR_TOKENS
             if cost <= left:
                 parts.append(text)
                 sources.append(source)
@@ -101,22 +102,23 @@ def build_context(
 
 def _choose_whole(
     documents: Sequence[Document], share: int, count_tokens: Callable[[str], int]
-) -> tuple[list[Document], list[Document]]:
-    whole: list[Document] = []
-    rest: list[Document] = []
+) -> tuple[list[Document], int, list[Document]]:
+    """The documents that go whole (smallest first, while they fit in ``share``), the tokens
+    they take, and the others; each list in the user's order."""
+    whole: set[str] = set()
     used = 0
     for doc in sorted(documents, key=lambda d: d.chars):
         if doc.chars > max(share, 0) * MAX_CHARS_PER_TOKEN:
-            rest.append(doc)
             continue
-        cost = count_tokens(_whole_text(doc))
+        cost = count_tokens(_whole_text(doc)) + SEPARATOR_TOKENS
         if used + cost <= share:
-            whole.append(doc)
+            whole.add(doc.sha256)
             used += cost
-        else:
-            rest.append(doc)
-    order = {id(d): i for i, d in enumerate(documents)}  # keep the user's order
-    return sorted(whole, key=lambda d: order[id(d)]), sorted(rest, key=lambda d: order[id(d)])
+    return (
+        [d for d in documents if d.sha256 in whole],
+        used,
+        [d for d in documents if d.sha256 not in whole],
+    )
 
 
 def _retrieve(

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from app.attachments.chunks import CHUNK_CHARS, chunk_document, split_text
-from app.attachments.context import build_context
+from app.attachments.context import WHOLE_SHARE, build_context
 from app.attachments.errors import AttachmentCancelledError
 from app.attachments.extract import extract
 from app.attachments.index import ChunkIndex, drop_index, index_path, query_terms
@@ -43,6 +43,23 @@ def test_a_short_pdf_goes_in_whole_with_its_name_and_pages(tmp_path: Path) -> No
     assert '<file name="short.pdf" pages="2">' in context.text
     assert "[Page 2]\nThe second page says the tide turns at noon." in context.text
     assert not index_path("c2").exists()  # nothing to index
+
+
+def test_a_document_that_would_fill_most_of_the_room_is_retrieved(tmp_path: Path) -> None:
+    """'Fits comfortably': whole only within WHOLE_SHARE of the room, so the question's
+    answer keeps some room for passages of other files and the chat around it."""
+    path = tmp_path / "notes.txt"
+    path.write_text(builders.filler(random.Random(5), 60) + " " + builders.FACT)
+    doc = extract(path)
+    tokens = estimate_tokens(doc.text())
+    fits = build_context(
+        [doc], builders.QUESTION, int(tokens / WHOLE_SHARE) + 80, estimate_tokens, "c9"
+    )
+    assert fits.sources[0].whole
+    tight = build_context([doc], builders.QUESTION, int(tokens * 1.1), estimate_tokens, "c9")
+    assert tight.retrieved == ("notes.txt",) and not tight.sources[0].whole
+    assert "Bartholomew Quince" in tight.sources[0].text
+    assert estimate_tokens(tight.text) <= int(tokens * 1.1)
 
 
 def test_small_documents_go_whole_and_a_long_one_is_retrieved(tmp_path: Path) -> None:
