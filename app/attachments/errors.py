@@ -11,9 +11,8 @@ class AttachmentError(Exception):
 
 class UnsupportedFormatError(AttachmentError):
     def __init__(self, name: str, suffix: str) -> None:
-        kind = f"{suffix} files" if suffix else "files without a name ending such as .txt"
         super().__init__(
-            f"{name}: Ember does not read {kind}; attach text, Markdown, code, PDF, .docx "
+            f"{name}: Ember does not read {suffix} files; attach text, Markdown, code, PDF, .docx "
             "or HTML (save it in one of these formats first)."
         )
 

@@ -59,11 +59,10 @@ READ_STEP = 4 * MB  # bytes read (and decoded) between progress reports and canc
 
 
 def supported(path: Path) -> bool:
-    """Whether Ember reads this kind of file (by its name; the content may still be wrong)."""
+    """Whether Ember reads this kind of file, by its name (a name without a suffix, such as
+    Makefile or .bashrc, is read as text); the content may still be wrong."""
     suffix = path.suffix.lower()
-    return suffix in TEXT | MARKDOWN | HTML | {".pdf", ".docx"} or (
-        suffix == "" and not path.name.startswith(".")
-    )
+    return suffix in TEXT | MARKDOWN | HTML | {".pdf", ".docx"} or suffix == ""
 
 
 def extract(

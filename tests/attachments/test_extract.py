@@ -115,6 +115,9 @@ def test_text_markdown_and_code(tmp_path: Path) -> None:
     code = tmp_path / "x.py"
     code.write_bytes("\ufeffprint('héllo')\r\n".encode())
     assert extract(code).text() == "print('héllo')"
+    for plain in ("Makefile", ".bashrc"):
+        (tmp_path / plain).write_text("all: build\n")
+        assert extract(tmp_path / plain).text() == "all: build"
     utf16 = tmp_path / "w.txt"
     utf16.write_text("wide text", encoding="utf-16")
     assert extract(utf16).text() == "wide text"
@@ -186,7 +189,7 @@ def test_binary_data_with_a_txt_name(tmp_path: Path) -> None:
 
 
 def test_a_format_ember_does_not_read(tmp_path: Path) -> None:
-    for name in ("picture.png", "sheet.xlsx", "old.doc", ".hidden"):
+    for name in ("picture.png", "sheet.xlsx", "old.doc", "archive.tar.gz"):
         path = tmp_path / name
         path.write_bytes(b"x")
         with pytest.raises(UnsupportedFormatError) as e:
