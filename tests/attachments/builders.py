@@ -61,11 +61,13 @@ def short_pdf(path: Path, text: str = "Ember reads short PDFs whole.") -> Path:
     return path
 
 
-def encrypted_pdf(path: Path, source: Path) -> Path:
+def encrypted_pdf(path: Path, source: Path, user_password: str = "secret") -> Path:
+    """``source`` encrypted; with an empty ``user_password`` only editing is restricted (any
+    viewer opens it), as bank statements and forms often are."""
     from pypdf import PdfReader, PdfWriter
 
     writer = PdfWriter(clone_from=PdfReader(source))
-    writer.encrypt(user_password="secret", owner_password="owner", algorithm="AES-128")
+    writer.encrypt(user_password=user_password, owner_password="owner", algorithm="AES-128")
     with path.open("wb") as f:
         writer.write(f)
     return path

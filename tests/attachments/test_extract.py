@@ -139,6 +139,12 @@ def test_an_encrypted_pdf(tmp_path: Path) -> None:
     assert "locked.pdf is protected by a password" in _one_sentence(e.value)
 
 
+def test_a_pdf_restricted_only_by_an_owner_password_is_read(tmp_path: Path) -> None:
+    source = builders.short_pdf(tmp_path / "plain.pdf")
+    path = builders.encrypted_pdf(tmp_path / "statement.pdf", source, user_password="")
+    assert "tide turns at noon" in extract(path).text()
+
+
 def test_a_scan_without_a_text_layer(tmp_path: Path) -> None:
     with pytest.raises(NoTextLayerError) as e:
         extract(builders.image_only_pdf(tmp_path / "scan.pdf"))
