@@ -80,7 +80,7 @@ def build_context(
         return AttachedContext("", (), ())
     budget = room - count_tokens(INTRO) - SEPARATOR_TOKENS
     whole, used, rest = _choose_whole(documents, int(budget * WHOLE_SHARE), count_tokens)
-    parts = [INTRO, *(_whole_text(d) for d in whole)]
+    parts = [INTRO, *(whole_text(d) for d in whole)]
     sources = [Source(d.name, None, None, d.text(), whole=True) for d in whole]
     left = budget - used
     if rest:
@@ -90,7 +90,7 @@ def build_context(
             if len(sources) - len(whole) >= top_k:
                 break
             source = Source(names[hit.sha256], hit.page, hit.heading, hit.text)
-            text = _excerpt_text(source)
+            text = excerpt_text(source)
             cost = count_tokens(text) + SEPARATOR_TOKENS
             if cost <= left:
                 parts.append(text)
@@ -110,7 +110,7 @@ def _choose_whole(
     for doc in sorted(documents, key=lambda d: d.chars):
         if doc.chars > max(share, 0) * MAX_CHARS_PER_TOKEN:
             continue
-        cost = count_tokens(_whole_text(doc)) + SEPARATOR_TOKENS
+        cost = count_tokens(whole_text(doc)) + SEPARATOR_TOKENS
         if used + cost <= share:
             whole.add(doc.sha256)
             used += cost
@@ -153,15 +153,22 @@ def _quote(name: str) -> str:
     return name.replace('"', "'").replace("\n", " ")
 
 
-def _whole_text(doc: Document) -> str:
+def whole_text(doc: Document) -> str:
+    """A whole document as the model gets it, delimited with its name (and page count)."""
     pages = f' pages="{doc.pages}"' if doc.pages else ""
     return f'<file name="{_quote(doc.name)}"{pages}>\n{doc.text()}\n</file>'
 
 
-def _excerpt_text(source: Source) -> str:
+def excerpt_text(source: Source) -> str:
+    """A passage as the model gets it, with its file and page or section."""
     where = ""
     if source.page is not None:
         where = f' page="{source.page}"'
     elif source.heading:
         where = f' section="{_quote(source.heading)}"'
     return f'<excerpt file="{_quote(source.file)}"{where}>\n{source.text}\n</excerpt>'
+
+
+# The first names of the two formats (the chat's prompt builder imported them so).
+_whole_text = whole_text
+_excerpt_text = excerpt_text
