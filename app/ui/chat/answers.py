@@ -15,7 +15,9 @@ most the last half second of an answer, and an interrupted answer still shows it
 
 from __future__ import annotations
 
+import functools
 import logging
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,6 +39,7 @@ from app.engine.types import (
     SamplingParams,
 )
 from app.ui.bridge import JobHandle
+from app.ui.chat.attached_prompt import AttachedPrompt, needs_preparing, prepare_prompt
 from app.ui.chat.chat_record import save_partial_stats
 from app.ui.chat.context import (
     PER_MESSAGE_OVERHEAD,
@@ -50,6 +53,7 @@ from app.ui.chat.context import (
 from app.ui.chat.tool_answers import ToolAnswers
 from app.ui.chat.tool_turn import ToolSetup, ToolTurn
 from app.ui.engine_session import EngineSession, model_name
+from app.ui.task_runner import tasks
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +87,8 @@ class Answer:
     saved_stats_tokens: int = 0  # ``tokens`` when the stats so far were last saved
     tools: ToolSetup | None = None  # the chat's tools, when it has some
     turn: ToolTurn | None = None  # the tool loop writing this answer
+    attached: AttachedPrompt | None = None  # the attached files' text, once prepared
+    preparing: threading.Event | None = None  # set to stop preparing it
 
     @property
     def remote(self) -> bool:
@@ -226,9 +232,17 @@ class AnswerRunner(QObject):
             self._finish(answer, "error", {"error": NO_MODEL_TEXT})
             return
         count = self.counter.count_or_estimate
-        turns = [Turn(m.role, m.content, count(m.content)) for m in answer.history]
         room = answer_room(loaded.n_ctx, answer.sampling.max_tokens)
         prompt = answer.system_prompt
+        if answer.attached is None and needs_preparing(answer.history):
+            self._prepare_attached(answer, loaded.n_ctx - room - PROMPT_OVERHEAD)
+            return
+        contents = answer.attached.contents if answer.attached is not None else {}
+        turns = [
+            Turn(m.role, text, count(text))
+            for m in answer.history
+            for text in [contents.get(m.id, m.content)]
+        ]
         plan = plan_context(prompt, count(prompt), turns, loaded.n_ctx, room)
         answer.n_ctx = loaded.n_ctx
         answer.prompt_tokens = plan.prompt_tokens
@@ -255,6 +269,33 @@ class AnswerRunner(QObject):
         # priority: the app's own chat goes ahead of API requests waiting for a slot
         request = ChatRequest(plan.messages, answer.sampling, model=loaded.model_id, priority=1)
         self._run(answer, request)
+
+    def _prepare_attached(self, answer: Answer, budget: int) -> None:
+        """The attached files' text, read and retrieved on a worker thread; then _submit."""
+        if answer.system_prompt:
+            budget -= self.counter.count_or_estimate(answer.system_prompt) + PER_MESSAGE_OVERHEAD
+        answer.preparing = threading.Event()
+        tasks().submit(
+            functools.partial(
+                prepare_prompt,
+                list(answer.history),
+                budget,
+                answer.conversation_id,
+                answer.preparing,
+            ),
+            functools.partial(self._on_attached_prepared, answer),
+            functools.partial(self._on_attached_failed, answer),
+            receiver=self,
+            name="attachments for an answer",
+        )
+
+    def _on_attached_prepared(self, answer: Answer, attached: AttachedPrompt) -> None:
+        answer.attached = attached
+        self._submit(answer)
+
+    def _on_attached_failed(self, answer: Answer, error: BaseException) -> None:
+        log.error("Preparing the attached files failed", exc_info=error)
+        self._finish(answer, "error", {"error": f"The attached files could not be used: {error}"})
 
     def _submit_remote(self, answer: Answer) -> None:
         """The whole history to the provider: only it knows its context length, and it says
@@ -356,6 +397,8 @@ class AnswerRunner(QObject):
     def _finish(self, answer: Answer, status: Status, metadata: dict[str, Any]) -> None:
         if self._answers.get(answer.conversation_id) is not answer:
             return
+        if answer.preparing is not None:
+            answer.preparing.set()
         if not answer.message_id:  # stopped between rounds of tool calls
             self.tools.ensure_streaming(answer)
         self.save(answer)
@@ -363,6 +406,11 @@ class AnswerRunner(QObject):
         if not self._answers:
             self._save_timer.stop()
         metadata = {"model": answer.model, "model_path": answer.model_path, **metadata}
+        if answer.attached is not None:
+            if answer.attached.sources:
+                metadata["sources"] = answer.attached.sources
+            if answer.attached.left_out:
+                metadata["attachments_left_out"] = answer.attached.left_out
         if answer.dropped:
             metadata["dropped_turns"] = answer.dropped
             metadata["n_ctx"] = answer.n_ctx

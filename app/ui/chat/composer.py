@@ -1,13 +1,19 @@
-"""The message box: Enter sends, Shift+Enter is a new line, Esc stops; a context meter.
+"""The message box: Enter sends, Shift+Enter is a new line, Esc stops; a context meter;
+attached files (the paperclip, files dropped on the chat or pasted) as chips above the text.
 
 Signals: ``send_requested(str text)``, ``stop_requested()``, ``draft_changed(str text)``.
+The attached files live in an ``AttachmentTray`` (the chat controller's, which takes them
+when the message is sent); sending waits until every file is read.
 """
 
 from __future__ import annotations
 
-from PySide6.QtCore import QEvent, QObject, QRectF, QSize, Qt, Signal, Slot
-from PySide6.QtGui import QColor, QKeyEvent, QPainter, QPaintEvent
+from pathlib import Path
+
+from PySide6.QtCore import QEvent, QMimeData, QObject, QRectF, QSize, Qt, Signal, Slot
+from PySide6.QtGui import QColor, QDropEvent, QKeyEvent, QPainter, QPaintEvent
 from PySide6.QtWidgets import (
+    QFileDialog,
     QFrame,
     QHBoxLayout,
     QLabel,
@@ -19,6 +25,8 @@ from PySide6.QtWidgets import (
 )
 
 from app.ui import icons, theme
+from app.ui.chat.attaching import AttachmentTray
+from app.ui.chat.attachments_bar import AttachmentsBar
 
 WARN_AT = 0.8
 FULL_AT = 0.95
@@ -105,8 +113,18 @@ class _MeterBar(QWidget):
         painter.end()
 
 
+def local_files(mime: QMimeData | None) -> list[Path]:
+    """The local files a drop or a paste carries (file URLs), in order."""
+    if mime is None or not mime.hasUrls():
+        return []
+    return [Path(url.toLocalFile()) for url in mime.urls() if url.isLocalFile()]
+
+
 class _Input(QPlainTextEdit):
-    """Grows with its text up to MAX_LINES."""
+    """Grows with its text up to MAX_LINES. Files pasted or dropped into it are attached
+    (``files_given``), not written in as their paths."""
+
+    files_given = Signal(list)
 
     def __init__(self, parent: QWidget) -> None:
         super().__init__(parent)
@@ -134,6 +152,16 @@ class _Input(QPlainTextEdit):
     def sizeHint(self) -> QSize:  # noqa: N802 (Qt override)
         return QSize(400, self.height())
 
+    def canInsertFromMimeData(self, source: QMimeData) -> bool:  # noqa: N802 (Qt override)
+        return bool(local_files(source)) or super().canInsertFromMimeData(source)
+
+    def insertFromMimeData(self, source: QMimeData) -> None:  # noqa: N802 (Qt override)
+        files = local_files(source)
+        if files:
+            self.files_given.emit(files)
+        else:
+            super().insertFromMimeData(source)
+
 
 class Composer(QFrame):
     """See the module docstring."""
@@ -142,12 +170,33 @@ class Composer(QFrame):
     stop_requested = Signal()
     draft_changed = Signal(str)
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(
+        self, parent: QWidget | None = None, attachments: AttachmentTray | None = None
+    ) -> None:
         super().__init__(parent)
         self.setObjectName("Composer")
         self.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
         self._busy = False
+        if attachments is None:  # the chat pane's controller keeps them (see module docstring)
+            found = getattr(getattr(parent, "controller", None), "attachments", None)
+            attachments = found if isinstance(found, AttachmentTray) else AttachmentTray(self)
+        self.attachments = attachments
+        self.attachments_bar = AttachmentsBar(attachments, self)
+        attachments.files_changed.connect(self._refresh_button)
+        attachments.file_updated.connect(self._refresh_button)
+        self.attach_button = QToolButton(self)
+        self.attach_button.setObjectName("AttachButton")
+        self.attach_button.setAutoRaise(True)
+        self.attach_button.setCursor(Qt.CursorShape.PointingHandCursor)
+        self.attach_button.setFixedSize(36, 36)
+        self.attach_button.setToolTip(
+            "Attach files (text, Markdown, code, PDF, .docx, HTML); you can also drop or paste them"
+        )
+        self.attach_button.setAccessibleName("Attach files")
+        icons.set_icon(self.attach_button, "file", role="muted", size=18)
+        self.attach_button.clicked.connect(self._on_attach_clicked)
         self.input = _Input(self)
+        self.input.files_given.connect(self.attach_files)
         self.input.setPlaceholderText(
             "Message the model…  (Enter to send, Shift+Enter for a new line)"
         )
@@ -162,6 +211,7 @@ class Composer(QFrame):
 
         top = QHBoxLayout()
         top.setSpacing(10)
+        top.addWidget(self.attach_button, 0, Qt.AlignmentFlag.AlignBottom)
         top.addWidget(self.input, 1)
         top.addWidget(self.send_button, 0, Qt.AlignmentFlag.AlignBottom)
         bottom = QHBoxLayout()
@@ -171,8 +221,12 @@ class Composer(QFrame):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(16, 12, 12, 10)
         layout.setSpacing(8)
+        layout.addWidget(self.attachments_bar)
         layout.addLayout(top)
         layout.addLayout(bottom)
+        if parent is not None:  # files dropped anywhere on the chat are attached
+            parent.setAcceptDrops(True)
+            parent.installEventFilter(self)
         self._refresh_button()
 
     # -- public ---------------------------------------------------------------------------
@@ -204,6 +258,10 @@ class Composer(QFrame):
     def set_context(self, used: int, total: int) -> None:
         self.meter.set_usage(used, total)
 
+    @Slot(list)
+    def attach_files(self, paths: list[Path]) -> None:
+        self.attachments.add_paths([Path(p) for p in paths])
+
     # -- internals ------------------------------------------------------------------------
 
     def _refresh_button(self) -> None:
@@ -213,10 +271,13 @@ class Composer(QFrame):
             self.send_button.setProperty("mode", "stop")
             self.send_button.setEnabled(True)
         else:
+            reading = self.attachments.reading
             icons.set_icon(self.send_button, "send", role="accent_text", size=18)
-            self.send_button.setToolTip("Send (Enter)")
+            self.send_button.setToolTip(
+                f"Sends once {reading[0].name} is read" if reading else "Send (Enter)"
+            )
             self.send_button.setProperty("mode", "send")
-            self.send_button.setEnabled(bool(self.text.strip()))
+            self.send_button.setEnabled(bool(self.text.strip()) and not reading)
         self.send_button.style().unpolish(self.send_button)
         self.send_button.style().polish(self.send_button)
 
@@ -234,10 +295,29 @@ class Composer(QFrame):
 
     def _send(self) -> None:
         text = self.text.strip()
-        if text and not self._busy:
+        if text and not self._busy and not self.attachments.reading:
             self.send_requested.emit(text)
 
+    @Slot()
+    def _on_attach_clicked(self) -> None:
+        paths, _ = QFileDialog.getOpenFileNames(self, "Attach files")
+        self.attach_files([Path(p) for p in paths])
+
+    def _on_drop(self, event: QDropEvent) -> bool:
+        files = local_files(event.mimeData())
+        if not files:
+            return False
+        if event.type() == QEvent.Type.Drop:
+            self.attach_files(files)
+        event.acceptProposedAction()
+        return True
+
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 (Qt override)
+        drag = (QEvent.Type.DragEnter, QEvent.Type.DragMove, QEvent.Type.Drop)
+        if watched is self.parent() and event.type() in drag:
+            assert isinstance(event, QDropEvent)  # QDragEnterEvent and QDragMoveEvent are ones
+            if self._on_drop(event):
+                return True
         if watched is self.input and event.type() == QEvent.Type.KeyPress:
             assert isinstance(event, QKeyEvent)
             if event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter):

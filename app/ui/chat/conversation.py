@@ -32,6 +32,7 @@ from app.config import Settings
 from app.engine.types import SamplingParams
 from app.tools.choices import DECISIONS
 from app.ui.chat.answers import NO_MODEL_TEXT, Answer, AnswerRunner
+from app.ui.chat.attaching import AttachmentTray
 from app.ui.chat.chat_model import ChatModelSync, model_file, remote_model
 from app.ui.chat.chat_record import with_gui_keys, with_partial_stats
 from app.ui.chat.context import PER_MESSAGE_OVERHEAD, PROMPT_OVERHEAD, TokenCounter, estimate_tokens
@@ -109,6 +110,7 @@ class ConversationController(QObject):
         self.counter = TokenCounter(engine, self)
         self.answers = AnswerRunner(store, engine, self.counter, self)
         self.drafts = DraftKeeper(store, settings, self)
+        self.attachments = AttachmentTray(self)  # the composer's files, taken when sending
         self._new_chat: dict[str, Any] = self._new_chat_settings()
         self._draft_text = ""
         self.answers.text_added.connect(self._on_answer_text)
@@ -319,6 +321,12 @@ class ConversationController(QObject):
         self.settings_flush_requested.emit()
         if not self._can_answer():
             return False
+        reading = self.attachments.reading
+        if reading:
+            self.problem.emit(
+                "busy", f"{reading[0].name} is still being read; send once its chip shows its size."
+            )
+            return False
         if self.conversation is None:
             model, system_prompt, blob = self.conversation_settings()
             self.conversation = self.store.create_conversation(
@@ -332,7 +340,9 @@ class ConversationController(QObject):
                 self.conversation.id, title_from(text)
             )
             self.conversation_opened.emit(self.conversation)
-        message = self.store.add_message(self.conversation.id, "user", text)
+        attached = self.attachments.take_ready()  # files with an error are left out, as said
+        metadata = {"attachments": attached} if attached else None
+        message = self.store.add_message(self.conversation.id, "user", text, metadata=metadata)
         self.branch.append(message)
         self.message_added.emit(message, False)
         self._start_answer(message)
@@ -358,7 +368,10 @@ class ConversationController(QObject):
         message = self.message(message_id)
         if message is None or message.role != "user" or not text or not self._can_answer():
             return
-        edited = self.store.add_sibling(message_id, text)
+        attached = message.metadata.get("attachments")  # the new version keeps its files
+        edited = self.store.add_sibling(
+            message_id, text, {"attachments": attached} if attached else None
+        )
         index = self.branch.index(message)
         self.branch = [*self.branch[:index], edited]
         self.branch_changed.emit(list(self.branch), None)

@@ -25,6 +25,12 @@ from app.ui import icons, theme
 from app.ui.chat.edit_box import EditBox
 from app.ui.chat.height_cache import HeightCache
 from app.ui.chat.markdown import MarkdownRenderer, turn_share
+from app.ui.chat.message_attachments import (
+    AttachmentChips,
+    SourcesLine,
+    attached_files,
+    sources_of,
+)
 from app.ui.chat.message_body import MarkdownBody
 from app.ui.chat.tool_message import ToolMessageView
 
@@ -118,6 +124,8 @@ class MessageWidget(QFrame):
         self._layout.setSpacing(6)
         self.body: MarkdownBody | None = None
         self.text_label: QLabel | None = None
+        self.attachment_chips: AttachmentChips | None = None  # a question's files
+        self.sources_line: SourcesLine | None = None  # an answer's sources
         if self.is_user:
             self._build_user()
         else:
@@ -288,6 +296,7 @@ class MessageWidget(QFrame):
                 self.body.set_markdown("" if message.role == "tool" else message.content)
             self.tool_view.set_message(message)
             self._refresh_assistant_state()
+        self._refresh_attachments()
         self._refresh_siblings()
         self._refresh_actions()
         self.invalidate_height()
@@ -331,6 +340,7 @@ class MessageWidget(QFrame):
                 self.body.finish_stream()
             self.tool_view.set_message(message)  # an answer that ended in tool calls
         self._refresh_assistant_state()
+        self._refresh_attachments()
         self._refresh_siblings()
         self._refresh_actions()
         self.invalidate_height()
@@ -385,6 +395,26 @@ class MessageWidget(QFrame):
         self.status_label.style().polish(self.status_label)
         self.stats_label.setText("" if self.streaming else stats_text(meta))
         self._refresh_thinking()
+
+    def _refresh_attachments(self) -> None:
+        """Built when a message has some (most have none)."""
+        meta = self.message.metadata
+        if self.is_user:
+            files = attached_files(meta)
+            if files and self.attachment_chips is None:
+                self.attachment_chips = AttachmentChips(self)
+                self._layout.insertWidget(1, self.attachment_chips)
+            if self.attachment_chips is not None:
+                self.attachment_chips.set_files(files)
+            return
+        sources = [] if self.streaming else sources_of(meta)
+        left_out = meta.get("attachments_left_out")
+        left = [str(s) for s in left_out] if isinstance(left_out, list) else []
+        if (sources or left) and self.sources_line is None:
+            self.sources_line = SourcesLine(self)
+            self._column.insertWidget(self._column.indexOf(self.status_label), self.sources_line)
+        if self.sources_line is not None:
+            self.sources_line.set_sources(sources, left)
 
     def _refresh_thinking(self) -> None:
         if self.body is None:

@@ -1,0 +1,123 @@
+"""The chips above the message box: one per attached file, with its name, its size and pages
+(or "Reading… 40%", or its problem in one sentence) and a remove button.
+
+``AttachmentsBar`` shows an ``AttachmentTray`` and follows its signals; it hides when empty.
+Signal: ``remove_requested(int key)`` (the bar removes the file from the tray itself).
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Slot
+from PySide6.QtWidgets import (
+    QFrame,
+    QGridLayout,
+    QHBoxLayout,
+    QLabel,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.ui import icons, theme
+from app.ui.chat.attaching import AttachmentTray, PendingFile, describe_size
+
+CHIP_WIDTH = 230
+CHIPS_PER_ROW = 3
+LEFT_OUT = " It will be left out when you send."
+
+
+class AttachmentChip(QFrame):
+    """One file: name, details (size · pages, progress or the error), a remove button."""
+
+    def __init__(self, pending: PendingFile, bar: AttachmentsBar) -> None:
+        super().__init__(bar)
+        self.key = pending.key
+        self.setObjectName("AttachmentChip")
+        self.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
+        self.setFixedWidth(CHIP_WIDTH)
+        self.name_label = QLabel(self)
+        self.name_label.setObjectName("AttachmentName")
+        self.detail_label = QLabel(self)
+        self.detail_label.setObjectName("AttachmentDetail")
+        self.detail_label.setWordWrap(True)
+        self.remove_button = QToolButton(self)
+        self.remove_button.setObjectName("AttachmentRemove")
+        self.remove_button.setAutoRaise(True)
+        self.remove_button.setCursor(Qt.CursorShape.PointingHandCursor)
+        self.remove_button.setToolTip(f"Remove {pending.name}")
+        self.remove_button.setAccessibleName(f"Remove {pending.name}")
+        icons.set_icon(self.remove_button, "close", role="muted", size=12)
+        self.remove_button.clicked.connect(bar.on_remove_clicked)
+        self.remove_button.setProperty("key", pending.key)
+        text = QVBoxLayout()
+        text.setSpacing(1)
+        text.addWidget(self.name_label)
+        text.addWidget(self.detail_label)
+        row = QHBoxLayout(self)
+        row.setContentsMargins(10, 6, 4, 6)
+        row.setSpacing(4)
+        row.addLayout(text, 1)
+        row.addWidget(self.remove_button, 0, Qt.AlignmentFlag.AlignTop)
+        self.show_file(pending)
+
+    def show_file(self, pending: PendingFile) -> None:
+        metrics = self.name_label.fontMetrics()
+        self.name_label.setText(
+            metrics.elidedText(pending.name, Qt.TextElideMode.ElideMiddle, CHIP_WIDTH - 44)
+        )
+        if pending.state == "reading":
+            detail = f"Reading… {int(pending.progress * 100)}%"
+        elif pending.state == "error":
+            detail = pending.error + LEFT_OUT
+        else:
+            detail = describe_size(pending.size, pending.pages)
+        self.detail_label.setText(detail)
+        self.setToolTip(
+            f"{pending.path}\n{detail}" if pending.state != "ready" else str(pending.path)
+        )
+        theme.set_style_property(self, "state", pending.state)
+
+
+class AttachmentsBar(QWidget):
+    """See the module docstring."""
+
+    def __init__(self, tray: AttachmentTray, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("AttachmentsBar")
+        self.tray = tray
+        self.chips: dict[int, AttachmentChip] = {}
+        self._grid = QGridLayout(self)
+        self._grid.setContentsMargins(0, 0, 0, 0)
+        self._grid.setSpacing(6)
+        self._grid.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
+        tray.files_changed.connect(self._on_files_changed)
+        tray.file_updated.connect(self._on_file_updated)
+        self._on_files_changed()
+
+    @Slot()
+    def _on_files_changed(self) -> None:
+        files = self.tray.files
+        keys = {f.key for f in files}
+        for key in [k for k in self.chips if k not in keys]:
+            chip = self.chips.pop(key)
+            self._grid.removeWidget(chip)
+            chip.hide()
+            chip.deleteLater()
+        for index, pending in enumerate(files):
+            if pending.key not in self.chips:
+                self.chips[pending.key] = AttachmentChip(pending, self)
+            chip = self.chips[pending.key]
+            self._grid.addWidget(chip, index // CHIPS_PER_ROW, index % CHIPS_PER_ROW)
+        self.setVisible(bool(files))
+
+    @Slot(int)
+    def _on_file_updated(self, key: int) -> None:
+        chip, pending = self.chips.get(key), self.tray.file(key)
+        if chip is not None and pending is not None:
+            chip.show_file(pending)
+
+    @Slot()
+    def on_remove_clicked(self) -> None:
+        key = self.sender().property("key")
+        if isinstance(key, int):
+            self.tray.remove(key)

@@ -1,0 +1,144 @@
+"""What a message shows of attached files: a question's files as chips under its bubble, and an
+answer's sources ("Sources: report.pdf, page 27 · …") whose links show the passage given to
+the model in a small popup.
+
+Both read the message's metadata only (``attachments`` on a question, ``sources`` and
+``attachments_left_out`` on an answer), so a chat opened after a restart shows them again.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+from PySide6.QtCore import QPoint, Qt, Slot
+from PySide6.QtGui import QCursor
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QVBoxLayout, QWidget
+
+from app.attachments.store import stored_path
+from app.ui.chat.attaching import describe_size
+
+MAX_PASSAGE_CHARS = 2400  # shown in the popup
+
+
+def attached_files(metadata: dict[str, Any]) -> list[dict[str, Any]]:
+    entries = metadata.get("attachments")
+    if not isinstance(entries, list):
+        return []
+    return [e for e in entries if isinstance(e, dict) and e.get("name")]
+
+
+def sources_of(metadata: dict[str, Any]) -> list[dict[str, Any]]:
+    sources = metadata.get("sources")
+    if not isinstance(sources, list):
+        return []
+    return [s for s in sources if isinstance(s, dict) and s.get("file")]
+
+
+class AttachmentChips(QWidget):
+    """A question's files, right-aligned under its bubble (name · size · pages)."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("MessageAttachments")
+        self._row = QHBoxLayout(self)
+        self._row.setContentsMargins(0, 0, 0, 0)
+        self._row.setSpacing(6)
+        self._row.addStretch(1)
+        self.chips: list[QLabel] = []
+
+    def set_files(self, entries: list[dict[str, Any]]) -> None:
+        for chip in self.chips:
+            self._row.removeWidget(chip)
+            chip.deleteLater()
+        self.chips = []
+        for entry in entries:
+            size = entry.get("size")
+            pages = entry.get("pages")
+            detail = describe_size(
+                size if isinstance(size, int) else 0, pages if isinstance(pages, int) else None
+            )
+            chip = QLabel(f"{entry['name']}  ·  {detail}", self)
+            chip.setObjectName("MessageAttachment")
+            chip.setToolTip(_stored_place(entry))
+            self._row.addWidget(chip)
+            self.chips.append(chip)
+        self.setVisible(bool(entries))
+
+
+def _stored_place(entry: dict[str, Any]) -> str:
+    try:
+        path = stored_path(str(entry.get("sha256")), str(entry.get("suffix") or ""))
+    except ValueError:
+        return str(entry.get("name"))
+    return f"Kept with the chat as {path}"
+
+
+class SourcesLine(QLabel):
+    """ "Sources: a.pdf, page 3 · b.md, section "Tides"": each a link to its passage."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("Sources")
+        self.setWordWrap(True)
+        self.setTextFormat(Qt.TextFormat.RichText)
+        self.setTextInteractionFlags(Qt.TextInteractionFlag.LinksAccessibleByMouse)
+        self.sources: list[dict[str, Any]] = []
+        self.popup: PassagePopup | None = None
+        self.linkActivated.connect(self._on_link_activated)
+
+    def set_sources(self, sources: list[dict[str, Any]], left_out: list[str]) -> None:
+        self.sources = sources
+        links = [
+            f'<a href="{i}">{html.escape(str(s.get("where") or s.get("file")))}</a>'
+            for i, s in enumerate(sources)
+        ]
+        parts = [f"Sources: {'  ·  '.join(links)}"] if links else []
+        parts += [html.escape(sentence) for sentence in left_out]
+        self.setText("<br>".join(parts))
+        self.setVisible(bool(parts))
+
+    @Slot(str)
+    def _on_link_activated(self, link: str) -> None:
+        if link.isdigit() and int(link) < len(self.sources):
+            self.show_passage(int(link), QCursor.pos())
+
+    def show_passage(self, index: int, at: QPoint) -> None:
+        source = self.sources[index]
+        if self.popup is None:
+            self.popup = PassagePopup(self)
+        self.popup.show_source(source, at)
+
+
+class PassagePopup(QFrame):
+    """The passage a source gave the model, under the mouse; closes on a click elsewhere."""
+
+    def __init__(self, parent: QWidget) -> None:
+        super().__init__(parent, Qt.WindowType.Popup)
+        self.setObjectName("PassagePopup")
+        self.setMaximumWidth(520)
+        self.title = QLabel(self)
+        self.title.setObjectName("PassageTitle")
+        self.text = QLabel(self)
+        self.text.setObjectName("PassageText")
+        self.text.setWordWrap(True)
+        self.text.setTextFormat(Qt.TextFormat.PlainText)
+        self.text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(12, 10, 12, 10)
+        layout.setSpacing(6)
+        layout.addWidget(self.title)
+        layout.addWidget(self.text)
+
+    def show_source(self, source: dict[str, Any], at: QPoint) -> None:
+        where = str(source.get("where") or source.get("file"))
+        text = str(source.get("text") or "")
+        if source.get("whole"):
+            where += ": its beginning (the whole file was given)"
+        if len(text) > MAX_PASSAGE_CHARS:
+            text = text[:MAX_PASSAGE_CHARS].rstrip() + "…"
+        self.title.setText(where)
+        self.text.setText(text)
+        self.adjustSize()
+        self.move(at + QPoint(8, 8))
+        self.show()

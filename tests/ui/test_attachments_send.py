@@ -1,0 +1,180 @@
+"""Sending a message with attached files (issue 13, items 2-4): the engine gets the documents
+(whole, or the passages relevant to the question with their pages), the bubble keeps the
+user's own text with the files as chips under it, the user message records the files (and they
+are kept in EMBER_HOME), a new window on the same EMBER_HOME shows them again, an answer built
+from passages shows its sources, and a follow-up still gets the earlier files.
+
+On a fake engine that records the requests it gets (the real model's answers are not what is
+tested here: what reaches it is)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import QPoint
+from PySide6.QtWidgets import QApplication
+from pytestqt.qtbot import QtBot
+
+from app.attachments.store import stored_path
+from app.chats.models import Message
+from app.engine.types import ChatRequest, LoadParams, Request
+from app.engine.worker import Job, Sink
+from app.ui.engine_session import api_model_id
+from app.ui.main_window import MainWindow
+from tests.attachments.builders import FACT, FACT_PAGE, QUESTION, long_pdf
+from tests.ui.fake_app import WAIT_MS, fake_services, model_file, show_window
+from tests.ui.helpers import widget
+from tests.ui.parallel_fake import ParallelFakeWorker
+
+SMALL_CTX = 4096  # a 40-page PDF does not fit: its passages are retrieved
+
+
+class RecordingWorker(ParallelFakeWorker):
+    """Keeps every chat request it is given."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.requests: list[ChatRequest] = []
+
+    def submit(self, request: Request, sink: Sink | None = None) -> Job:
+        if isinstance(request, ChatRequest):
+            self.requests.append(request)
+        return super().submit(request, sink)
+
+
+@pytest.fixture
+def worker(tmp_path: Path) -> Iterator[RecordingWorker]:
+    worker = RecordingWorker()
+    path = model_file(tmp_path, "fake-model.gguf")
+    worker.load(path, LoadParams(n_ctx=SMALL_CTX), api_model_id(path)).result(10)
+    yield worker
+    worker.shutdown()
+
+
+@pytest.fixture
+def window(qtbot: QtBot, ember_app: QApplication, worker: RecordingWorker) -> Iterator[MainWindow]:
+    services = fake_services(worker, max_tokens=8)
+    window = show_window(qtbot, services)
+    yield window
+    window.close()
+    services.close()
+
+
+def attach(qtbot: QtBot, window: MainWindow, *paths: Path) -> None:
+    window.chat.composer.attach_files(list(paths))
+    qtbot.waitUntil(lambda: not window.controller.attachments.reading, timeout=WAIT_MS)
+
+
+def send_and_finish(qtbot: QtBot, window: MainWindow, text: str) -> Message:
+    with qtbot.waitSignal(window.controller.answer_finished, timeout=WAIT_MS) as blocker:
+        window.chat.composer.set_text(text)
+        window.chat.composer.send_button.click()
+    answer = blocker.args[0]
+    assert isinstance(answer, Message) and answer.status == "complete", answer
+    return answer
+
+
+def user_content(request: ChatRequest) -> str:
+    return str(request.messages[-1].get("content"))
+
+
+def test_a_short_document_reaches_the_model_whole_and_the_chat_keeps_it(
+    qtbot: QtBot,
+    ember_app: QApplication,
+    window: MainWindow,
+    worker: RecordingWorker,
+    tmp_path: Path,
+) -> None:
+    notes = tmp_path / "tides.md"
+    notes.write_text("# Tides\n\nThe tide turns at noon in Ardmore harbour.\n", encoding="utf-8")
+    size = notes.stat().st_size
+    chip = f"tides.md  ·  {size} B"
+    attach(qtbot, window, notes)
+    answer = send_and_finish(qtbot, window, "When does the tide turn?")
+
+    sent = user_content(worker.requests[-1])
+    assert '<file name="tides.md">' in sent
+    assert "The tide turns at noon in Ardmore harbour." in sent
+    assert sent.endswith("When does the tide turn?")  # the question after its files
+    # The bubble shows the user's own words, the file as a chip under it.
+    store = window.services.store
+    question = store.get_message(answer.parent_id or "")
+    bubble = widget(window, question.id)
+    assert bubble.text_label is not None and bubble.text_label.text() == "When does the tide turn?"
+    assert bubble.attachment_chips is not None
+    assert [c.text() for c in bubble.attachment_chips.chips] == [chip]
+    # The message records the file; the copy is in EMBER_HOME; the composer is empty again.
+    (entry,) = question.metadata["attachments"]
+    assert entry["name"] == "tides.md" and entry["size"] == size
+    assert stored_path(entry["sha256"], entry["suffix"]).read_bytes() == notes.read_bytes()
+    assert not window.controller.attachments.files
+    assert not window.chat.composer.attachments_bar.isVisible()
+    # The answer names what it was given.
+    assert widget(window, answer.id).sources_line is not None
+    assert "tides.md (whole)" in widget(window, answer.id).sources_line.text()  # type: ignore[union-attr]
+
+    # A new window on the same EMBER_HOME shows the chip again.
+    conversation_id = window.controller.conversation_id
+    window.close()
+    window.services.close()
+    services = fake_services(worker, max_tokens=8)
+    again = show_window(qtbot, services)
+    try:
+        again.controller.open_conversation(conversation_id)
+        shown = widget(again, question.id)
+        assert shown.attachment_chips is not None
+        assert [c.text() for c in shown.attachment_chips.chips] == [chip]
+    finally:
+        again.close()
+        services.close()
+
+
+def test_a_long_pdf_gives_the_passage_of_the_fact_and_the_answer_cites_its_page(
+    qtbot: QtBot, window: MainWindow, worker: RecordingWorker, tmp_path: Path
+) -> None:
+    report = long_pdf(tmp_path / "report.pdf", pages=40)
+    attach(qtbot, window, report)
+    answer = send_and_finish(qtbot, window, QUESTION)
+
+    sent = user_content(worker.requests[-1])
+    assert FACT in sent
+    assert f'<excerpt file="report.pdf" page="{FACT_PAGE}">' in sent
+    assert "<file name=" not in sent  # not whole: it does not fit in a 4,096-token context
+    # Its sources, under the answer: the fact's page among them, its passage one click away.
+    line = widget(window, answer.id).sources_line
+    assert line is not None and line.isVisible()
+    wheres = [s["where"] for s in line.sources]
+    assert f"report.pdf, page {FACT_PAGE}" in wheres[:3]
+    assert f"report.pdf, page {FACT_PAGE}" in line.text()
+    line.show_passage(wheres.index(f"report.pdf, page {FACT_PAGE}"), QPoint(100, 100))
+    popup = line.popup
+    assert popup is not None and popup.isVisible()
+    assert FACT in popup.text.text()
+    popup.close()
+
+    # A follow-up: the earlier question still carries the passages it was given, the same
+    # text as the first time (the engine's prefix cache reuses it).
+    send_and_finish(qtbot, window, "Thank you. Who keeps the lighthouse?")
+    first, follow_up = worker.requests[-2], worker.requests[-1]
+    assert follow_up.messages[-3] == first.messages[-1]
+    assert FACT in str(follow_up.messages[-3].get("content"))
+    assert user_content(follow_up) == "Thank you. Who keeps the lighthouse?"
+
+
+def test_a_follow_up_rebuilds_a_whole_document_from_its_stored_copy(
+    qtbot: QtBot, window: MainWindow, worker: RecordingWorker, tmp_path: Path
+) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text("Puffins nest on the northern cliffs.", encoding="utf-8")
+    attach(qtbot, window, notes)
+    send_and_finish(qtbot, window, "Where do puffins nest?")
+    notes.unlink()  # the chat's copy is what counts
+    from app.ui.chat import attaching
+
+    attaching._cache.clear()  # read again from EMBER_HOME, as after a restart
+    send_and_finish(qtbot, window, "And in winter?")
+    first, follow_up = worker.requests[-2], worker.requests[-1]
+    assert follow_up.messages[-3] == first.messages[-1]
+    assert "Puffins nest on the northern cliffs." in str(follow_up.messages[-3].get("content"))
