@@ -90,11 +90,12 @@ def extract(
         from app.attachments.docx_reader import docx_sections
 
         return Document(job.name, len(data), digest, "docx", docx_sections(data, job))
-    text = decode_text(data, job)
     if suffix in HTML:
-        from app.attachments.html_reader import html_sections
+        from app.attachments.html_reader import decode_html, html_sections
 
+        text = decode_html(data, job)
         return Document(job.name, len(data), digest, "html", html_sections(text, job))
+    text = decode_text(data, job)
     if suffix in MARKDOWN:
         return Document(job.name, len(data), digest, "markdown", markdown_sections(text))
     return Document(job.name, len(data), digest, "text", (Section(text),))

@@ -4,10 +4,12 @@ that keep their heading."""
 
 from __future__ import annotations
 
+import codecs
 import re
 from html.parser import HTMLParser
 
 from app.attachments.document import Job, Section
+from app.attachments.errors import NotTextError
 
 SKIPPED = frozenset({"script", "style", "template", "noscript", "svg", "math", "iframe", "object"})
 _BLOCK_NAMES = (
@@ -82,6 +84,26 @@ class _TextParser(HTMLParser):
 
 
 STEP = 1024 * 1024
+_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?([A-Za-z0-9_.:-]+)""", re.IGNORECASE)
+
+
+def decode_html(data: bytes, job: Job) -> str:
+    """UTF-8, or the encoding the page declares in its ``<meta>`` (a page saved by an older
+    site may be windows-1252 or Shift_JIS)."""
+    from app.attachments.extract import decode_text
+
+    declared = _CHARSET.search(data[:4096])
+    if declared is None or declared.group(1).lower() in (b"utf-8", b"utf8"):
+        return decode_text(data, job)
+    try:
+        codec = codecs.lookup(declared.group(1).decode("ascii"))
+    except LookupError:
+        return decode_text(data, job)
+    if b"\x00" in data and "16" not in codec.name and "32" not in codec.name:
+        raise NotTextError(job.name)
+    text = codec.decode(data, "replace")[0]
+    job.add_chars(len(text))
+    return text.replace("\r\n", "\n")
 
 
 def html_sections(text: str, job: Job) -> tuple[Section, ...]:

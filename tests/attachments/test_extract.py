@@ -106,6 +106,19 @@ def test_html_drops_scripts_and_styles_and_keeps_headings(tmp_path: Path) -> Non
     assert [s.heading for s in doc.sections if s.heading] == ["Harbour", "Birds"]
 
 
+def test_html_in_its_declared_encoding(tmp_path: Path) -> None:
+    page = tmp_path / "old.htm"
+    page.write_bytes(
+        b'<html><head><meta http-equiv="Content-Type" content="text/html; charset=windows-1252">'
+        b"</head><body><p>Caf\xe9 \x93quoted\x94</p></body></html>"
+    )
+    assert extract(page).text() == "Caf\u00e9 \u201cquoted\u201d"
+    plain = tmp_path / "new.html"
+    plain.write_bytes(b"<meta charset='utf-8'><p>Caf\xe9</p>")  # says UTF-8, is not
+    with pytest.raises(NotTextError, match="not UTF-8"):
+        extract(plain)
+
+
 def test_text_markdown_and_code(tmp_path: Path) -> None:
     md = tmp_path / "notes.md"
     md.write_text("Intro line\n# First\nalpha\n```\n# not a heading\n```\n## Second\nbeta\n")
