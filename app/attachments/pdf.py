@@ -67,6 +67,7 @@ def _sections(data: bytes, job: Job) -> tuple[tuple[Section, ...], int]:
 
 
 def _quiet_pypdf() -> None:
-    """pypdf logs a warning for every oddity of a damaged file; the user sees our one
-    sentence instead (or nothing, when the text came out)."""
-    logging.getLogger("pypdf").setLevel(logging.ERROR)
+    """pypdf logs a warning or an error for every oddity of a damaged file (with no handler
+    set, Python prints them on stderr, in the middle of ``ember run``'s output); the user
+    sees our one sentence instead, or nothing when the text came out."""
+    logging.getLogger("pypdf").setLevel(logging.CRITICAL)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import threading
 from pathlib import Path
 
@@ -185,6 +186,37 @@ def test_a_truncated_pdf_is_a_clear_error_never_a_traceback(tmp_path: Path) -> N
             extract(path)  # pypdf may recover what is there: that is fine too
         except AttachmentError as e:
             _one_sentence(e)
+
+
+def test_damaged_pdfs_and_docx_files_give_our_errors_and_print_nothing(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Random bytes changed in real files: whatever pypdf, zipfile or the XML parser raise
+    becomes one AttachmentError (or the text that could be read), and nothing reaches the
+    terminal (pypdf logs what it finds odd)."""
+    rng = random.Random(11)
+    originals = {
+        ".pdf": builders.long_pdf(tmp_path / "a.pdf", pages=3, fact_page=2).read_bytes(),
+        ".docx": builders.docx_with_headings(tmp_path / "a.docx").read_bytes(),
+    }
+    capfd.readouterr()
+    outcomes: set[str] = set()
+    for i in range(300):
+        suffix = (".pdf", ".docx")[i % 2]
+        damaged = bytearray(originals[suffix])
+        for _ in range(rng.randint(1, 20)):
+            damaged[rng.randrange(len(damaged))] = rng.randrange(256)
+        path = tmp_path / f"damaged{i}{suffix}"
+        path.write_bytes(bytes(damaged))
+        try:
+            extract(path)
+            outcomes.add("read")
+        except AttachmentError as e:
+            _one_sentence(e)
+            outcomes.add(type(e).__name__)
+    assert {"read", "CorruptFileError"} <= outcomes
+    assert capfd.readouterr() == ("", "")
+    assert not [r.getMessage() for r in caplog.records if r.name.startswith("pypdf")]
 
 
 def test_garbage_with_a_docx_name(tmp_path: Path) -> None:
