@@ -65,6 +65,7 @@ def test_text_markdown_and_pdf_show_their_name_size_and_pages(
 
     assert composer.attachments_bar.isVisible()
     assert set(chip_texts(window)) == {"notes.txt", "readme.md", "report.pdf"}
+    assert all(d == "Reading… 0%" for d in chip_texts(window).values())
     assert not composer.send_button.isEnabled()  # sending waits for the files to be read
     qtbot.waitUntil(lambda: chips_settled(window), timeout=WAIT_MS)
     shown = chip_texts(window)
@@ -161,3 +162,24 @@ def test_a_file_pasted_into_the_message_box_is_attached_not_typed(
     assert composer.text == ""
     assert set(chip_texts(window)) == {"pasted.txt"}
     qtbot.waitUntil(lambda: chips_settled(window), timeout=WAIT_MS)
+
+
+def test_a_long_pdf_shows_its_reading_progress_on_its_chip(
+    qtbot: QtBot, window: MainWindow, tmp_path: Path
+) -> None:
+    report = long_pdf(tmp_path / "long.pdf", pages=120)
+    composer = window.chat.composer
+    shown: list[str] = []
+
+    def on_updated(key: int) -> None:
+        shown.append(composer.attachments_bar.chips[key].detail_label.text())
+
+    composer.attachments.file_updated.connect(on_updated)  # after the bar's own slot
+    (key,) = composer.attachments.add_paths([report])
+    qtbot.waitUntil(lambda: chips_settled(window), timeout=WAIT_MS)
+    composer.attachments.file_updated.disconnect(on_updated)
+
+    percents = [int(t.removeprefix("Reading… ").removesuffix("%")) for t in shown[:-1]]
+    assert percents == sorted(percents) and len(set(percents)) == len(percents)
+    assert any(0 < p < 100 for p in percents)
+    assert shown[-1] == chip_texts(window)["long.pdf"] and shown[-1].endswith(" · 120 pages")

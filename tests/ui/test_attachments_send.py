@@ -19,11 +19,13 @@ from pytestqt.qtbot import QtBot
 
 from app.attachments.store import stored_path
 from app.chats.models import Message
+from app.engine.providers import make_provider
 from app.engine.types import ChatRequest, LoadParams, Request
 from app.engine.worker import Job, Sink
 from app.ui.engine_session import api_model_id
 from app.ui.main_window import MainWindow
 from tests.attachments.builders import FACT, FACT_PAGE, QUESTION, long_pdf
+from tests.engine.test_remote import Stub, sse_answer
 from tests.ui.fake_app import WAIT_MS, fake_services, model_file, show_window
 from tests.ui.helpers import widget
 from tests.ui.parallel_fake import ParallelFakeWorker
@@ -178,3 +180,23 @@ def test_a_follow_up_rebuilds_a_whole_document_from_its_stored_copy(
     first, follow_up = worker.requests[-2], worker.requests[-1]
     assert follow_up.messages[-3] == first.messages[-1]
     assert "Puffins nest on the northern cliffs." in str(follow_up.messages[-3].get("content"))
+
+
+def test_a_remote_model_gets_the_attached_document_too(
+    qtbot: QtBot, window: MainWindow, tmp_path: Path
+) -> None:
+    stub = Stub()  # an OpenAI-compatible server on 127.0.0.1 that keeps what it was sent
+    stub.routes[("POST", "/v1/chat/completions")] = sse_answer
+    try:
+        window.services.providers.add(make_provider("stub", f"{stub.url}/v1", "llama-server"))
+        window.services.engine.select_remote("stub::alpha")
+        window.controller.set_model("stub::alpha")
+        notes = tmp_path / "notes.txt"
+        notes.write_text("The ferry leaves at seven.", encoding="utf-8")
+        attach(qtbot, window, notes)
+        send_and_finish(qtbot, window, "When does the ferry leave?")
+        sent = stub.hits[-1][2]["messages"][-1]["content"]
+        assert '<file name="notes.txt">' in sent and "The ferry leaves at seven." in sent
+        assert sent.endswith("When does the ferry leave?")
+    finally:
+        stub.close()

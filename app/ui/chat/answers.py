@@ -15,6 +15,7 @@ most the last half second of an answer, and an interrupted answer still shows it
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import threading
@@ -58,6 +59,9 @@ from app.ui.task_runner import tasks
 log = logging.getLogger(__name__)
 
 SAVE_INTERVAL_MS = 500
+# Tokens of attached files for a remote model (whose context length Ember does not know):
+# as much as a small local context, so most providers' models take it.
+REMOTE_ATTACHED_BUDGET = 12_000
 NO_MODEL_TEXT = "No model is loaded. Pick one from the model menu at the top, or open a GGUF file."
 
 
@@ -264,6 +268,11 @@ class AnswerRunner(QObject):
                 answer.conversation_id, answer.message_id, plan.dropped, loaded.n_ctx
             )
         if answer.tools is not None:
+            if contents:  # the tool loop sends the history's messages as they are
+                answer.history = [
+                    dataclasses.replace(m, content=contents.get(m.id, m.content))
+                    for m in answer.history
+                ]
             self.tools.run(answer, loaded, plan.dropped)
             return
         # priority: the app's own chat goes ahead of API requests waiting for a slot
@@ -291,7 +300,10 @@ class AnswerRunner(QObject):
 
     def _on_attached_prepared(self, answer: Answer, attached: AttachedPrompt) -> None:
         answer.attached = attached
-        self._submit(answer)
+        if answer.remote:
+            self._submit_remote(answer)
+        else:
+            self._submit(answer)
 
     def _on_attached_failed(self, answer: Answer, error: BaseException) -> None:
         log.error("Preparing the attached files failed", exc_info=error)
@@ -300,10 +312,18 @@ class AnswerRunner(QObject):
     def _submit_remote(self, answer: Answer) -> None:
         """The whole history to the provider: only it knows its context length, and it says
         so clearly when the chat outgrows it."""
+        if self._answers.get(answer.conversation_id) is not answer or answer.handle is not None:
+            return  # stopped while its attached files were prepared
+        if answer.attached is None and needs_preparing(answer.history):
+            self._prepare_attached(answer, REMOTE_ATTACHED_BUDGET)
+            return
+        contents = answer.attached.contents if answer.attached is not None else {}
         messages: list[ChatMessage] = []
         if answer.system_prompt:
             messages.append({"role": "system", "content": answer.system_prompt})
-        messages += [{"role": m.role, "content": m.content} for m in answer.history]
+        messages += [
+            {"role": m.role, "content": contents.get(m.id, m.content)} for m in answer.history
+        ]
         answer.prompt_tokens = PROMPT_OVERHEAD + sum(
             estimate_tokens(m.get("content") or "") + PER_MESSAGE_OVERHEAD for m in messages
         )
