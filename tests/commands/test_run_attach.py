@@ -82,5 +82,6 @@ def test_the_answer_comes_after_the_sources_with_the_facts_page(
     assert f"long.pdf, page {builders.FACT_PAGE}" in excerpts[:3], r.stdout
     assert "    " + builders.FACT in r.stdout  # the chunk's text, indented
     assert r.stderr.strip() == (
-        "(long.pdf is too long to give whole: its passages most relevant to PROMPT were given.)"
+        "(long.pdf is too long to give whole: the model gets its passages most relevant "
+        "to the prompt.)"
     )
