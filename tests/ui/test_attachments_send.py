@@ -9,6 +9,8 @@ tested here: what reaches it is)."""
 
 from __future__ import annotations
 
+import dataclasses
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,10 +24,14 @@ from app.chats.models import Message
 from app.engine.providers import make_provider
 from app.engine.types import ChatRequest, LoadParams, Request
 from app.engine.worker import Job, Sink
+from app.tools.config import McpConfig, ServerConfig
+from app.ui.chat.message_attachments import SourcesLine
+from app.ui.chat.tool_turn import ToolSetup
 from app.ui.engine_session import api_model_id
 from app.ui.main_window import MainWindow
 from tests.attachments.builders import FACT, FACT_PAGE, QUESTION, long_pdf
 from tests.engine.test_remote import Stub, sse_answer
+from tests.tools.scripted import ScriptedEngine
 from tests.ui.fake_app import WAIT_MS, fake_services, model_file, show_window
 from tests.ui.helpers import widget
 from tests.ui.parallel_fake import ParallelFakeWorker
@@ -78,6 +84,15 @@ def send_and_finish(qtbot: QtBot, window: MainWindow, text: str) -> Message:
     return answer
 
 
+def shown_sources(qtbot: QtBot, window: MainWindow, answer: Message) -> SourcesLine:
+    """The answer's sources line, once its streamed text is all on screen (the answer's
+    widget finishes then)."""
+    shown = widget(window, answer.id)
+    qtbot.waitUntil(lambda: shown.sources_line is not None, timeout=WAIT_MS)
+    assert shown.sources_line is not None
+    return shown.sources_line
+
+
 def user_content(request: ChatRequest) -> str:
     return str(request.messages[-1].get("content"))
 
@@ -114,8 +129,7 @@ def test_a_short_document_reaches_the_model_whole_and_the_chat_keeps_it(
     assert not window.controller.attachments.files
     assert not window.chat.composer.attachments_bar.isVisible()
     # The answer names what it was given.
-    assert widget(window, answer.id).sources_line is not None
-    assert "tides.md (whole)" in widget(window, answer.id).sources_line.text()  # type: ignore[union-attr]
+    assert "tides.md (whole)" in shown_sources(qtbot, window, answer).text()
 
     # A new window on the same EMBER_HOME shows the chip again.
     conversation_id = window.controller.conversation_id
@@ -145,8 +159,8 @@ def test_a_long_pdf_gives_the_passage_of_the_fact_and_the_answer_cites_its_page(
     assert f'<excerpt file="report.pdf" page="{FACT_PAGE}">' in sent
     assert "<file name=" not in sent  # not whole: it does not fit in a 4,096-token context
     # Its sources, under the answer: the fact's page among them, its passage one click away.
-    line = widget(window, answer.id).sources_line
-    assert line is not None and line.isVisible()
+    line = shown_sources(qtbot, window, answer)
+    assert line.isVisible()
     wheres = [s["where"] for s in line.sources]
     assert f"report.pdf, page {FACT_PAGE}" in wheres[:3]
     assert f"report.pdf, page {FACT_PAGE}" in line.text()
@@ -200,3 +214,20 @@ def test_a_remote_model_gets_the_attached_document_too(
         assert sent.endswith("When does the ferry leave?")
     finally:
         stub.close()
+
+
+def test_an_answer_with_tools_gets_the_attached_document_too(
+    qtbot: QtBot, window: MainWindow, tmp_path: Path
+) -> None:
+    server = ServerConfig("time", command=sys.executable, args=("-m", "mcp_server_time"))
+    McpConfig().add(dataclasses.replace(server, approved_command=server.command_line))
+    window.controller.set_tool_setup(ToolSetup(("time",), "auto"))
+    scripted = ScriptedEngine(["It leaves at seven."])  # the tool loop's engine: no calls
+    window.controller.answers.tools.engine = scripted
+    notes = tmp_path / "notes.txt"
+    notes.write_text("The ferry leaves at seven.", encoding="utf-8")
+    attach(qtbot, window, notes)
+    send_and_finish(qtbot, window, "When does the ferry leave?")
+    sent = user_content(scripted.requests[-1])
+    assert '<file name="notes.txt">' in sent and "The ferry leaves at seven." in sent
+    assert sent.endswith("When does the ferry leave?")
