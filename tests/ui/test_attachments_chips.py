@@ -16,7 +16,7 @@ from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
 from app.attachments.store import attachments_dir
-from app.ui.chat.attachments_bar import LEFT_OUT
+from app.ui.chat.attachments_bar import CHIP_WIDTH, LEFT_OUT
 from app.ui.main_window import MainWindow
 from tests.attachments.builders import long_pdf, pdf_bytes_garbage
 from tests.ui.fake_app import WAIT_MS, fake_services, load_fake, model_file, show_window
@@ -87,7 +87,7 @@ def test_a_garbage_pdf_says_why_on_its_chip_and_does_not_block_the_others(
     good.write_text("fine", encoding="utf-8")
     composer = window.chat.composer
     composer.set_text("Read these")
-    composer.attach_files([broken, good])
+    composer.attach_files([good, broken])
     qtbot.waitUntil(lambda: chips_settled(window), timeout=WAIT_MS)
 
     chip = next(c for c in composer.attachments_bar.chips.values() if "broken" in c.toolTip())
@@ -95,6 +95,12 @@ def test_a_garbage_pdf_says_why_on_its_chip_and_does_not_block_the_others(
     assert detail.startswith("broken.pdf could not be read as a PDF")
     assert detail.endswith(LEFT_OUT)
     assert chip.property("state") == "error"
+    # Alone on its row, as wide as the bar, so its sentence is read in two or three lines.
+    bar = composer.attachments_bar
+    qtbot.waitUntil(lambda: chip.width() > 2 * CHIP_WIDTH)  # laid out on the next turn
+    assert chip.x() == 0 and chip.y() > 0  # under the other file's chip
+    assert chip.detail_label.height() >= chip.detail_label.heightForWidth(chip.detail_label.width())
+    assert bar.isVisible()
     assert composer.send_button.isEnabled()  # the other file is sent; this one left out
 
 
@@ -175,7 +181,7 @@ def test_a_long_pdf_shows_its_reading_progress_on_its_chip(
         shown.append(composer.attachments_bar.chips[key].detail_label.text())
 
     composer.attachments.file_updated.connect(on_updated)  # after the bar's own slot
-    (key,) = composer.attachments.add_paths([report])
+    composer.attachments.add_paths([report])
     qtbot.waitUntil(lambda: chips_settled(window), timeout=WAIT_MS)
     composer.attachments.file_updated.disconnect(on_updated)
 

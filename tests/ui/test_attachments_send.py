@@ -164,10 +164,14 @@ def test_a_long_pdf_gives_the_passage_of_the_fact_and_the_answer_cites_its_page(
     wheres = [s["where"] for s in line.sources]
     assert f"report.pdf, page {FACT_PAGE}" in wheres[:3]
     assert f"report.pdf, page {FACT_PAGE}" in line.text()
-    line.show_passage(wheres.index(f"report.pdf, page {FACT_PAGE}"), QPoint(100, 100))
+    screen = window.screen().availableGeometry()
+    low = QPoint(screen.left() + 100, screen.bottom() - 20)  # a link near the screen's bottom
+    line.show_passage(wheres.index(f"report.pdf, page {FACT_PAGE}"), low)
     popup = line.popup
     assert popup is not None and popup.isVisible()
     assert FACT in popup.text.text()
+    assert "\n" not in popup.text.text()  # the PDF's line ends joined: one paragraph
+    assert screen.contains(popup.frameGeometry())  # shown above the link, on the screen
     popup.close()
 
     # A follow-up: the earlier question still carries the passages it was given, the same

@@ -34,7 +34,7 @@ class AttachmentChip(QFrame):
         self.key = pending.key
         self.setObjectName("AttachmentChip")
         self.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
-        self.setFixedWidth(CHIP_WIDTH)
+        self.setMinimumWidth(CHIP_WIDTH)
         self.name_label = QLabel(self)
         self.name_label.setObjectName("AttachmentName")
         self.detail_label = QLabel(self)
@@ -61,6 +61,8 @@ class AttachmentChip(QFrame):
         self.show_file(pending)
 
     def show_file(self, pending: PendingFile) -> None:
+        # A problem needs room for its sentence: the chip takes a whole row (see the bar).
+        self.setMaximumWidth(16777215 if pending.state == "error" else CHIP_WIDTH)
         metrics = self.name_label.fontMetrics()
         self.name_label.setText(
             metrics.elidedText(pending.name, Qt.TextElideMode.ElideMiddle, CHIP_WIDTH - 44)
@@ -103,18 +105,39 @@ class AttachmentsBar(QWidget):
             self._grid.removeWidget(chip)
             chip.hide()
             chip.deleteLater()
-        for index, pending in enumerate(files):
+        for pending in files:
             if pending.key not in self.chips:
                 self.chips[pending.key] = AttachmentChip(pending, self)
-            chip = self.chips[pending.key]
-            self._grid.addWidget(chip, index // CHIPS_PER_ROW, index % CHIPS_PER_ROW)
+        self._place(files)
         self.setVisible(bool(files))
+
+    def _place(self, files: list[PendingFile]) -> None:
+        """Chips in rows of CHIPS_PER_ROW, in the order attached; one with a problem alone on
+        its row, as wide as the bar."""
+        for chip in self.chips.values():
+            self._grid.removeWidget(chip)
+        row = column = 0
+        top = Qt.AlignmentFlag.AlignTop
+        for pending in files:
+            chip = self.chips[pending.key]
+            if pending.state == "error":
+                if column:
+                    row, column = row + 1, 0
+                self._grid.addWidget(chip, row, 0, 1, CHIPS_PER_ROW)
+                row += 1
+                continue
+            self._grid.addWidget(chip, row, column, top)
+            column += 1
+            if column == CHIPS_PER_ROW:
+                row, column = row + 1, 0
 
     @Slot(int)
     def _on_file_updated(self, key: int) -> None:
         chip, pending = self.chips.get(key), self.tray.file(key)
         if chip is not None and pending is not None:
             chip.show_file(pending)
+            if pending.state == "error":
+                self._place(self.tray.files)
 
     @Slot()
     def on_remove_clicked(self) -> None:

@@ -9,10 +9,11 @@ Both read the message's metadata only (``attachments`` on a question, ``sources`
 from __future__ import annotations
 
 import html
+import re
 from typing import Any
 
 from PySide6.QtCore import QPoint, Qt, Slot
-from PySide6.QtGui import QCursor
+from PySide6.QtGui import QCursor, QGuiApplication
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from app.attachments.store import stored_path
@@ -135,10 +136,22 @@ class PassagePopup(QFrame):
         text = str(source.get("text") or "")
         if source.get("whole"):
             where += ": its beginning (the whole file was given)"
+        text = re.sub(r"(?<!\n)\n(?!\n)", " ", text)  # a PDF's line ends, not paragraphs
         if len(text) > MAX_PASSAGE_CHARS:
             text = text[:MAX_PASSAGE_CHARS].rstrip() + "…"
         self.title.setText(where)
         self.text.setText(text)
         self.adjustSize()
-        self.move(at + QPoint(8, 8))
+        self.move(self._place(at))
         self.show()
+
+    def _place(self, at: QPoint) -> QPoint:
+        """Below and right of ``at``; above it when there is no room below, on the screen."""
+        screen = QGuiApplication.screenAt(at) or self.screen()
+        area = screen.availableGeometry()
+        width, height = self.width(), self.height()
+        x = max(area.left(), min(at.x() + 8, area.right() - width))
+        y = at.y() + 8
+        if y + height > area.bottom():
+            y = max(area.top(), at.y() - 8 - height)
+        return QPoint(x, y)
