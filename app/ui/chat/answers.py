@@ -306,6 +306,8 @@ class AnswerRunner(QObject):
             self._submit(answer)
 
     def _on_attached_failed(self, answer: Answer, error: BaseException) -> None:
+        if self._answers.get(answer.conversation_id) is not answer:
+            return  # stopped meanwhile (its preparing was told to stop): nothing failed
         log.error("Preparing the attached files failed", exc_info=error)
         self._finish(answer, "error", {"error": f"The attached files could not be used: {error}"})
 

@@ -1,0 +1,141 @@
+"""Attached files at the edges: sending while a file is still being read is refused with a
+sentence, stopping an answer while its files are being prepared stops the preparing, and an
+edited question keeps its files. A fake engine that records what it is sent."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from PySide6.QtWidgets import QApplication
+from pytestqt.qtbot import QtBot
+
+from app.chats.models import Message
+from app.engine.types import LoadParams
+from app.ui.chat import answers, attaching
+from app.ui.chat.attached_prompt import AttachedPrompt
+from app.ui.engine_session import api_model_id
+from app.ui.main_window import MainWindow
+from tests.ui.fake_app import WAIT_MS, fake_services, model_file, show_window
+from tests.ui.test_attachments_send import (
+    SMALL_CTX,
+    RecordingWorker,
+    attach,
+    send_and_finish,
+    user_content,
+)
+
+
+@pytest.fixture
+def worker(tmp_path: Path) -> Iterator[RecordingWorker]:
+    worker = RecordingWorker()
+    path = model_file(tmp_path, "fake-model.gguf")
+    worker.load(path, LoadParams(n_ctx=SMALL_CTX), api_model_id(path)).result(10)
+    yield worker
+    worker.shutdown()
+
+
+@pytest.fixture
+def window(qtbot: QtBot, ember_app: QApplication, worker: RecordingWorker) -> Iterator[MainWindow]:
+    services = fake_services(worker, max_tokens=8)
+    window = show_window(qtbot, services)
+    yield window
+    window.close()
+    services.close()
+
+
+def held(real: Callable[..., Any], release: threading.Event) -> Callable[..., Any]:
+    """``real``, once ``release`` is set (or its own cancel flag, if it got one)."""
+
+    def wait_then_call(*args: Any, **kwargs: Any) -> Any:
+        cancel = kwargs.get("cancel") or (args[3] if len(args) > 3 else None)
+        while not release.wait(0.01):
+            if cancel is not None and cancel.is_set():
+                raise RuntimeError("cancelled while held")
+        return real(*args, **kwargs)
+
+    return wait_then_call
+
+
+def test_sending_while_a_file_is_read_says_to_wait(
+    qtbot: QtBot, window: MainWindow, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    release = threading.Event()
+    monkeypatch.setattr(attaching, "extract", held(attaching.extract, release))
+    notes = tmp_path / "slow.txt"
+    notes.write_text("Read slowly.", encoding="utf-8")
+    controller = window.controller
+    window.chat.composer.attach_files([notes])
+    assert controller.attachments.reading
+    problems: list[tuple[str, str]] = []
+    controller.problem.connect(lambda kind, text: problems.append((kind, text)))
+
+    assert not controller.send("What does it say?")  # as Enter would, were it enabled
+    assert problems == [
+        ("busy", "slow.txt is still being read; send once its chip shows its size.")
+    ]
+    assert controller.conversation is None  # nothing saved
+    assert window.chat.composer.send_button.toolTip() == "Sends once slow.txt is read"
+    release.set()
+    qtbot.waitUntil(lambda: not controller.attachments.reading, timeout=WAIT_MS)
+    send_and_finish(qtbot, window, "What does it say?")
+
+
+def test_stopping_while_the_files_are_prepared_stops_preparing_them(
+    qtbot: QtBot,
+    window: MainWindow,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text("Plenty of words.", encoding="utf-8")
+    attach(qtbot, window, notes)
+    started = threading.Event()
+    flags: list[threading.Event] = []
+
+    def prepare(
+        history: Sequence[Message], budget: int, conversation_id: str, cancel: threading.Event
+    ) -> AttachedPrompt:
+        if flags:  # the next answer's files: prepared as usual
+            return real(history, budget, conversation_id, cancel)
+        flags.append(cancel)
+        started.set()
+        cancel.wait(WAIT_MS / 1000)
+        raise RuntimeError("stopped")
+
+    real = answers.prepare_prompt
+    monkeypatch.setattr(answers, "prepare_prompt", prepare)
+    with qtbot.waitSignal(window.controller.answer_finished, timeout=WAIT_MS) as finished:
+        window.chat.composer.set_text("Summarize it")
+        window.chat.composer.send_button.click()
+        qtbot.waitUntil(started.is_set, timeout=WAIT_MS)  # its tokens are counted first
+        window.controller.stop()
+    answer = finished.args[0]
+    assert isinstance(answer, Message) and answer.status == "stopped"
+    assert flags and flags[0].is_set()  # the worker's preparing was told to stop
+    qtbot.waitUntil(lambda: not window.controller.answers.all())
+    with qtbot.waitSignal(window.controller.answer_finished, timeout=WAIT_MS):
+        window.controller.regenerate(answer.id)  # the stopped one's end arrives before this
+    assert not [r for r in caplog.records if r.levelname == "ERROR"]  # a stop is no failure
+
+
+def test_an_edited_question_keeps_its_files(
+    qtbot: QtBot, window: MainWindow, worker: RecordingWorker, tmp_path: Path
+) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text("The bridge opens at six.", encoding="utf-8")
+    attach(qtbot, window, notes)
+    first = send_and_finish(qtbot, window, "When does the bridge open?")
+    question_id = first.parent_id or ""
+    with qtbot.waitSignal(window.controller.answer_finished, timeout=WAIT_MS):
+        window.controller.edit_and_resend(question_id, "When does the bridge open, please?")
+    edited = window.controller.branch[-2]
+    assert edited.id != question_id and edited.content == "When does the bridge open, please?"
+    assert [e["name"] for e in edited.metadata["attachments"]] == ["notes.txt"]
+    sent = user_content(worker.requests[-1])
+    assert "The bridge opens at six." in sent
+    assert sent.endswith("When does the bridge open, please?")
