@@ -5,6 +5,7 @@ edited question keeps its files. A fake engine that records what it is sent."""
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ import pytest
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
+from app.attachments.document import Document, Section
 from app.chats.models import Message
 from app.engine.types import LoadParams
 from app.ui.chat import answers, attaching
@@ -139,3 +141,24 @@ def test_an_edited_question_keeps_its_files(
     sent = user_content(worker.requests[-1])
     assert "The bridge opens at six." in sent
     assert sent.endswith("When does the bridge open, please?")
+
+
+def document(number: int, chars: int) -> Document:
+    return Document(f"d{number}.txt", chars, f"{number:064x}", "text", (Section("x" * chars),))
+
+
+def test_the_documents_cache_keeps_the_newest_within_its_limits(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(attaching, "_cache", OrderedDict())
+    monkeypatch.setattr(attaching, "CACHED_CHARS", 100)
+    for number in range(3):
+        attaching.remember_document(document(number, 60))
+    assert [d.name for d in attaching._cache.values()] == ["d2.txt"]  # 120 > 100 characters
+    attaching.remember_document(document(3, 500))  # larger than the limit: still kept
+    assert [d.name for d in attaching._cache.values()] == ["d3.txt"]
+    monkeypatch.setattr(attaching, "CACHED_CHARS", 10_000)
+    for number in range(10, 20):
+        attaching.remember_document(document(number, 1))
+    assert len(attaching._cache) == attaching.CACHED_DOCUMENTS
+    assert next(iter(attaching._cache.values())).name == "d12.txt"

@@ -30,6 +30,7 @@ from app.ui.task_runner import Task, tasks
 State = Literal["reading", "ready", "error"]
 COPY_SHARE = 0.3  # of the progress bar: copying into the store; the rest is reading
 CACHED_DOCUMENTS = 8
+CACHED_CHARS = 16_000_000  # of text kept in memory at most (a document may hold 64 million)
 
 
 @dataclass(slots=True)
@@ -83,11 +84,15 @@ _cache_lock = threading.Lock()
 
 
 def remember_document(document: Document) -> None:
+    """Keep the newest documents read, within CACHED_DOCUMENTS and CACHED_CHARS (the newest
+    one always: the answer about to be written needs it)."""
     with _cache_lock:
         _cache[document.sha256] = document
         _cache.move_to_end(document.sha256)
-        while len(_cache) > CACHED_DOCUMENTS:
-            _cache.popitem(last=False)
+        total = sum(d.chars for d in _cache.values())
+        while len(_cache) > 1 and (len(_cache) > CACHED_DOCUMENTS or total > CACHED_CHARS):
+            _, oldest = _cache.popitem(last=False)
+            total -= oldest.chars
 
 
 def cached_document(entry: dict[str, Any]) -> Document:
