@@ -231,7 +231,8 @@ def test_an_answer_with_tools_gets_the_attached_document_too(
     notes = tmp_path / "notes.txt"
     notes.write_text("The ferry leaves at seven.", encoding="utf-8")
     attach(qtbot, window, notes)
-    send_and_finish(qtbot, window, "When does the ferry leave?")
+    answer = send_and_finish(qtbot, window, "When does the ferry leave?")
+    assert [s["where"] for s in answer.metadata["sources"]] == ["notes.txt (whole)"]
     sent = user_content(scripted.requests[-1])
     assert '<file name="notes.txt">' in sent and "The ferry leaves at seven." in sent
     assert sent.endswith("When does the ferry leave?")
