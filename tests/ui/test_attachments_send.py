@@ -213,7 +213,8 @@ def test_a_remote_model_gets_the_attached_document_too(
         notes.write_text("The ferry leaves at seven.", encoding="utf-8")
         attach(qtbot, window, notes)
         send_and_finish(qtbot, window, "When does the ferry leave?")
-        sent = stub.hits[-1][2]["messages"][-1]["content"]
+        chats = [body for _, path, body in stub.hits if path == "/v1/chat/completions"]
+        sent = chats[-1]["messages"][-1]["content"]  # (the model list is read meanwhile)
         assert '<file name="notes.txt">' in sent and "The ferry leaves at seven." in sent
         assert sent.endswith("When does the ferry leave?")
     finally:

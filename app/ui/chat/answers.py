@@ -18,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,6 +40,7 @@ from app.engine.types import (
 )
 from app.ui.bridge import JobHandle
 from app.ui.chat.attached_prompt import AttachedPrompt, needs_preparing, prepare_prompt
+from app.ui.chat.attaching import StopFlag
 from app.ui.chat.chat_record import save_partial_stats
 from app.ui.chat.context import (
     PER_MESSAGE_OVERHEAD,
@@ -92,7 +92,7 @@ class Answer:
     tools: ToolSetup | None = None  # the chat's tools, when it has some
     turn: ToolTurn | None = None  # the tool loop writing this answer
     attached: AttachedPrompt | None = None  # the attached files' text, once prepared
-    preparing: threading.Event | None = None  # set to stop preparing it
+    preparing: StopFlag | None = None  # set to stop preparing it
 
     @property
     def remote(self) -> bool:
@@ -283,7 +283,7 @@ class AnswerRunner(QObject):
         """The attached files' text, read and retrieved on a worker thread; then _submit."""
         if answer.system_prompt:
             budget -= self.counter.count_or_estimate(answer.system_prompt) + PER_MESSAGE_OVERHEAD
-        answer.preparing = threading.Event()
+        answer.preparing = StopFlag()
         tasks().submit(
             functools.partial(
                 prepare_prompt,
@@ -295,6 +295,7 @@ class AnswerRunner(QObject):
             functools.partial(self._on_attached_prepared, answer),
             functools.partial(self._on_attached_failed, answer),
             receiver=self,
+            token=answer.preparing,
             name="attachments for an answer",
         )
 

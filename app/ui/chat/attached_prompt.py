@@ -14,7 +14,6 @@ prefix cache reuses it).
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +25,7 @@ from app.attachments.context import (
     _whole_text,
     build_context,
 )
-from app.attachments.document import Document
+from app.attachments.document import CancelFlag, Document
 from app.attachments.errors import AttachmentError
 from app.chats.models import Message
 from app.engine.fitting import PER_MESSAGE_OVERHEAD, estimate_tokens
@@ -70,7 +69,7 @@ def prepare_prompt(
     history: Sequence[Message],
     budget: int,
     conversation_id: str,
-    cancel: threading.Event | None = None,
+    cancel: CancelFlag | None = None,
 ) -> AttachedPrompt:
     """``history`` ends with the question; ``budget``: tokens for the messages (the context
     less the system prompt, the template's overhead and the answer's room)."""

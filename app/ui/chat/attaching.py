@@ -25,12 +25,25 @@ from app.attachments.extract import extract, supported
 from app.attachments.store import StoredFile, safe_suffix, store, stored_path
 from app.engine.gguf_format import human_bytes
 from app.ui.relay import Relay
-from app.ui.task_runner import Task, tasks
+from app.ui.task_runner import CancelToken, Task, tasks
 
 State = Literal["reading", "ready", "error"]
 COPY_SHARE = 0.3  # of the progress bar: copying into the store; the rest is reading
 CACHED_DOCUMENTS = 8
 CACHED_CHARS = 16_000_000  # of text kept in memory at most (a document may hold 64 million)
+
+
+class StopFlag(CancelToken):
+    """A task's cancel token that the attachments core can poll (it asks ``is_set()``): the
+    task runner's shutdown then stops a long reading or indexing at its next step too."""
+
+    __slots__ = ()
+
+    def is_set(self) -> bool:
+        return self.cancelled
+
+    def set(self) -> None:
+        self.cancel()
 
 
 @dataclass(slots=True)
@@ -45,7 +58,7 @@ class PendingFile:
     error: str = ""
     stored: StoredFile | None = None
     document: Document | None = None
-    cancel: threading.Event = field(default_factory=threading.Event)
+    cancel: StopFlag = field(default_factory=StopFlag)
     task: Task | None = None
 
     @property
@@ -109,7 +122,7 @@ def cached_document(entry: dict[str, Any]) -> Document:
     return document
 
 
-def _read(path: Path, report: Relay, key: int, cancel: threading.Event) -> tuple[Any, Any]:
+def _read(path: Path, report: Relay, key: int, cancel: StopFlag) -> tuple[Any, Any]:
     """Copy then read one file (a worker thread; it holds only the relay, never the tray)."""
 
     def copying(done: int, total: int) -> None:
@@ -184,6 +197,7 @@ class AttachmentTray(QObject):
                 functools.partial(self._on_read, pending.key),
                 functools.partial(self._on_failed, pending.key),
                 receiver=self,
+                token=pending.cancel,
                 name=f"attach {path.name}",
             )
         if keys:
