@@ -11,6 +11,10 @@ Persistence: every ``SAVE_INTERVAL_MS`` the text streamed since the last save is
 the message, and the stats so far (measured here: tokens, time to first token, tok/s) are kept
 in the conversation's settings blob (chat_record.py). So closing or killing the app loses at
 most the last half second of an answer, and an interrupted answer still shows its stats.
+
+Attached files: when the history holds questions with files, their text (whole, or the
+passages relevant to the question) is prepared on a worker thread (attached_prompt.py) before
+the history is fitted; the answer records its sources.
 """
 
 from __future__ import annotations

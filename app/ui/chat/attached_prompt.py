@@ -1,4 +1,5 @@
-"""The text the model gets for questions with attached files (a worker thread; no Qt here).
+"""The text the model gets for questions with attached files (a worker thread: it touches no
+Qt object).
 
 The question being answered gets ``app.attachments.context.build_context``: its documents
 whole, or the passages most relevant to it, within the room the context leaves after the
