@@ -237,3 +237,25 @@ def test_an_answer_with_tools_gets_the_attached_document_too(
     sent = user_content(scripted.requests[-1])
     assert '<file name="notes.txt">' in sent and "The ferry leaves at seven." in sent
     assert sent.endswith("When does the ferry leave?")
+
+
+def test_files_of_a_turn_left_out_for_room_are_named_under_the_answer(
+    qtbot: QtBot, window: MainWindow, worker: RecordingWorker, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "ledger.txt"
+    ledger.write_text("The harbour ledger lists barrels of cider. " * 200, encoding="utf-8")
+    attach(qtbot, window, ledger)
+    send_and_finish(qtbot, window, "What does the ledger list?")
+    assert '<file name="ledger.txt">' in user_content(worker.requests[-1])  # whole, at first
+
+    # A long PDF next, and a question many of its passages match: they take half the context,
+    # and the ledger's turn no longer fits beside them.
+    attach(qtbot, window, long_pdf(tmp_path / "report.pdf", pages=40))
+    answer = send_and_finish(qtbot, window, "What do the mill, the granary and the canal do?")
+    assert len(answer.metadata["sources"]) > 2
+    sent = worker.requests[-1].messages
+    assert not any("barrels of cider" in str(m.get("content")) for m in sent)
+    assert answer.metadata["dropped_turns"] == 2
+    (note,) = answer.metadata["attachments_left_out"]
+    assert note.startswith("ledger.txt was left out: the earlier message it came with no longer")
+    assert note in shown_sources(qtbot, window, answer).text()

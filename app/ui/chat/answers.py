@@ -267,6 +267,8 @@ class AnswerRunner(QObject):
             )
             return
         answer.dropped = plan.dropped
+        if plan.dropped and answer.attached is not None:
+            answer.attached = answer.attached.without_room_for(answer.history[: plan.dropped])
         if plan.dropped:
             self.context_notice.emit(
                 answer.conversation_id, answer.message_id, plan.dropped, loaded.n_ctx

@@ -15,6 +15,7 @@ prefix cache reuses it).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -40,6 +41,22 @@ class AttachedPrompt:
     contents: dict[str, str]  # message id -> the text the model gets instead of its content
     sources: list[dict[str, Any]]  # the question's sources, for its answer's metadata
     left_out: list[str]  # one sentence per attached file that could not be used
+
+    def without_room_for(self, dropped: Sequence[Message]) -> AttachedPrompt:
+        """Says which files went with the earlier messages the context had no room for."""
+        names = list(dict.fromkeys(str(e.get("name")) for m in dropped for e in attachments_of(m)))
+        if not names:
+            return self
+        return dataclasses.replace(self, left_out=[*self.left_out, left_out_for_room(names)])
+
+
+def left_out_for_room(names: list[str]) -> str:
+    one = len(names) == 1
+    return (
+        f"{', '.join(names)} {'was' if one else 'were'} left out: the earlier message "
+        f"{'it' if one else 'they'} came with no longer fits in the context. Attach "
+        f"{'it' if one else 'them'} again to ask about {'it' if one else 'them'} here."
+    )
 
 
 def attachments_of(message: Message) -> list[dict[str, Any]]:
