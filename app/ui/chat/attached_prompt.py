@@ -23,9 +23,9 @@ from typing import Any
 from app.attachments.context import (
     INTRO,
     Source,
-    _excerpt_text,  # the core's own formats, so a rebuilt question reads as the first time
-    _whole_text,
     build_context,
+    excerpt_text,  # the core's own formats, so a rebuilt question reads as the first time
+    whole_text,
 )
 from app.attachments.document import CancelFlag, Document
 from app.attachments.errors import AttachmentError
@@ -155,11 +155,11 @@ def _rebuilt(
         if source.get("whole"):
             document = by_name.get(name)
             if document is not None:
-                parts.append(_whole_text(document))
+                parts.append(whole_text(document))
             continue
         page, heading = source.get("page"), source.get("heading")
         parts.append(
-            _excerpt_text(
+            excerpt_text(
                 Source(
                     name,
                     page if isinstance(page, int) else None,
