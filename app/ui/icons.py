@@ -75,6 +75,10 @@ _SHAPES: dict[str, str] = {
         '<path d="M6 3.5h8l4.5 4.5v11c0 .8-.7 1.5-1.5 1.5H6c-.8 0-1.5-.7-1.5-1.5v-14'
         'c0-.8.7-1.5 1.5-1.5z"/><path d="M13.5 3.5V8.5h5"/>'
     ),
+    "paperclip": (  # Feather's shape (MIT)
+        '<path d="M21.4 11.1l-9.2 9.2a6 6 0 0 1-8.5-8.5l9.2-9.2a4 4 0 0 1 5.7 5.7l-9.2 9.2'
+        'a2 2 0 0 1-2.8-2.8l8.5-8.5"/>'
+    ),
     "chip": (
         '<rect x="6" y="6" width="12" height="12" rx="2"/><rect x="9.5" y="9.5" width="5" '
         'height="5" rx="1"/><path d="M9.5 3v3M14.5 3v3M9.5 18v3M14.5 18v3M3 9.5h3M3 14.5h3'

@@ -68,7 +68,7 @@ class ChatPane(QWidget):
         self.stack = QStackedWidget(self)
         self.stack.addWidget(self.empty_scroll)
         self.stack.addWidget(self.view)
-        self.composer = Composer(self)
+        self.composer = Composer(self, attachments=controller.attachments)
         self.tool_panel = ToolPanel(self, controller.answers.tools.known_tools)
 
         banner_row = QHBoxLayout()

@@ -177,13 +177,10 @@ class Composer(QFrame):
         self.setObjectName("Composer")
         self.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
         self._busy = False
-        if attachments is None:  # the chat pane's controller keeps them (see module docstring)
-            found = getattr(getattr(parent, "controller", None), "attachments", None)
-            attachments = found if isinstance(found, AttachmentTray) else AttachmentTray(self)
-        self.attachments = attachments
-        self.attachments_bar = AttachmentsBar(attachments, self)
-        attachments.files_changed.connect(self._refresh_button)
-        attachments.file_updated.connect(self._refresh_button)
+        self.attachments = attachments if attachments is not None else AttachmentTray(self)
+        self.attachments_bar = AttachmentsBar(self.attachments, self)
+        self.attachments.files_changed.connect(self._refresh_button)
+        self.attachments.file_updated.connect(self._refresh_button)
         self.attach_button = QToolButton(self)
         self.attach_button.setObjectName("AttachButton")
         self.attach_button.setAutoRaise(True)
@@ -193,7 +190,7 @@ class Composer(QFrame):
             "Attach files (text, Markdown, code, PDF, .docx, HTML); you can also drop or paste them"
         )
         self.attach_button.setAccessibleName("Attach files")
-        icons.set_icon(self.attach_button, "file", role="muted", size=18)
+        icons.set_icon(self.attach_button, "paperclip", role="muted", size=18)
         self.attach_button.clicked.connect(self._on_attach_clicked)
         self.input = _Input(self)
         self.input.files_given.connect(self.attach_files)
