@@ -29,7 +29,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from app.chats import search, transfer, tree
+from app.chats import attachments, search, transfer, tree
 from app.chats.connection import BUSY_TIMEOUT, StoreConnection
 from app.chats.models import (
     FINAL_STATUSES,
@@ -58,6 +58,7 @@ class _Default(enum.Enum):
 
 
 CURRENT_LEAF = _Default.CURRENT_LEAF
+_PURGED = "SELECT id FROM conversations WHERE deleted_at IS NOT NULL AND deleted_at <= ?"
 _UNSET = _Default.UNSET
 
 
@@ -209,14 +210,24 @@ class ChatStore:
             return self._get_conversation(conn, conversation_id)
 
     def purge_deleted(self, older_than_seconds: float = 0.0) -> int:
-        """Delete for good the conversations soft-deleted at least that long ago; their count."""
-        cutoff = time.time() - older_than_seconds
-        with self._write() as conn:
-            cursor = conn.execute(
-                "DELETE FROM conversations WHERE deleted_at IS NOT NULL AND deleted_at <= ?",
-                (cutoff,),
-            )
-            return cursor.rowcount
+        """Delete for good the conversations soft-deleted at least that long ago; their count.
+        Their attachments' indexes and the stored files nothing else uses go too, a bounded
+        number here and the rest at the next purge (``app.chats.attachments``)."""
+        values = (time.time() - older_than_seconds,)
+        with self._lock:  # until the files are gone: no message may refer to one meanwhile
+            with self._write() as conn:
+                removal = attachments.of_purged(conn, _PURGED, values)
+                count = conn.execute(f"DELETE FROM conversations WHERE id IN ({_PURGED})", values)
+                removal.check(conn)
+            attachments.remove(removal, attachments.MAX_REMOVALS)
+        return count.rowcount
+
+    def remove_unused_attachments(self) -> int:
+        """What earlier purges left to remove, all of it (a worker thread); the count."""
+        with self._read() as conn:
+            removal = attachments.read_leftovers()
+            removal.check(conn)
+            return attachments.remove(removal, None)
 
     # -- messages ------------------------------------------------------------------------------
 

@@ -1,0 +1,175 @@
+"""Attached files and the conversations that use them (no Qt).
+
+A user message records its files in ``metadata["attachments"]``: entries ``{name, size,
+sha256, suffix, kind, pages}`` (``app.ui.chat.attaching.metadata_entry``). The copies live
+once per content in ``EMBER_HOME/attachments`` (``app.attachments.store``), shared by every
+conversation that attached the same file, and each conversation with a long file has a
+retrieval index there (``app.attachments.index``).
+
+What removes them: only purging a conversation for good (``ChatStore.purge_deleted``). Its
+index is dropped, and each of its stored files that no message of any other conversation
+references is removed; soft-deleted conversations count as users (they may still be
+restored). A soft delete removes nothing (it can be undone), and neither does deleting a
+message: the versions of a branch come back through edit and regenerate, and a file kept
+by a message elsewhere in the tree must stay.
+
+Bounded: the app purges when it quits, on the GUI thread. A purge unlinks at most
+``MAX_REMOVALS`` files (stored files and index files together); what is left over is written
+to ``attachments/unreferenced.txt`` and taken first by the next purge, or all at once by
+``ChatStore.remove_unused_attachments()`` on a worker thread. A file is checked again when
+its turn comes: a chat may have attached the same content since.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import sqlite3
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+KEY = "attachments"  # the user message's metadata key (app.ui.chat.attaching)
+MAX_REMOVALS = 32  # unlinks a purge does on the caller's thread; the rest wait for the next
+LEFTOVERS_NAME = "unreferenced.txt"
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_LIKE_KEY = f'%"{KEY}"%'  # skips the JSON of messages without attachments cheaply
+
+StoredKey = tuple[str, str]  # (sha256, suffix as app.attachments.store.safe_suffix made it)
+
+
+def entries(metadata: dict[str, Any]) -> list[dict[str, Any]]:
+    """A message's attachment entries that name a stored file (sha256 and suffix)."""
+    found = metadata.get(KEY)
+    if not isinstance(found, list):
+        return []
+    return [
+        e
+        for e in found
+        if isinstance(e, dict)
+        and isinstance(e.get("sha256"), str)
+        and _SHA256.fullmatch(e["sha256"])
+    ]
+
+
+def stored_key(entry: dict[str, Any]) -> StoredKey:
+    from app.attachments.store import safe_suffix  # only purges and exports need the store
+
+    return entry["sha256"], safe_suffix(str(entry.get("suffix") or ""))
+
+
+def files_of(conn: sqlite3.Connection, where: str, values: Iterable[Any] = ()) -> set[StoredKey]:
+    """The stored files referenced by the messages matching ``where`` (SQL on ``messages``)."""
+    rows = conn.execute(
+        f"SELECT metadata FROM messages WHERE metadata LIKE ? AND ({where})",
+        (_LIKE_KEY, *values),
+    )
+    found: set[StoredKey] = set()
+    for (text,) in rows:
+        try:
+            metadata = json.loads(text)
+        except (TypeError, ValueError):
+            continue  # a damaged row keeps nothing alive and breaks nothing
+        if isinstance(metadata, dict):
+            found.update(stored_key(e) for e in entries(metadata))
+    return found
+
+
+@dataclass(slots=True)
+class Removal:
+    """What a purge frees: stored files (checked against ``referenced``) and indexes."""
+
+    files: set[StoredKey] = field(default_factory=set)
+    indexes: list[str] = field(default_factory=list)
+    referenced: set[StoredKey] = field(default_factory=set)
+
+    def check(self, conn: sqlite3.Connection) -> None:
+        """Note the files the messages left in the database reference (they stay)."""
+        if self.files:
+            self.referenced = files_of(conn, "1")
+
+
+def of_purged(conn: sqlite3.Connection, purged: str, values: Iterable[Any]) -> Removal:
+    """What purging the conversations whose ids ``purged`` (SQL) selects may free, with what
+    earlier purges left; call ``check`` after deleting them, then ``remove``."""
+    values = tuple(values)
+    removal = read_leftovers()
+    removal.indexes += [row[0] for row in conn.execute(purged, values)]
+    removal.files |= files_of(conn, f"conversation_id IN ({purged})", values)
+    return removal
+
+
+def leftovers_path() -> Path:
+    from app.attachments.store import attachments_dir
+
+    return attachments_dir() / LEFTOVERS_NAME
+
+
+def read_leftovers() -> Removal:
+    """What earlier purges left to remove (an unreadable list is an empty one)."""
+    removal = Removal()
+    try:
+        lines = leftovers_path().read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return removal
+    for line in lines:
+        kind, _, rest = line.partition(" ")
+        if kind == "index" and rest:
+            removal.indexes.append(rest)
+        elif kind == "file" and rest:
+            sha256, _, suffix = rest.partition(" ")
+            if _SHA256.fullmatch(sha256):
+                removal.files.add(stored_key({"sha256": sha256, "suffix": suffix}))
+    return removal
+
+
+def remove(removal: Removal, limit: int | None) -> int:
+    """Unlink what ``removal`` frees (files nothing references), at most ``limit``; keep
+    the rest in the leftovers list (``None``: no limit). Never raises: the conversations
+    are gone already."""
+    from app.attachments.index import drop_index
+    from app.attachments.store import remove_stored
+
+    files = sorted(removal.files - removal.referenced)
+    indexes = list(dict.fromkeys(removal.indexes))
+    budget = len(files) + len(indexes) if limit is None else limit
+    done = 0
+    while indexes and done < budget:
+        try:
+            drop_index(indexes[0])
+        except (OSError, ValueError) as error:
+            log.warning("Could not remove the index of chat %s: %s", indexes[0], error)
+        indexes.pop(0)
+        done += 1
+    while files and done < budget:
+        sha256, suffix = files[0]
+        try:
+            remove_stored(sha256, suffix)
+        except (OSError, ValueError) as error:
+            log.warning("Could not remove the attached file %s%s: %s", sha256, suffix, error)
+        files.pop(0)
+        done += 1
+    _write_leftovers(indexes, files)
+    return done
+
+
+def _write_leftovers(indexes: list[str], files: list[StoredKey]) -> None:
+    path = leftovers_path()
+    lines = [f"index {i}" for i in indexes] + [f"file {s} {x}".rstrip() for s, x in files]
+    try:
+        if not lines:
+            path.unlink(missing_ok=True)
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".leftovers.", dir=path.parent)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write("\n".join(lines) + "\n")
+        os.replace(tmp, path)
+    except OSError as error:
+        log.warning("Could not keep the list of attached files to remove: %s", error)

@@ -1,0 +1,127 @@
+"""Purging a conversation removes its attachments' index and the stored files nothing else
+uses (real SQLite, real files in the test's EMBER_HOME)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.attachments.attachment import Attachment, attach_file
+from app.attachments.index import ChunkIndex, index_path
+from app.chats import attachments
+from app.chats.store import ChatStore
+
+
+def _attach(tmp_path: Path, name: str, text: str) -> Attachment:
+    source = tmp_path / name
+    source.write_text(text, encoding="utf-8")
+    return attach_file(source)
+
+
+def _entry(attachment: Attachment) -> dict[str, Any]:
+    return {
+        "name": attachment.document.name,
+        "size": attachment.stored.size,
+        "sha256": attachment.stored.sha256,
+        "suffix": Path(attachment.document.name).suffix,
+        "kind": attachment.document.kind,
+        "pages": attachment.document.pages,
+    }
+
+
+def _chat_with(store: ChatStore, *files: Attachment, indexed: bool = False) -> str:
+    conversation = store.create_conversation()
+    store.add_message(
+        conversation.id,
+        "user",
+        "What is in these?",
+        metadata={"attachments": [_entry(f) for f in files]},
+    )
+    store.add_message(conversation.id, "assistant", "Tides.")
+    if indexed:
+        with ChunkIndex(conversation.id) as index:
+            for f in files:
+                index.add(f.document)
+    return conversation.id
+
+
+def test_a_purge_removes_the_index_and_the_unshared_file_and_keeps_the_shared_one(
+    store: ChatStore, tmp_path: Path
+) -> None:
+    shared = _attach(tmp_path, "shared.md", "# Tides\nThe tide turns twice a day.\n")
+    own = _attach(tmp_path, "own.txt", "Only the first chat has this file.\n")
+    first = _chat_with(store, shared, own, indexed=True)
+    _chat_with(store, shared)
+    assert index_path(first).exists()
+
+    store.delete_conversation(first)
+    # A soft delete can be undone: nothing is removed yet.
+    assert own.stored.path.exists() and index_path(first).exists()
+
+    assert store.purge_deleted() == 1
+    assert not index_path(first).exists()
+    assert not own.stored.path.exists()
+    assert shared.stored.path.exists()  # the second chat still uses it
+
+
+def test_a_file_of_a_soft_deleted_chat_survives_the_purge_of_another(
+    store: ChatStore, tmp_path: Path
+) -> None:
+    shared = _attach(tmp_path, "notes.txt", "Kept while a deleted chat may come back.\n")
+    first = _chat_with(store, shared)
+    second = _chat_with(store, shared)
+    store.delete_conversation(first)
+    store.delete_conversation(second)
+    store.purge_deleted(older_than_seconds=3600)  # neither is that old: nothing goes
+    assert shared.stored.path.exists()
+
+    store.restore_conversation(second)
+    store.purge_deleted()
+    assert shared.stored.path.exists()  # the restored chat uses it
+    store.delete_conversation(second)
+    store.purge_deleted()
+    assert not shared.stored.path.exists()
+
+
+def test_deleting_a_message_keeps_its_files(store: ChatStore, tmp_path: Path) -> None:
+    own = _attach(tmp_path, "a.txt", "A file of a message that is deleted.\n")
+    conversation_id = _chat_with(store, own)
+    question = store.active_branch(conversation_id)[0]
+    store.delete_message(question.id)
+    assert own.stored.path.exists()
+
+
+def test_the_same_content_under_two_suffixes_is_two_files(store: ChatStore, tmp_path: Path) -> None:
+    as_text = _attach(tmp_path, "same.txt", "Same words.\n")
+    as_markdown = _attach(tmp_path, "same.md", "Same words.\n")
+    assert as_text.stored.sha256 == as_markdown.stored.sha256
+    first = _chat_with(store, as_text)
+    _chat_with(store, as_markdown)
+    store.delete_conversation(first)
+    store.purge_deleted()
+    assert not as_text.stored.path.exists()
+    assert as_markdown.stored.path.exists()
+
+
+def test_a_purge_unlinks_a_bounded_number_and_the_next_one_goes_on(
+    store: ChatStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(attachments, "MAX_REMOVALS", 2)
+    files = [_attach(tmp_path, f"f{i}.txt", f"File number {i}.\n") for i in range(6)]
+    first = _chat_with(store, *files)
+    store.delete_conversation(first)
+    store.purge_deleted()
+    left = [f for f in files if f.stored.path.exists()]
+    # Two steps: the index (none was built, nothing to unlink) and one file.
+    assert len(left) == 5
+    assert attachments.leftovers_path().exists()
+
+    # Meanwhile a new chat attached one of the files left: the next purges keep it.
+    _chat_with(store, left[0])
+    store.purge_deleted()
+    assert len([f for f in files if f.stored.path.exists()]) == 3
+    assert store.remove_unused_attachments() == 2  # a worker thread's sweep: no bound
+    assert [f for f in files if f.stored.path.exists()] == [left[0]]
+    assert not attachments.leftovers_path().exists()
