@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from app.chats.models import Message
+
 log = logging.getLogger(__name__)
 
 KEY = "attachments"  # the user message's metadata key (app.ui.chat.attaching)
@@ -173,3 +175,65 @@ def _write_leftovers(indexes: list[str], files: list[StoredKey]) -> None:
         os.replace(tmp, path)
     except OSError as error:
         log.warning("Could not keep the list of attached files to remove: %s", error)
+
+
+# -- Markdown export -------------------------------------------------------------------------
+
+
+def markdown_lines(message: Message) -> list[str]:
+    """What a Markdown export shows of a question's files and an answer's sources.
+
+    A file is a link to its stored copy as a ``file:`` URL: the export is saved wherever the
+    user likes, so a path relative to it cannot reach EMBER_HOME, while the absolute URL opens
+    the kept copy from any Markdown viewer on this computer. The link's title carries the
+    sha256, which finds the file in another Ember's store (or says it is the same content).
+    """
+    metadata = message.metadata
+    lines: list[str] = []
+    files = entries(metadata) if message.role == "user" else []
+    if files:
+        lines += ["**Attached:**", ""]
+        lines += [f"- {_file_link(e)}" for e in files]
+        lines.append("")
+    sources = metadata.get("sources") if message.role == "assistant" else None
+    if isinstance(sources, list):
+        wheres = [_where(s) for s in sources if isinstance(s, dict) and s.get("file")]
+        if wheres:
+            lines += ["**Sources:**", "", *(f"- {w}" for w in wheres), ""]
+    left_out = metadata.get("attachments_left_out") if message.role == "assistant" else None
+    if isinstance(left_out, list):
+        lines += [f"*({_escape(str(s))})*" for s in left_out if s] + [""]
+    return lines if any(lines) else []
+
+
+def _file_link(entry: dict[str, Any]) -> str:
+    from app.attachments.store import stored_path
+    from app.engine.gguf_format import human_bytes
+
+    name = _escape(str(entry.get("name") or entry["sha256"]))
+    size, pages = entry.get("size"), entry.get("pages")
+    details = [human_bytes(size)] if isinstance(size, int) and not isinstance(size, bool) else []
+    if isinstance(pages, int) and not isinstance(pages, bool) and pages:
+        details.append(f"{pages} page{'s' if pages != 1 else ''}")
+    path = stored_path(*stored_key(entry))
+    if path.exists():
+        link = f'[{name}]({path.as_uri()} "sha256 {entry["sha256"]}")'
+    else:
+        link = f"{name} (not stored on this computer; sha256 {entry['sha256']})"
+    return f"{link}, {', '.join(details)}" if details else link
+
+
+def _where(source: dict[str, Any]) -> str:
+    """'report.pdf, page 27', as the answer showed it (the app's ``where``), or rebuilt."""
+    where = source.get("where")
+    if isinstance(where, str) and where:
+        return _escape(where)
+    file, page, heading = str(source["file"]), source.get("page"), source.get("heading")
+    if isinstance(page, int):
+        return _escape(f"{file}, page {page}")
+    return _escape(f'{file}, section "{heading}"' if heading else file)
+
+
+def _escape(text: str) -> str:
+    """Plain text in Markdown: the characters that would start a link, emphasis or code."""
+    return re.sub(r"([\\`*_\[\]<>#|])", r"\\\1", " ".join(text.split()))

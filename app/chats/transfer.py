@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
+from app.chats import attachments
 from app.chats.models import ROLES, STATUSES, Conversation, Message, Role, Status
 from app.chats.tool_messages import markdown_lines
 
@@ -80,6 +81,7 @@ def to_markdown(conversation: Conversation, branch: Sequence[Message]) -> str:
         if message.content:
             lines += [close_open_fence(message.content.strip()), ""]
         lines += calls_and_results
+        lines += attachments.markdown_lines(message)
         if message.status == "stopped":
             lines += ["*(stopped before the end)*", ""]
         elif message.status == "error":
