@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.engine.types import BadRequestError, EngineError
+from app.engine.types import BadRequestError, ContextOverflowError, EngineError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -369,6 +369,12 @@ class Chunks:
     def infos(self) -> list[ChunkInfo]:
         return [self.info(i) for i in range(len(self))]
 
+    def non_causal(self, index: int) -> bool:
+        """Whether the model attends both ways across this chunk's embeddings (Gemma 3's
+        images): decode them in one ubatch with causal attention off."""
+        ctx = self._projector._require_open()
+        return bool(self._m.mtmd_decode_use_non_causal(ctx, self._chunk(index)))
+
     @property
     def n_tokens(self) -> int:
         return int(self._m.mtmd_helper_get_n_tokens(self._handle)) if self._handle else 0
@@ -416,3 +422,59 @@ class Chunks:
                 "the context may be too small for it."
             )
         return int(new_n_past.value)
+
+
+def decode_embeddings(
+    llama_ctx: Any,
+    embeddings: np.ndarray,
+    pos0: int,
+    seq_id: int = 0,
+    *,
+    non_causal: bool = False,
+    logits_last: bool = True,
+) -> int:
+    """Decode an image's embeddings (``(n_tokens, n_embd)``, from :meth:`Chunks.encode`)
+    into ``llama_ctx``'s sequence ``seq_id`` at positions ``pos0`` onwards, the way a
+    scheduler adds an image to its own batches: a ``llama_batch`` whose ``embd`` holds the
+    rows instead of token ids (a batch carries ids or embeddings, never both, so an image is
+    a decode of its own). Returns the next position. Normal positions only (not M-RoPE)."""
+    import numpy as np
+    from llama_cpp import llama_cpp
+
+    data = np.ascontiguousarray(embeddings, dtype=np.float32)
+    if data.ndim != 2 or not data.shape[0]:
+        raise BadRequestError("Image embeddings must be a non-empty (n_tokens, n_embd) array.")
+    n_tokens, n_embd = data.shape
+    expected = int(llama_cpp.llama_model_n_embd_inp(llama_cpp.llama_get_model(llama_ctx)))
+    if n_embd != expected:
+        raise BadRequestError(f"Image embeddings are {n_embd} wide; the model takes {expected}.")
+    if non_causal and n_tokens > int(llama_cpp.llama_n_ubatch(llama_ctx)):
+        # both-way attention only holds inside one ubatch: a split image would be wrong
+        raise ContextOverflowError(
+            f"An image of {n_tokens} tokens needs a physical batch (n_ubatch) of at least "
+            f"{n_tokens}; load the model with a larger one."
+        )
+    batch = llama_cpp.llama_batch_init(n_tokens, n_embd, 1)
+    try:
+        ctypes.memmove(batch.embd, data.ctypes.data, data.nbytes)
+        for i in range(n_tokens):
+            batch.pos[i] = pos0 + i
+            batch.n_seq_id[i] = 1
+            batch.seq_id[i][0] = seq_id
+            batch.logits[i] = 1 if logits_last and i == n_tokens - 1 else 0
+        batch.n_tokens = n_tokens
+        if non_causal:
+            llama_cpp.llama_set_causal_attn(llama_ctx, False)
+        try:
+            status = llama_cpp.llama_decode(llama_ctx, batch)
+        finally:
+            if non_causal:
+                llama_cpp.llama_set_causal_attn(llama_ctx, True)
+    finally:
+        llama_cpp.llama_batch_free(batch)
+    if status != 0:
+        raise EngineError(
+            f"llama.cpp could not decode the image's {n_tokens} embeddings (status {status}); "
+            "the context may be full."
+        )
+    return pos0 + n_tokens

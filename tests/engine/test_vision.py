@@ -22,11 +22,13 @@ from typing import Any
 import numpy as np
 import pytest
 
+from app.engine.types import BadRequestError
 from app.engine.vision import (
     MAX_IMAGE_BYTES,
     ImageError,
     Projector,
     ProjectorError,
+    decode_embeddings,
     inspect_image,
 )
 from tests.helpers.projector import IMAGE_TOKENS, TEXT_N_EMBD, write_projector
@@ -188,6 +190,48 @@ def test_the_image_embeddings_are_decoded_and_generation_goes_on(
         native.llama_batch_free(batch)
 
 
+def _decode_tokens(native: Any, ctx: Any, tokens: tuple[int, ...], pos0: int) -> int:
+    batch = native.llama_batch_init(len(tokens), 0, 1)
+    try:
+        for i, token in enumerate(tokens):
+            batch.token[i] = token
+            batch.pos[i] = pos0 + i
+            batch.n_seq_id[i] = 1
+            batch.seq_id[i][0] = 0
+            batch.logits[i] = 1 if i == len(tokens) - 1 else 0
+        batch.n_tokens = len(tokens)
+        assert native.llama_decode(ctx, batch) == 0
+    finally:
+        native.llama_batch_free(batch)
+    return pos0 + len(tokens)
+
+
+def test_an_image_decoded_as_an_embeddings_batch_matches_llama_cpps_own_path(
+    native: Any, text_model: Any, llama_ctx: Any, projector: Projector
+) -> None:
+    """The way the scheduler will add an image (text tokens, then the image's embeddings in
+    a llama_batch of their own at the next positions, then text) gives the logits llama.cpp's
+    mtmd_helper_eval_chunks gives."""
+    n_vocab = int(native.llama_vocab_n_tokens(native.llama_model_get_vocab(text_model)))
+    image = png(40, 40, 2)
+    reference, n_ref, _ = _logits_after_image(native, llama_ctx, projector, image, n_vocab)
+
+    native.llama_memory_clear(native.llama_get_memory(llama_ctx), True)
+    with projector.tokenize(prompt(projector.marker), [image]) as chunks:
+        before, _image, after = chunks.infos()
+        pos = _decode_tokens(native, llama_ctx, before.tokens, 0)
+        assert chunks.non_causal(1)  # Gemma 3 attends both ways across an image
+        pos = decode_embeddings(llama_ctx, chunks.encode(1), pos, 0, non_causal=True)
+        pos = _decode_tokens(native, llama_ctx, after.tokens, pos)
+    assert pos == n_ref
+    logits = np.ctypeslib.as_array(native.llama_get_logits_ith(llama_ctx, -1), shape=(n_vocab,))
+    np.testing.assert_allclose(logits, reference, rtol=1e-3, atol=1e-3)
+    assert int(logits.argmax()) == int(reference.argmax())
+
+    with pytest.raises(BadRequestError, match="320 wide"):
+        decode_embeddings(llama_ctx, np.zeros((4, 320), np.float32), pos)
+
+
 def test_garbage_is_refused_before_it_reaches_llama_cpp(projector: Projector) -> None:
     with pytest.raises(ImageError, match="not a PNG or JPEG"):
         projector.tokenize(prompt(projector.marker), [b"GIF89a" + bytes(200)])
@@ -234,8 +278,6 @@ def test_a_huge_image_is_refused_by_its_header(projector: Projector) -> None:
 
 
 def test_images_and_markers_must_pair_up(projector: Projector) -> None:
-    from app.engine.types import BadRequestError
-
     with pytest.raises(BadRequestError, match="1 image marker"):
         projector.tokenize(prompt(projector.marker), [])
 
