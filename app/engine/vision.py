@@ -164,6 +164,26 @@ def _jpeg_size(data: bytes) -> tuple[int, int]:
     raise ImageError("The JPEG image is damaged (no image size in it). Save it again.")
 
 
+def check_projector_file(path: Path) -> None:
+    """Read the projector's GGUF header in Python (bounded, never its tensors) so a file that
+    is missing, cut short or not a projector is a clear error before clip.cpp parses it."""
+    from app.engine import gguf
+
+    try:
+        info = gguf.read_gguf(path)
+    except gguf.GGUFNotFoundError:
+        raise ProjectorError(f"No projector file at {path}. Check the path.") from None
+    except gguf.GGUFError as e:
+        raise ProjectorError(f"The projector {path.name} cannot be used: {e}") from e
+    if info.architecture != "clip" or not (
+        info.metadata.get("clip.has_vision_encoder") or "clip.vision.image_size" in info.metadata
+    ):
+        raise ProjectorError(
+            f"{path.name} is not a vision projector (its architecture is "
+            f"{info.architecture or 'unnamed'}). Choose the model's mmproj file."
+        )
+
+
 # ---- native ---------------------------------------------------------------------------------
 
 _log_lock = threading.Lock()
@@ -198,8 +218,7 @@ class Projector:
 
     def __init__(self, path: str | Path, text_model: Any, n_threads: int = 1) -> None:
         self.path = Path(path)
-        if not self.path.is_file():
-            raise ProjectorError(f"No projector file at {self.path}. Check the path.")
+        check_projector_file(self.path)
         self._m = m = _mtmd()
         params = m.mtmd_context_params_default()
         params.use_gpu = False

@@ -31,7 +31,14 @@ from app.engine.vision import (
     decode_embeddings,
     inspect_image,
 )
-from tests.helpers.projector import IMAGE_TOKENS, TEXT_N_EMBD, write_projector
+from tests.helpers.projector import (
+    IMAGE_TOKENS,
+    TEXT_N_EMBD,
+    gguf_from,
+    projector_metadata,
+    projector_tensors,
+    write_projector,
+)
 
 
 def png(width: int, height: int, seed: int = 0) -> bytes:
@@ -290,13 +297,25 @@ def test_a_projector_of_the_wrong_embedding_size_is_a_clear_error(
         Projector(path, text_model)
 
 
-def test_a_missing_or_damaged_projector_is_a_clear_error(text_model: Any, tmp_path: Path) -> None:
+def test_a_missing_or_damaged_projector_is_a_clear_error(
+    text_model: Any, tmp_path: Path, gemma_path: Path
+) -> None:
     with pytest.raises(ProjectorError, match="No projector file"):
         Projector(tmp_path / "absent.gguf", text_model)
     damaged = tmp_path / "mmproj-damaged.gguf"
     damaged.write_bytes(write_projector(tmp_path / "p.gguf").read_bytes()[:5000])
-    with pytest.raises(ProjectorError, match="could not load"):
+    with pytest.raises(ProjectorError, match="cannot be used"):
         Projector(damaged, text_model)
+    with pytest.raises(ProjectorError, match="not a vision projector"):
+        Projector(gemma_path, text_model)  # a language model is no projector
+
+
+def test_a_projector_llama_cpp_refuses_is_a_clear_error(text_model: Any, tmp_path: Path) -> None:
+    meta = {**projector_metadata(), "clip.projector_type": "no-such-projector"}
+    path = tmp_path / "mmproj-unknown.gguf"
+    path.write_bytes(gguf_from(meta, projector_tensors()))
+    with pytest.raises(ProjectorError, match="could not load"):
+        Projector(path, text_model)
 
 
 def test_jpeg_size_is_read_from_its_start_of_frame() -> None:
