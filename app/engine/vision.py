@@ -273,10 +273,9 @@ class Projector:
         buf = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
         wrapper = m.mtmd_helper_bitmap_init_from_buf_wrapper(ctx, buf, len(data), False, opt)
         bitmap, video = wrapper.bitmap, wrapper.video_ctx
-        if video:  # a video stream: never asked for (the fallback has no ffmpeg); free it
-            m.mtmd_helper_video_free(video)
         try:
-            if not bitmap:
+            # a video stream is never asked for (the fallback finds no ffmpeg): refuse it too
+            if not bitmap or video:
                 raise ImageError(
                     f"The {info.format.upper()} image could not be decoded; it is damaged or "
                     "uses a variant llama.cpp does not read. Save it again as PNG."
@@ -291,6 +290,8 @@ class Projector:
         finally:
             if bitmap:
                 m.mtmd_bitmap_free(bitmap)
+            if video:  # after the bitmap, which may read from it
+                m.mtmd_helper_video_free(video)
 
     def tokenize(self, prompt: str, images: Sequence[bytes]) -> Chunks:
         """Split ``prompt`` at its media markers (:attr:`marker`), one image per marker, into

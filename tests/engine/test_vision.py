@@ -12,6 +12,7 @@ weights are noise).
 
 from __future__ import annotations
 
+import io
 import os
 import struct
 import zlib
@@ -125,6 +126,18 @@ def test_an_image_becomes_an_image_chunk_between_text_chunks(projector: Projecto
     assert img.n_tokens == IMAGE_TOKENS and img.n_pos == IMAGE_TOKENS
     # the image chunk's id is the hash of the file: the key for a prefix cache
     assert img.id == inspect_image(image).sha256
+
+
+def test_a_jpeg_is_read_too(projector: Projector) -> None:
+    from PIL import Image  # a dev dependency (through fpdf2): the standard library writes no JPEG
+
+    out = io.BytesIO()
+    Image.new("RGB", (50, 30), (200, 40, 90)).save(out, "JPEG", quality=80)
+    info = inspect_image(out.getvalue())
+    assert (info.format, info.width, info.height) == ("jpeg", 50, 30)
+    with projector.tokenize(prompt(projector.marker), [out.getvalue()]) as chunks:
+        assert [i.kind for i in chunks.infos()] == ["text", "image", "text"]
+        assert np.isfinite(chunks.encode(1)).all()
 
 
 def test_encoding_the_image_gives_finite_embeddings_of_the_models_width(
