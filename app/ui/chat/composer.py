@@ -8,6 +8,9 @@ when the message is sent); sending waits until every file is read.
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from PySide6.QtCore import QEvent, QMimeData, QObject, QRectF, QSize, Qt, Signal, Slot
@@ -24,13 +27,100 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.attachments.chunks import CHUNK_CHARS
+from app.attachments.context import (
+    INTRO,
+    MAX_CHARS_PER_TOKEN,
+    SEPARATOR_TOKENS,
+    TOP_K,
+    WHOLE_SHARE,
+    Source,
+    excerpt_text,
+    whole_text,
+)
+from app.attachments.document import Document
+from app.engine.fitting import answer_room, estimate_tokens
 from app.ui import icons, theme
+from app.ui.chat.answers import REMOTE_ATTACHED_BUDGET
 from app.ui.chat.attaching import AttachmentTray
 from app.ui.chat.attachments_bar import AttachmentsBar
 
 WARN_AT = 0.8
 FULL_AT = 0.95
 MAX_LINES = 9
+
+
+@dataclass(frozen=True, slots=True)
+class AttachedCost:
+    """What the files waiting in the composer will take of the context (an estimate)."""
+
+    tokens: int = 0
+    whole: tuple[str, ...] = ()  # names of the files that go in whole
+    retrieved: tuple[str, ...] = ()  # too long: their most relevant passages go in
+    reading: tuple[str, ...] = ()  # not read yet, not counted
+
+    def describe(self) -> str:
+        """The tooltip's sentences about the files ('' without files)."""
+        parts: list[str] = []
+        if self.whole or self.retrieved:
+            parts.append(f"The attached files will take about {self.tokens:,} tokens.")
+        if self.whole:
+            parts.append(f"{_names(self.whole)} {_verb(self.whole, 'goes', 'go')} in whole.")
+        if self.retrieved:
+            parts.append(
+                f"{_names(self.retrieved)} {_verb(self.retrieved, 'is', 'are')} too long to go "
+                f"in whole: only the passages most relevant to your question go in (up to "
+                f"{TOP_K}), so the model will not see all of "
+                f"{_verb(self.retrieved, 'it', 'them')}."
+            )
+        if self.reading:
+            parts.append(
+                f"{_names(self.reading)} {_verb(self.reading, 'is', 'are')} still being read "
+                "and not counted yet."
+            )
+        return " ".join(parts)
+
+
+def _names(names: tuple[str, ...]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
+def _verb(names: tuple[str, ...], one: str, many: str) -> str:
+    return one if len(names) == 1 else many
+
+
+def attached_cost(
+    documents: Sequence[Document], room: int, whole_tokens: Callable[[Document], int]
+) -> AttachedCost:
+    """The tokens ``build_context`` would give these documents in ``room`` (estimated: the
+    question is not known yet): whole ones as they are, smallest first within WHOLE_SHARE of
+    the room, and for the others about the retrieval budget (TOP_K passages, within the rest
+    of the room). ``whole_tokens``: a document's whole text's estimated tokens."""
+    documents = list({d.sha256: d for d in documents}.values())
+    if not documents:
+        return AttachedCost()
+    intro = estimate_tokens(INTRO) + SEPARATOR_TOKENS
+    budget = room - intro
+    share = int(budget * WHOLE_SHARE)
+    whole: set[str] = set()
+    used = 0
+    for doc in sorted(documents, key=lambda d: d.chars):
+        if doc.chars > max(share, 0) * MAX_CHARS_PER_TOKEN:
+            continue
+        cost = whole_tokens(doc) + SEPARATOR_TOKENS
+        if used + cost <= share:
+            whole.add(doc.sha256)
+            used += cost
+    rest = [d for d in documents if d.sha256 not in whole]
+    retrieved = 0
+    if rest:
+        passage = estimate_tokens(excerpt_text(Source(rest[0].name, 1, None, "x" * CHUNK_CHARS)))
+        retrieved = max(0, min(budget - used, TOP_K * (passage + SEPARATOR_TOKENS)))
+    return AttachedCost(
+        intro + used + retrieved,
+        tuple(d.name for d in documents if d.sha256 in whole),
+        tuple(d.name for d in rest),
+    )
 
 
 class ContextMeter(QWidget):
@@ -41,6 +131,7 @@ class ContextMeter(QWidget):
         self.setObjectName("ContextMeter")
         self.used = 0
         self.total = 0
+        self.attached = AttachedCost()
         self.label = QLabel(self)
         self.label.setObjectName("ContextLabel")
         layout = QHBoxLayout(self)
@@ -58,10 +149,12 @@ class ContextMeter(QWidget):
         ratio = self.used / self.total
         return "full" if ratio >= FULL_AT else "warn" if ratio >= WARN_AT else "ok"
 
-    def set_usage(self, used: int, total: int) -> None:
+    def set_usage(self, used: int, total: int, attached: AttachedCost | None = None) -> None:
         """``total`` 0: no model; negative: a remote model whose context size is unknown
-        (the bar hides, the tokens used stay)."""
+        (the bar hides, the tokens used stay). ``attached``: the files waiting to be sent,
+        counted in ``used``; the tooltip says what of them goes in."""
         self.used, self.total = max(0, used), max(0, total)
+        self.attached = attached or AttachedCost()
         self._bar.setVisible(total >= 0)
         if total < 0:
             self.label.setText(f"{self.used:,} tokens" if self.used else "")
@@ -86,6 +179,11 @@ class ContextMeter(QWidget):
                     "sees (the system prompt is always kept) and the chat says so."
                 )
             self.setToolTip(tip)
+        files = self.attached.describe()
+        if files and total:
+            self.setToolTip(f"{self.toolTip()} {files}")
+            if self.attached.tokens:
+                self.label.setText(f"{self.label.text()} (files ~{self.attached.tokens:,})")
         theme.set_style_property(self.label, "level", self.level)
         self._bar.update()
 
@@ -181,6 +279,10 @@ class Composer(QFrame):
         self.attachments_bar = AttachmentsBar(self.attachments, self)
         self.attachments.files_changed.connect(self._refresh_button)
         self.attachments.file_updated.connect(self._refresh_button)
+        self.attachments.files_changed.connect(self._refresh_meter)
+        self.attachments.file_updated.connect(self._on_file_updated)
+        self._context = (0, 0)  # the chat's tokens and the context, as the controller said
+        self._whole_tokens: dict[str, int] = {}  # by sha256: a file's whole text, estimated
         self.attach_button = QToolButton(self)
         self.attach_button.setObjectName("AttachButton")
         self.attach_button.setAutoRaise(True)
@@ -253,7 +355,41 @@ class Composer(QFrame):
         self._refresh_button()
 
     def set_context(self, used: int, total: int) -> None:
-        self.meter.set_usage(used, total)
+        """The chat's tokens (with the draft) and the context; the meter adds the files."""
+        self._context = (used, total)
+        self._refresh_meter()
+
+    def attached_cost(self) -> AttachedCost:
+        """What the files waiting to be sent will take of the room the chat leaves."""
+        used, total = self._context
+        if total < 0:  # a remote model: the budget its answers give attached files
+            room = REMOTE_ATTACHED_BUDGET
+        else:
+            budget = total - answer_room(total, None)
+            room = max(budget - used, budget // 2)
+        files = self.attachments.files
+        ready = [f.document for f in files if f.state == "ready" and f.document is not None]
+        cost = attached_cost(ready, room, self._whole_cost)
+        reading = tuple(f.name for f in files if f.state == "reading")
+        return dataclasses.replace(cost, reading=reading)
+
+    @Slot()
+    def _refresh_meter(self) -> None:
+        used, total = self._context
+        cost = self.attached_cost() if total and self.attachments.files else AttachedCost()
+        self.meter.set_usage(used + cost.tokens, total, cost)
+
+    @Slot(int)
+    def _on_file_updated(self, key: int) -> None:
+        pending = self.attachments.file(key)
+        if pending is not None and pending.state != "reading":  # not at each percent read
+            self._refresh_meter()
+
+    def _whole_cost(self, document: Document) -> int:
+        tokens = self._whole_tokens.get(document.sha256)
+        if tokens is None:
+            tokens = self._whole_tokens[document.sha256] = estimate_tokens(whole_text(document))
+        return tokens
 
     @Slot(list)
     def attach_files(self, paths: list[Path]) -> None:
