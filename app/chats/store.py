@@ -365,7 +365,8 @@ class ChatStore:
         """Delete a message and everything below it; returns the new current leaf id.
 
         If the branch on screen went through it, the view moves to the previous sibling's
-        latest continuation (else the next sibling's, else the parent).
+        latest continuation (else the next sibling's, else the parent). Its attached files
+        stay: only purging the conversation removes them (``app.chats.attachments``).
         """
         with self._write() as conn:
             message = self._get_message(conn, message_id)
