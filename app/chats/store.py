@@ -48,6 +48,7 @@ from app.chats.rows import (
     MESSAGE_COLUMNS,
     conversation_from_row,
     dumps,
+    insert_imported,
     message_from_row,
 )
 
@@ -210,9 +211,8 @@ class ChatStore:
             return self._get_conversation(conn, conversation_id)
 
     def purge_deleted(self, older_than_seconds: float = 0.0) -> int:
-        """Delete for good the conversations soft-deleted at least that long ago; their count.
-        Their attachments' indexes and the stored files nothing else uses go too, a bounded
-        number here and the rest at the next purge (``app.chats.attachments``)."""
+        """Delete for good the chats soft-deleted that long ago, and what only they used of the
+        attachments (``app.chats.attachments``); their count."""
         values = (time.time() - older_than_seconds,)
         with self._lock:  # until the files are gone: no message may refer to one meanwhile
             with self._write() as conn:
@@ -365,8 +365,7 @@ class ChatStore:
         """Delete a message and everything below it; returns the new current leaf id.
 
         If the branch on screen went through it, the view moves to the previous sibling's
-        latest continuation (else the next sibling's, else the parent). Its attached files
-        stay: only purging the conversation removes them (``app.chats.attachments``).
+        latest continuation (else the next sibling's, else the parent). Attached files stay.
         """
         with self._write() as conn:
             message = self._get_message(conn, message_id)
@@ -499,45 +498,8 @@ class ChatStore:
         Raises ValueError naming the first problem in ``data``.
         """
         imported = transfer.parse_import(data)
-        settings_json = dumps(imported.settings, "conversation.settings")
-        conversation_id = _new_id()
-        new_ids = {message.old_id: _new_id() for message in imported.messages}
         with self._write() as conn:
-            conn.execute(
-                "INSERT INTO conversations (id, title, created_at, updated_at, model, "
-                "system_prompt, settings) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (
-                    conversation_id,
-                    imported.title,
-                    imported.created_at,
-                    imported.updated_at,
-                    imported.model,
-                    imported.system_prompt,
-                    settings_json,
-                ),
-            )
-            conn.executemany(
-                "INSERT INTO messages (id, conversation_id, parent_id, role, content, "
-                "created_at, status, metadata) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (
-                        new_ids[message.old_id],
-                        conversation_id,
-                        None if message.old_parent_id is None else new_ids[message.old_parent_id],
-                        message.role,
-                        message.content,
-                        message.created_at,
-                        message.status,
-                        dumps(message.metadata, "metadata"),
-                    )
-                    for message in imported.messages
-                ],
-            )
-            leaf = imported.current_leaf_old_id
-            conn.execute(
-                "UPDATE conversations SET current_leaf_id = ? WHERE id = ?",
-                (None if leaf is None else new_ids[leaf], conversation_id),
-            )
+            conversation_id = insert_imported(conn, imported, _new_id)
             return self._get_conversation(conn, conversation_id)
 
     # -- helpers (caller holds the lock) ----------------------------------------------------------

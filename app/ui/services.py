@@ -47,12 +47,16 @@ class Services:
 
     def warm_up(self) -> None:
         """Start-up work that can wait until the window is shown (run_gui calls it then): ask
-        the OS keyring whether it works, off the GUI thread, so the Providers page need not.
+        the OS keyring whether it works, off the GUI thread, so the Providers page need not;
+        remove the attached files earlier purges left.
         Importing keyring and its D-Bus backend takes a quarter of a second, which even on
         another thread would hold the GIL while the window is being built."""
         providers = self.providers
         # The network lane: a D-Bus keyring that never answers is abandoned at quit.
         tasks().submit(lambda: providers.secrets, lane="network", name="probe the keyring")
+        # Attached files a large purge left for later (a purge at quit removes only a few).
+        store = self.store
+        tasks().submit(store.remove_unused_attachments, name="remove unused attachments")
 
     def close(self) -> None:
         if self._closed:

@@ -63,3 +63,26 @@ def test_closing_the_services_waits_for_disk_work_and_calls_nothing_back(
     assert written == ["settings"]  # close waited for it
     assert task.state is TaskState.CANCELLED and answers == []
     assert runner.closed and tasks() is not runner  # a new start gets a fresh runner
+
+
+def test_start_up_removes_on_the_disk_lane_the_attached_files_a_purge_left(
+    qtbot: QtBot, services: Services, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from app.chats import attachments
+    from tests.chats.test_attachments_purge import _attach, _chat_with
+
+    monkeypatch.setattr(attachments, "MAX_REMOVALS", 1)  # the purge at quit leaves the rest
+    files = [_attach(tmp_path, f"f{i}.txt", f"File number {i}.\n") for i in range(3)]
+    chat = _chat_with(services.store, *files)
+    services.store.delete_conversation(chat)
+    services.store.purge_deleted()
+    assert any(f.stored.path.exists() for f in files)
+
+    def sweep(task: Task) -> bool:
+        return task.name == "remove unused attachments"
+
+    with qtbot.waitSignal(tasks().settled, timeout=TIMEOUT, check_params_cb=sweep) as settled:
+        services.warm_up()
+    task = settled.args[0]
+    assert task.lane is tasks().lanes["disk"] and task.state is TaskState.DONE
+    assert not [f for f in files if f.stored.path.exists()]
