@@ -72,3 +72,31 @@ def test_the_bundled_mcp_client_lists_a_real_servers_tools(bundle: Bundle, tmp_p
     assert tested.returncode == 0, tested.stderr
     assert "get_current_time" in tested.stdout
     assert "Traceback" not in tested.stderr
+
+
+def test_attached_documents_are_read_by_the_bundled_converters(
+    bundle: Bundle, tmp_path: Path
+) -> None:
+    """pypdf and the standard-library .docx and HTML readers are in the bundle: a damaged PDF
+    is named as one, and good files are read (the run then stops at the missing model, which
+    is looked for only after every file was read)."""
+    from tests.attachments import builders
+
+    damaged = tmp_path / "damaged.pdf"
+    damaged.write_bytes(builders.pdf_bytes_garbage())
+    result = bundle.run_cli(tmp_path, "run", "no-model.gguf", "--attach", str(damaged), "Hi")
+    assert result.returncode == 1 and "damaged.pdf could not be read as a PDF" in result.stderr
+    page = tmp_path / "page.html"
+    page.write_text("<h1>Title</h1><script>x()</script><p>Text.</p>", encoding="utf-8")
+    good = [
+        builders.short_pdf(tmp_path / "short.pdf"),
+        builders.docx_with_headings(tmp_path / "notes.docx"),
+        page,
+    ]
+    attach = [arg for path in good for arg in ("--attach", str(path))]
+    result = bundle.run_cli(tmp_path, "run", "no-model.gguf", *attach, "Hi")
+    assert result.returncode != 0
+    assert "no-model.gguf" in result.stderr, result.stderr  # it got past the files
+    assert "Traceback" not in result.stderr
+    for path in good:
+        assert path.name not in result.stderr, result.stderr
