@@ -43,6 +43,13 @@ def add_load_flags(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--batch", type=int, default=512, metavar="N", help="prompt batch size")
     g.add_argument(
+        "--mmproj",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="a vision projector (mmproj GGUF) for the model, so chats can carry images",
+    )
+    g.add_argument(
         "--flash-attn",
         action=argparse.BooleanOptionalAction,
         default=LoadParams().flash_attn,
@@ -88,6 +95,7 @@ def load_params(args: argparse.Namespace) -> LoadParams:
         cache_type_v=args.kv_type,
         n_parallel=max(1, args.parallel),
         cache_ram_mb=max(0, args.cache_ram),
+        mmproj=str(args.mmproj) if getattr(args, "mmproj", None) else None,
     )
 
 

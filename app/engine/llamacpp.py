@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import psutil
@@ -31,6 +31,7 @@ import psutil
 from app.engine import gguf, sizing
 from app.engine.callbacks import AbortFlag, StopAtHiddenStates
 from app.engine.load_settings import kv_cache_type_id
+from app.engine.media import MEDIA_MARKER, NO_PROJECTOR, MediaPrompt, image_prompt
 from app.engine.sampling import Sampler, VocabIndex
 from app.engine.sizing import available_memory  # a module global: tests patch it here
 from app.engine.templates import ChatTemplate, RenderedPrompt
@@ -48,6 +49,9 @@ from app.engine.types import (
     SamplingParams,
     TruncatedModelError,
 )
+
+if TYPE_CHECKING:
+    from app.engine.vision import Projector
 
 log = logging.getLogger(__name__)
 
@@ -220,6 +224,7 @@ class LlamaCppModel:
         self._model: Any = None
         self._ctx: Any = None
         self._embed_ctx: Any = None
+        self.projector: Projector | None = None  # the vision projector, when loaded with one
         self.embed_stop: StopAtHiddenStates | None = None  # the embedding context's eval callback
         self._native = native = _llama_cpp().llama_cpp
         _init_backend(native)
@@ -227,6 +232,8 @@ class LlamaCppModel:
             self._model = self._load_weights(native, params, progress)
             self.vocab = native.llama_model_get_vocab(self._model)
             self._ctx = self._new_context(native, params)
+            if params.mmproj:
+                self.projector = self._load_projector(params.mmproj)
         except BaseException:
             self.close()
             raise
@@ -256,7 +263,17 @@ class LlamaCppModel:
             chat_template=self.template.source,
             has_fim=self.has_fim,
             load_seconds=self.load_seconds,
+            vision=self.projector is not None,
         )
+
+    def _load_projector(self, path: str) -> Projector:
+        from app.engine.vision import Projector, ProjectorError
+
+        projector = Projector(path, self._model, self.n_threads)
+        if projector.marker != MEDIA_MARKER:  # a llama.cpp that changed its marker
+            projector.close()
+            raise ProjectorError(f"llama.cpp's media marker is {projector.marker!r} now.")
+        return projector
 
     def _load_weights(
         self, native: Any, params: LoadParams, progress: Callable[[float], bool] | None
@@ -291,6 +308,8 @@ class LlamaCppModel:
         c.n_ctx = self.n_ctx
         c.n_batch = self.n_batch
         c.n_ubatch = max(1, min(params.n_ubatch, self.n_batch))
+        if params.mmproj:  # an image attending both ways must fit one ubatch
+            c.n_ubatch = self.n_batch
         c.n_threads = self.n_threads
         c.n_threads_batch = params.n_threads_batch or self.n_threads
         c.flash_attn_type = (  # "auto": llama.cpp falls back where a backend lacks it
@@ -338,6 +357,11 @@ class LlamaCppModel:
 
     def close(self) -> None:
         native = self._native
+        projector = getattr(self, "projector", None)
+        if projector is not None:  # before the model it was loaded for
+            with contextlib.suppress(Exception):
+                projector.close()
+            self.projector = None
         for attr in ("_embed_ctx", "_ctx"):
             ctx = getattr(self, attr, None)
             if ctx:
@@ -398,6 +422,16 @@ class LlamaCppModel:
 
     def render_chat(self, request: ChatRequest) -> RenderedPrompt:
         return self.template.render(request.messages, request.add_generation_prompt, request.tools)
+
+    def media_prompt(self, text: str, images: tuple[bytes, ...]) -> MediaPrompt:
+        """A rendered chat prompt with one media marker per image, tokenized with the
+        projector (see :mod:`app.engine.media`)."""
+        if self.projector is None:
+            raise BadRequestError(NO_PROJECTOR)
+        bos = self._piece_text(self.bos)
+        if self._adds_bos() and bos and text.startswith(bos):
+            text = text[len(bos) :]  # mtmd adds BOS itself: not twice
+        return image_prompt(self.projector, text, images)
 
     def completion_tokens(self, request: CompletionRequest) -> list[int]:
         if request.suffix is None:

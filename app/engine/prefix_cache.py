@@ -99,11 +99,14 @@ class RamTier:
         self.saved.remove(saved)
         self.used -= len(saved.data)
 
-    def best(self, prompt: list[int], limit: int) -> tuple[SavedSeq | None, int]:
+    def best(
+        self, prompt: list[int], limit: int, cut: Callable[[int], int] | None = None
+    ) -> tuple[SavedSeq | None, int]:
         """The saved sequence sharing the longest prefix with ``prompt``, and how long."""
         best, best_n = None, 0
         for saved in self.saved:
             n = common_prefix(saved.tokens, prompt, limit)
+            n = cut(n) if cut is not None else n
             if n > best_n:
                 best, best_n = saved, n
         return best, best_n
@@ -131,19 +134,23 @@ class PrefixCache:
         self.ram = RamTier(ram_budget) if ram_budget > 0 else None
         self.restored = 0  # sequences brought back from RAM (for tests and stats)
 
-    def acquire(self, prompt: list[int]) -> tuple[int, int]:
+    def acquire(
+        self, prompt: list[int], cut: Callable[[int], int] | None = None
+    ) -> tuple[int, int]:
         """A sequence for a job with ``prompt``: ``(seq, reused)``, where the sequence's KV
         now holds exactly ``prompt[:reused]`` (at most ``len(prompt) - 1`` tokens, so at least
-        one is decoded to get logits). Raises LookupError when every sequence is busy."""
+        one is decoded to get logits). Raises LookupError when every sequence is busy.
+        ``cut(n)`` shortens a shared prefix of ``n`` to one that may be reused (an image's
+        positions are reused whole or not at all)."""
         limit = len(prompt) - 1
-        best, best_n = self._best_in_context(prompt, limit)
+        best, best_n = self._best_in_context(prompt, limit, cut)
         if self.ram is not None:
-            saved, saved_n = self.ram.best(prompt, limit)
+            saved, saved_n = self.ram.best(prompt, limit, cut)
             if saved is not None and saved_n > best_n + self.ram.MIN_TOKENS // 2:
                 restored = self._restore(saved, saved_n)
                 if restored is not None:
                     return restored.seq, saved_n
-                best, best_n = self._best_in_context(prompt, limit)  # one may have been evicted
+                best, best_n = self._best_in_context(prompt, limit, cut)  # one may be evicted
         dst: CachedSeq | None
         if best is not None and not best.busy and best_n == len(best.tokens):
             dst = best  # a pure continuation: take it over
@@ -167,11 +174,14 @@ class PrefixCache:
         dst.last_used = next(self._clock)
         return dst.seq, reused
 
-    def _best_in_context(self, prompt: list[int], limit: int) -> tuple[CachedSeq | None, int]:
+    def _best_in_context(
+        self, prompt: list[int], limit: int, cut: Callable[[int], int] | None = None
+    ) -> tuple[CachedSeq | None, int]:
         best: CachedSeq | None = None
         best_n = 0
         for e in self.entries:
             n = common_prefix(e.tokens, prompt, limit)
+            n = cut(n) if cut is not None else n
             if n > best_n and self.usable(e, n):
                 best, best_n = e, n
         return best, best_n

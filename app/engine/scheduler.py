@@ -7,6 +7,8 @@ batch: one token for every generating slot, then prompt tokens of the slots stil
 prompt, oldest first, up to ``n_batch`` in all (chunked prefill: a newcomer's long prompt delays
 the others by at most one chunk a step), decodes it once, and samples every slot that has an
 output. A finished or cancelled slot frees its sequence at once; its tokens stay cached.
+A chat with images (:mod:`app.engine.media`) reads its text runs the same way; each image is
+a step of its own: encoded by the projector, then its embeddings decoded alone.
 
 Pure Python over :class:`~app.engine.types.Model`; runs on the engine worker thread only. The
 worker (:mod:`app.engine.worker`) admits jobs and delivers events; the job contract is unchanged.
@@ -23,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from app.engine.media import ImageItem, MediaPrompt, chat_media, decode_image
 from app.engine.prefix_cache import PrefixCache
 from app.engine.textstream import StopMatcher, Utf8Stream
 from app.engine.types import (
@@ -75,6 +78,7 @@ class Slot:
     admitted_at: float = field(default_factory=time.perf_counter)
     first_at: float | None = None
     queued: float = 0.0
+    media: MediaPrompt | None = None  # a prompt with images: where they are, their chunks
 
     @property
     def generating(self) -> bool:
@@ -128,14 +132,39 @@ class Scheduler:
         model = self.model
         stops: tuple[str, ...] = ()
         echo = ""
+        media: MediaPrompt | None = None
         if isinstance(r, ChatRequest):
             rendered = model.render_chat(r)
-            prompt = model.tokenize(rendered.text)
             stops = rendered.stop
+            if r.images:
+                media = chat_media(model, rendered.text, r.images)
+                prompt = media.tokens
+            else:
+                prompt = model.tokenize(rendered.text)
         else:
             assert isinstance(r, CompletionRequest)
             prompt = model.completion_tokens(r)
             echo = r.prompt if r.echo else ""
+        try:
+            return self._slot_for(job, queued, prompt, stops=stops, echo=echo, media=media)
+        except BaseException:
+            if media is not None:
+                media.close()
+            raise
+
+    def _slot_for(
+        self,
+        job: Job,
+        queued: float,
+        prompt: list[int],
+        *,
+        stops: tuple[str, ...],
+        echo: str,
+        media: MediaPrompt | None,
+    ) -> Slot:
+        r = job.request
+        assert isinstance(r, ChatRequest | CompletionRequest)
+        model = self.model
         if len(prompt) >= model.n_ctx:
             raise ContextOverflowError(
                 f"The prompt is {len(prompt)} tokens but the model was loaded with a context of "
@@ -145,7 +174,7 @@ class Scheduler:
         seed = s.seed if s.seed is not None else random.randint(0, 2**31 - 1)
         sampler = model.new_sampler(s, seed)
         try:
-            seq, reused = self.cache.acquire(prompt)
+            seq, reused = self.cache.acquire(prompt, media.round_down if media else None)
         except BaseException:
             sampler.close()
             raise
@@ -162,6 +191,7 @@ class Scheduler:
             tokens=prompt[:reused],
             pending=prompt[reused:],
             queued=queued,
+            media=media,
         )
 
     # -- cancelling ---------------------------------------------------------------------------
@@ -181,6 +211,12 @@ class Scheduler:
             self._end(slot, "cancelled")
         if not self.slots:
             return
+        for slot in self.slots:
+            if slot.media is not None and slot.pending:
+                image = slot.media.image_at(len(slot.tokens))
+                if image is not None:
+                    self._image_step(slot, image)  # a decode of its own (see app.engine.media)
+                    return
         batch = self.model.batch
         batch.clear()
         budget = self.model.n_batch
@@ -197,7 +233,12 @@ class Scheduler:
                 break
             if slot.generating:
                 continue
-            chunk = slot.pending[:budget]
+            run = budget
+            if slot.media is not None:  # text up to the next image, which waits for its step
+                run = slot.media.text_run(len(slot.tokens), min(budget, len(slot.pending)))
+                if run <= 0:
+                    continue
+            chunk = slot.pending[:run]
             done = len(chunk) == len(slot.pending)
             index = batch.add(slot.seq, chunk, len(slot.tokens), done)
             slot.i_batch = index if done else -1
@@ -232,6 +273,55 @@ class Scheduler:
                 del slot.pending[: slot.chunk]
             if slot.i_batch >= 0:
                 self._sample(slot, now)
+
+    def _image_step(self, slot: Slot, image: ImageItem) -> None:
+        """Encode ``slot``'s next image and decode its embeddings into its sequence."""
+        assert slot.media is not None
+        try:
+            embeddings = slot.media.encode(image)  # cannot be aborted: cancels checked around it
+        except EngineError as e:
+            self._end(slot, "error", error=e)
+            return
+        except Exception as e:  # a native failure must not kill the worker
+            log.exception("Encoding an image failed")
+            self._end(slot, "error", error=EngineCrashedError(f"The engine failed: {e}"))
+            return
+        if slot.job.cancelled.is_set():
+            self._end(slot, "cancelled")
+            return
+        self._keep_room(image.n_pos)
+        with self._lock:
+            self._inflight = [slot]
+        slot.chunk = image.n_pos
+        try:
+            code, last = decode_image(
+                self.model.ctx,
+                embeddings,
+                len(slot.tokens),
+                slot.seq,
+                non_causal=image.non_causal,
+                n_batch=self.model.n_batch,
+            )
+        except EngineError as e:
+            self.model.seq_rm(slot.seq, len(slot.tokens), -1)
+            self._end(slot, "error", error=e)
+            return
+        except Exception as e:
+            log.exception("Decoding an image failed")
+            self._after_failed_decode(-1, [slot], EngineCrashedError(f"The engine failed: {e}"))
+            return
+        finally:
+            with self._lock:
+                self._inflight = []
+            self.model.abort.clear()
+        if code != 0:
+            self._after_failed_decode(code, [slot])
+            return
+        slot.tokens.extend(slot.pending[: image.n_pos])
+        del slot.pending[: image.n_pos]
+        if not slot.pending:  # the prompt ends with the image: its last row has the logits
+            slot.i_batch = last
+            self._sample(slot, time.perf_counter())
 
     def _keep_room(self, n_new: int) -> None:
         """Evict idle conversations, least recently used first, before the batch could fill
@@ -308,6 +398,8 @@ class Scheduler:
     def _end(self, slot: Slot, reason: FinishReason, error: EngineError | None = None) -> None:
         self.slots.remove(slot)
         slot.sampler.close()
+        if slot.media is not None:
+            slot.media.close()
         self.cache.release(slot.seq, slot.tokens)
         if reason not in {"stop", "error"}:
             tail = slot.matcher.feed(slot.utf8.flush()) + slot.matcher.flush()
@@ -352,6 +444,9 @@ class Scheduler:
             self.slots.remove(slot)
             with contextlib.suppress(Exception):
                 slot.sampler.close()
+            if slot.media is not None:
+                with contextlib.suppress(Exception):
+                    slot.media.close()
             self.cache.drop(slot.seq)
             self.model.seq_rm(slot.seq)
             job = slot.job

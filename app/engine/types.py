@@ -53,6 +53,8 @@ class LoadParams:
     )
     # RAM (MiB) for the KV of conversations evicted from the context, restored on a return
     cache_ram_mb: int = DEFAULT_CACHE_RAM_MB
+    # a vision projector (mmproj GGUF) loaded with the model: chats may then carry images
+    mmproj: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +97,9 @@ class ChatRequest:
     tools: list[dict[str, Any]] | None = None
     add_generation_prompt: bool = True
     priority: int = 0  # higher goes ahead of waiting jobs (the app's chats: 1, API: 0)
+    # PNG/JPEG bytes, one per media marker (app.engine.media.MEDIA_MARKER) in the messages'
+    # text, in order: only for a model loaded with a vision projector
+    images: tuple[bytes, ...] = ()
 
 
 @dataclass(slots=True)
@@ -188,6 +193,7 @@ class LoadedModel:
     chat_template: str | None
     has_fim: bool
     load_seconds: float
+    vision: bool = False  # loaded with a vision projector: chats may carry images
 
 
 # ---- events ---------------------------------------------------------------------------------
