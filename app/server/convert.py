@@ -8,10 +8,12 @@ from typing import Any
 
 from app.engine import types as engine
 from app.engine.constraints import grammar_for
+from app.engine.media import NO_PROJECTOR
 from app.engine.types import BadRequestError, ChatMessage, LoadedModel, SamplingParams
 from app.server import schemas
 from app.server.catalog import ModelMeta
 from app.server.errors import APIError
+from app.server.images import decode_images
 from app.server.reasoning import prompt_opens_reasoning
 from app.server.tools import (
     ToolMode,
@@ -142,6 +144,7 @@ def check_chat(body: schemas.ChatCompletionRequest) -> None:
         raise APIError(400, "logprobs are not supported by this server.", param="logprobs")
     tool_mode(body)
     _response_format(body.response_format)
+    decode_images(body.messages)  # a bad image is refused before a model is loaded for it
 
 
 Constraint = tuple[str | None, dict[str, Any] | None, str]  # GBNF, JSON schema, the param
@@ -188,12 +191,21 @@ def plan_chat(body: schemas.ChatCompletionRequest, model: LoadedModel, meta: Mod
     messages = _chat_messages(body.messages, native_tools)
     if mode != "none" and not native_tools:
         messages = _with_system(messages, tools_prompt(tools_for_template))
+    images = decode_images(body.messages)
+    if images and not model.vision:
+        raise APIError(
+            400,
+            f"{NO_PROJECTOR} The model `{model.model_id}` was loaded without one.",
+            param="messages",
+            code="model_not_vision",
+        )
     max_tokens = body.max_completion_tokens or body.max_tokens
     request = engine.ChatRequest(
         messages=messages,
         sampling=sampling(body, max_tokens=max_tokens, grammar=grammar, json_schema=schema),
         model=model.model_id,
         tools=tools_for_template if mode != "none" and native_tools else None,
+        images=images,
     )
     return ChatPlan(
         request=request,

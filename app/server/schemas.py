@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+
+from app.engine.media import MEDIA_MARKER
 
 
 class _Body(BaseModel):
@@ -19,18 +21,29 @@ class _Body(BaseModel):
 # ---- messages -------------------------------------------------------------------------------
 
 
+class ImageURL(_Body):
+    url: str
+    detail: str | None = None
+
+
 class ContentPart(_Body):
     model_config = ConfigDict(extra="allow")
     type: str
     text: str | None = None
+    image_url: ImageURL | None = None
+    # the image's bytes once app.server.images decoded the data URL (not part of the body)
+    _image: bytes | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
-    def _text_only(self) -> ContentPart:
+    def _known_part(self) -> ContentPart:
         if self.type == "text" and self.text is None:
             raise ValueError("a text part needs 'text'")
-        if self.type not in ("text", "refusal"):
+        if self.type == "image_url" and self.image_url is None:
+            raise ValueError("an image_url part needs 'image_url' with a 'url'")
+        if self.type not in ("text", "refusal", "image_url"):
             raise ValueError(
-                f"content parts of type '{self.type}' are not supported; this server takes text"
+                f"content parts of type '{self.type}' are not supported; this server takes "
+                "text and image_url parts"
             )
         return self
 
@@ -62,9 +75,14 @@ class Message(_Body):
         return self
 
     def text(self) -> str | None:
+        """The message's text, with a media marker where each image part goes (a marker the
+        client typed is removed: only images place them)."""
         if self.content is None or isinstance(self.content, str):
-            return self.content
-        return "".join(p.text or "" for p in self.content)
+            return self.content and self.content.replace(MEDIA_MARKER, "")
+        return "".join(
+            MEDIA_MARKER if p.type == "image_url" else (p.text or "").replace(MEDIA_MARKER, "")
+            for p in self.content
+        )
 
 
 # ---- tools ----------------------------------------------------------------------------------
