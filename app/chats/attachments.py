@@ -13,11 +13,13 @@ restored). A soft delete removes nothing (it can be undone), and neither does de
 message: the versions of a branch come back through edit and regenerate, and a file kept
 by a message elsewhere in the tree must stay.
 
-Bounded: the app purges when it quits, on the GUI thread. A purge unlinks at most
-``MAX_REMOVALS`` files (stored files and index files together); what is left over is written
-to ``attachments/unreferenced.txt`` and taken first by the next purge, or all at once by
-``ChatStore.remove_unused_attachments()`` on a worker thread. A file is checked again when
-its turn comes: a chat may have attached the same content since.
+Bounded: the app purges when it quits, on the GUI thread. A purge checks and unlinks at most
+``MAX_REMOVALS`` files (stored files and index files together), reading only the messages
+whose metadata names one of them; what is left over is written to
+``attachments/unreferenced.txt`` and taken first by the next purge, or by
+``ChatStore.remove_unused_attachments()`` on a worker thread, in batches of the same size
+that each hold the store's lock only for their own check and unlinks. A file is checked again
+when its turn comes: a chat may have attached the same content since.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ MAX_REMOVALS = 32  # unlinks a purge does on the caller's thread; the rest wait 
 LEFTOVERS_NAME = "unreferenced.txt"
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _LIKE_KEY = f'%"{KEY}"%'  # skips the JSON of messages without attachments cheaply
+_CHECK_BATCH = 200  # hashes per query (SQLite allows at least 999 parameters)
 
 StoredKey = tuple[str, str]  # (sha256, suffix as app.attachments.store.safe_suffix made it)
 
@@ -85,16 +88,25 @@ def files_of(conn: sqlite3.Connection, where: str, values: Iterable[Any] = ()) -
 
 @dataclass(slots=True)
 class Removal:
-    """What a purge frees: stored files (checked against ``referenced``) and indexes."""
+    """What a purge frees: stored files and indexes. Only ``checked`` files may be unlinked,
+    and of those only the ones no message left in the database references."""
 
     files: set[StoredKey] = field(default_factory=set)
     indexes: list[str] = field(default_factory=list)
+    checked: set[StoredKey] = field(default_factory=set)
     referenced: set[StoredKey] = field(default_factory=set)
 
-    def check(self, conn: sqlite3.Connection) -> None:
-        """Note the files the messages left in the database reference (they stay)."""
-        if self.files:
-            self.referenced = files_of(conn, "1")
+    def check(self, conn: sqlite3.Connection, limit: int) -> None:
+        """Check the first ``limit`` files (in order) against the messages left: only those
+        whose metadata contains one of their hashes are read (``instr`` in SQLite), so the
+        cost follows the files checked, not the size of the chat history."""
+        self.checked = set(sorted(self.files)[: max(0, limit)])
+        hashes = sorted({sha256 for sha256, _ in self.checked})
+        self.referenced = set()
+        for start in range(0, len(hashes), _CHECK_BATCH):
+            part = hashes[start : start + _CHECK_BATCH]
+            where = " OR ".join(["instr(metadata, ?) > 0"] * len(part))
+            self.referenced |= files_of(conn, where, part) & self.checked
 
 
 def of_purged(conn: sqlite3.Connection, purged: str, values: Iterable[Any]) -> Removal:
@@ -131,16 +143,17 @@ def read_leftovers() -> Removal:
     return removal
 
 
-def remove(removal: Removal, limit: int | None) -> int:
-    """Unlink what ``removal`` frees (files nothing references), at most ``limit``; keep
-    the rest in the leftovers list (``None``: no limit). Never raises: the conversations
-    are gone already."""
+def remove(removal: Removal, limit: int) -> int:
+    """Unlink what ``removal`` frees (checked files nothing references), at most ``limit``;
+    keep the rest, and the files not checked yet, in the leftovers list. Never raises: the
+    conversations are gone already."""
     from app.attachments.index import drop_index
     from app.attachments.store import remove_stored
 
-    files = sorted(removal.files - removal.referenced)
+    files = sorted(removal.checked - removal.referenced)
+    unchecked = sorted(removal.files - removal.checked)
     indexes = list(dict.fromkeys(removal.indexes))
-    budget = len(files) + len(indexes) if limit is None else limit
+    budget = limit
     done = 0
     while indexes and done < budget:
         try:
@@ -157,7 +170,7 @@ def remove(removal: Removal, limit: int | None) -> int:
             log.warning("Could not remove the attached file %s%s: %s", sha256, suffix, error)
         files.pop(0)
         done += 1
-    _write_leftovers(indexes, files)
+    _write_leftovers(indexes, files + unchecked)
     return done
 
 

@@ -218,16 +218,23 @@ class ChatStore:
             with self._write() as conn:
                 removal = attachments.of_purged(conn, _PURGED, values)
                 count = conn.execute(f"DELETE FROM conversations WHERE id IN ({_PURGED})", values)
-                removal.check(conn)
+                removal.check(conn, attachments.MAX_REMOVALS)
             attachments.remove(removal, attachments.MAX_REMOVALS)
         return count.rowcount
 
     def remove_unused_attachments(self) -> int:
-        """What earlier purges left to remove, all of it (a worker thread); the count."""
-        with self._read() as conn:
-            removal = attachments.read_leftovers()
-            removal.check(conn)
-            return attachments.remove(removal, None)
+        """What earlier purges left to remove, all of it (a worker thread); the count. Each
+        batch holds the lock for its own check and unlinks only: a GUI-thread call waits for
+        one batch at most, never for the whole sweep."""
+        total = 0
+        while True:
+            batch = max(1, attachments.MAX_REMOVALS)
+            with self._read() as conn:
+                removal = attachments.read_leftovers()
+                if not removal.files and not removal.indexes:
+                    return total
+                removal.check(conn, batch)  # each batch leaves the list shorter
+                total += attachments.remove(removal, batch)
 
     # -- messages ------------------------------------------------------------------------------
 

@@ -3,11 +3,15 @@ uses (real SQLite, real files in the test's EMBER_HOME)."""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from app.attachments import store as attachment_store
 from app.attachments.attachment import Attachment, attach_file
 from app.attachments.index import ChunkIndex, index_path
 from app.chats import attachments
@@ -125,3 +129,77 @@ def test_a_purge_unlinks_a_bounded_number_and_the_next_one_goes_on(
     assert store.remove_unused_attachments() == 2  # a worker thread's sweep: no bound
     assert [f for f in files if f.stored.path.exists()] == [left[0]]
     assert not attachments.leftovers_path().exists()
+
+
+def test_a_purge_reads_only_the_messages_that_name_its_files(
+    store: ChatStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Purging at quit runs on the GUI thread: its cost must follow the purged chat's files,
+    # not the whole history's attachments.
+    purged = _chat_with(store, _attach(tmp_path, "gone.txt", "Only here.\n"))
+    for i in range(20):
+        _chat_with(store, _attach(tmp_path, f"other{i}.txt", f"Another file {i}.\n"))
+    store.delete_conversation(purged)
+    parsed: list[str] = []
+    real_loads = attachments.json.loads
+
+    def counting_loads(text: str) -> Any:
+        parsed.append(text)
+        return real_loads(text)
+
+    monkeypatch.setattr(attachments.json, "loads", counting_loads)
+    store.purge_deleted()
+    # one read to list the purged chat's files; none of the 20 other chats' messages
+    assert len(parsed) == 1
+
+
+def test_the_sweep_holds_the_store_for_one_batch_of_unlinks_at_a_time(
+    store: ChatStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The sweep runs on a worker thread while the GUI thread uses the same store: each hold
+    # of the store's lock may unlink one batch, never the whole backlog.
+    monkeypatch.setattr(attachments, "MAX_REMOVALS", 2)
+    files = [_attach(tmp_path, f"f{i}.txt", f"File number {i}.\n") for i in range(7)]
+    first = _chat_with(store, *files)
+    store.delete_conversation(first)
+    store.purge_deleted()  # the index and one file; six files left over
+    assert len([f for f in files if f.stored.path.exists()]) == 6
+
+    unlinks_per_hold: list[int] = []
+    real_read, real_remove_stored = store._read, attachment_store.remove_stored
+
+    @contextmanager
+    def counted_read() -> Iterator[Any]:
+        unlinks_per_hold.append(0)
+        with real_read() as conn:
+            yield conn
+
+    def counted_remove_stored(sha256: str, suffix: str = "") -> bool:
+        assert not _lock_is_free(store)  # unlinks happen under the lock
+        unlinks_per_hold[-1] += 1
+        return real_remove_stored(sha256, suffix)
+
+    monkeypatch.setattr(store, "_read", counted_read)
+    monkeypatch.setattr(attachment_store, "remove_stored", counted_remove_stored)
+    assert store.remove_unused_attachments() == 6
+    assert not [f for f in files if f.stored.path.exists()]
+    assert not attachments.leftovers_path().exists()
+    assert max(unlinks_per_hold) == 2
+    assert sum(unlinks_per_hold) == 6
+
+
+def _lock_is_free(store: ChatStore) -> bool:
+    """Whether another thread could take the store's lock now."""
+    free: list[bool] = []
+
+    def probe() -> None:
+        if store._lock.acquire(blocking=False):
+            store._lock.release()
+            free.append(True)
+        else:
+            free.append(False)
+
+    thread = threading.Thread(target=probe)
+    thread.start()
+    thread.join()
+    return free[0]
