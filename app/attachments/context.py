@@ -5,18 +5,25 @@ question and the answer's room) and a token counter (the loaded model's, or
 ``app.engine.fitting.estimate_tokens``): documents that fit comfortably together
 (``WHOLE_SHARE`` of the room) go in whole, each delimited with its file name, smallest
 first. The others are chunked, indexed in the conversation's FTS5 index
-(:mod:`app.attachments.index`) and the chunks that best match the question (BM25) are put in,
-best first, while they fit in the rest of the room (at most ``top_k``). The result is the
-text to put before the question and the sources to cite.
+(:mod:`app.attachments.index`) and the chunks that best match the question (BM25, fused with
+vector similarity when an ``embedder`` is given) are put in, best first, while they fit in the
+rest of the room (at most ``top_k``). The result is the text to put before the question and
+the sources to cite. An embedder that fails (a model that cannot embed) leaves BM25 alone,
+and the log says why.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from app.attachments.document import CancelFlag, Document, Progress
+from app.attachments.embedder import Embedder
 from app.attachments.index import ChunkIndex, Hit
+from app.engine.types import EngineError
+
+log = logging.getLogger(__name__)
 
 WHOLE_SHARE = 0.75
 TOP_K = 8
@@ -73,8 +80,10 @@ def build_context(
     top_k: int = TOP_K,
     progress: Progress | None = None,
     cancel: CancelFlag | None = None,
+    embedder: Embedder | None = None,
 ) -> AttachedContext:
-    """See the module docstring. ``progress`` reports (characters indexed, total)."""
+    """See the module docstring. ``progress`` reports (characters indexed, total); with an
+    embedder the total counts each character twice (indexed, then embedded)."""
     documents = list({d.sha256: d for d in documents}.values())  # the same file once
     if not documents:
         return AttachedContext("", (), ())
@@ -84,7 +93,15 @@ def build_context(
     sources = [Source(d.name, None, None, d.text(), whole=True) for d in whole]
     left = budget - used
     if rest:
-        hits = _retrieve(rest, question, conversation_id, top_k, progress=progress, cancel=cancel)
+        hits = _retrieve(
+            rest,
+            question,
+            conversation_id,
+            top_k,
+            progress=progress,
+            cancel=cancel,
+            embedder=embedder,
+        )
         names = {d.sha256: d.name for d in rest}
         for hit in hits:
             if len(sources) - len(whole) >= top_k:
@@ -129,8 +146,10 @@ def _retrieve(
     *,
     progress: Progress | None,
     cancel: CancelFlag | None,
+    embedder: Embedder | None,
 ) -> list[Hit]:
-    total = sum(d.chars for d in documents)
+    chars = sum(d.chars for d in documents)
+    total = chars * 2 if embedder is not None else chars
     offset = 0
 
     def overall(done: int, _total: int) -> None:
@@ -141,12 +160,56 @@ def _retrieve(
         for doc in documents:
             index.add(doc, progress=overall, cancel=cancel)
             offset += doc.chars
+        if embedder is not None:
+            embedder = _with_vectors(
+                index, documents, embedder, cancel=cancel, report=_Report(progress, offset, total)
+            )
         # More than top_k: a long chunk that does not fit leaves room for a shorter one.
-        hits = index.search(question, [d.sha256 for d in documents], limit=top_k * 3)
+        sha256s = [d.sha256 for d in documents]
+        try:
+            hits = index.search(question, sha256s, limit=top_k * 3, embedder=embedder)
+        except EngineError as error:
+            log.warning("Retrieving by meaning failed (%s); using the words alone", error)
+            hits = index.search(question, sha256s, limit=top_k * 3)
         if not hits:  # nothing in the question matched: the documents' beginnings
             per_doc = max(1, top_k // len(documents))
             hits = [h for d in documents for h in index.first(d.sha256, per_doc)]
     return hits
+
+
+@dataclass(slots=True)
+class _Report:
+    """Progress of the embedding phase, in characters: a document's share by its chunks done."""
+
+    progress: Progress | None
+    offset: int
+    total: int
+    chars: int = 0  # of the document being embedded
+
+    def __call__(self, done: int, todo: int) -> None:
+        if self.progress is not None:
+            part = self.chars * done // todo if todo else self.chars
+            self.progress(self.offset + part, self.total)
+
+
+def _with_vectors(
+    index: ChunkIndex,
+    documents: Sequence[Document],
+    embedder: Embedder,
+    *,
+    cancel: CancelFlag | None,
+    report: _Report,
+) -> Embedder | None:
+    """Embed the documents' chunks; the embedder, or None if it failed (BM25 alone)."""
+    for doc in documents:
+        report.chars = doc.chars
+        try:
+            index.add_vectors(doc, embedder, progress=report, cancel=cancel)
+        except EngineError as error:
+            log.warning("The attached files' embeddings failed (%s); using words alone", error)
+            return None
+        report.offset += doc.chars
+    return embedder
 
 
 def _quote(name: str) -> str:

@@ -1,9 +1,13 @@
-"""A conversation's attachment index: SQLite FTS5, ranked by BM25.
+"""A conversation's attachment index: SQLite FTS5, ranked by BM25, and the chunks' vectors.
 
 One database per conversation, ``attachments/index/<conversation id>.sqlite`` in EMBER_HOME,
 so deleting a conversation deletes one file (:func:`drop_index`). A document is indexed once
 per conversation (keyed by its file's sha256), in one transaction: a cancelled or failed
 indexing leaves nothing half-done. The porter stemmer lets "tides" find "tide".
+
+With an embedder, each chunk's embedding is kept beside it (:mod:`app.attachments.vectors`)
+and :meth:`ChunkIndex.search` fuses the BM25 and the vector rankings; without one it is BM25
+alone.
 """
 
 from __future__ import annotations
@@ -17,7 +21,9 @@ from types import TracebackType
 
 from app.attachments.chunks import Chunk, chunk_document
 from app.attachments.document import CancelFlag, Document, Job, Progress
+from app.attachments.embedder import Embedder
 from app.attachments.store import attachments_dir
+from app.attachments.vectors import MAX_VECTOR_CHUNKS, VectorStore, fuse
 from app.config import private_dir, private_file
 
 _ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -60,7 +66,7 @@ def drop_index(conversation_id: str | int) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Hit:
-    """A retrieved chunk (``score``: BM25, lower is better)."""
+    """A retrieved chunk (``score``: lower is better; BM25, or minus the fused RRF score)."""
 
     sha256: str
     text: str
@@ -88,6 +94,7 @@ class ChunkIndex:
         private_dir(path.parent)
         self._db = sqlite3.connect(path)
         self._db.executescript(_SCHEMA)
+        self.vectors = VectorStore(self._db)
         private_file(path)  # its folder is private already; the file is, as Ember's others
 
     def __enter__(self) -> ChunkIndex:
@@ -145,8 +152,60 @@ class ChunkIndex:
         batch.clear()
         return n
 
-    def search(self, question: str, sha256s: Sequence[str], limit: int) -> list[Hit]:
-        """The chunks of these documents that best match the question, best first."""
+    def add_vectors(
+        self,
+        doc: Document,
+        embedder: Embedder,
+        *,
+        progress: Progress | None = None,
+        cancel: CancelFlag | None = None,
+    ) -> bool:
+        """Embed ``doc``'s chunks that have no vector from this embedder's model yet (the
+        document is indexed first: :meth:`add`); ``progress`` reports (chunks done, total).
+        False if the document has too many chunks for vectors (it stays BM25 only)."""
+        row = self._db.execute(
+            "SELECT chunks FROM documents WHERE sha256 = ?", (doc.sha256,)
+        ).fetchone()
+        if row is None or int(row[0]) > MAX_VECTOR_CHUNKS:
+            return False
+        self.vectors.use_model(embedder.model_id, embedder.dims)
+        chunks = [
+            (int(seq), int(rowid), str(text))
+            for seq, rowid, text in self._db.execute(
+                "SELECT seq, rowid, text FROM chunks WHERE sha256 = ? ORDER BY seq",
+                (doc.sha256,),
+            )
+        ]
+        job = Job(doc.name, progress=progress, cancel=cancel)
+        self.vectors.fill(doc.sha256, chunks, embedder, job.step)
+        return True
+
+    def search(
+        self,
+        question: str,
+        sha256s: Sequence[str],
+        limit: int,
+        embedder: Embedder | None = None,
+    ) -> list[Hit]:
+        """The chunks of these documents that best match the question, best first: by BM25,
+        or with an embedder by BM25 and vector similarity fused (reciprocal rank fusion)."""
+        hits = self._bm25(question, sha256s, limit)
+        if embedder is None or not sha256s:
+            return hits
+        if self.vectors.model() != (embedder.model_id, embedder.dims):
+            return hits  # no vectors from this model (add_vectors was not run)
+        query = embedder.embed([question[: embedder.max_tokens]])[0]
+        nearest = dict(self.vectors.nearest(query, sha256s, limit))
+        by_key = {(h.sha256, h.seq): h for h in hits}
+        fused = fuse([list(by_key), list(nearest)])[:limit]
+        by_key.update(self._chunks([nearest[k] for k, _ in fused if k not in by_key]))
+        return [
+            Hit(h.sha256, h.text, h.page, h.heading, h.seq, -score)
+            for key, score in fused
+            if (h := by_key.get(key)) is not None
+        ]
+
+    def _bm25(self, question: str, sha256s: Sequence[str], limit: int) -> list[Hit]:
         terms = query_terms(question)
         if not terms or not sha256s:
             return []
@@ -157,6 +216,17 @@ class ChunkIndex:
             (" OR ".join(terms), *sha256s, limit),
         ).fetchall()
         return [Hit(*row) for row in rows]
+
+    def _chunks(self, rowids: Sequence[int]) -> dict[tuple[str, int], Hit]:
+        """Chunks by their rowid (an FTS5 table finds those without a scan)."""
+        if not rowids:
+            return {}
+        rows = self._db.execute(
+            "SELECT sha256, text, page, heading, seq, 0.0 FROM chunks "
+            f"WHERE rowid IN ({','.join('?' * len(rowids))})",
+            tuple(rowids),
+        ).fetchall()
+        return {(h.sha256, h.seq): h for h in (Hit(*row) for row in rows)}
 
     def first(self, sha256: str, limit: int) -> list[Hit]:
         """A document's opening chunks (when nothing in the question matched)."""
