@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import get_args
 
+from app.cli import CliError
 from app.engine.types import (
     DEFAULT_CACHE_RAM_MB,
     DEFAULT_PARALLEL,
@@ -47,7 +49,13 @@ def add_load_flags(p: argparse.ArgumentParser) -> None:
         type=Path,
         default=None,
         metavar="FILE",
-        help="a vision projector (mmproj GGUF) for the model, so chats can carry images",
+        help="a vision projector (mmproj GGUF) for the model, so chats can carry images "
+        "(default: the mmproj*.gguf in the model's folder, if any)",
+    )
+    g.add_argument(
+        "--no-mmproj",
+        action="store_true",
+        help="load the model without the vision projector in its folder (text only)",
     )
     g.add_argument(
         "--flash-attn",
@@ -83,6 +91,8 @@ def add_load_flags(p: argparse.ArgumentParser) -> None:
 
 
 def load_params(args: argparse.Namespace) -> LoadParams:
+    """The load flags as given (``--mmproj`` or none); :func:`model_load_params` adds the
+    projector the library keeps beside a model."""
     return LoadParams(
         n_ctx=args.ctx,
         n_threads=args.threads,
@@ -158,3 +168,20 @@ def sampling_params(args: argparse.Namespace) -> SamplingParams:
         grammar=grammar,
         json_schema=schema,
     )
+
+
+def model_load_params(args: argparse.Namespace, model: Path | str) -> LoadParams:
+    """The load flags for one model file: ``--mmproj`` when given, else the projector in the
+    model's folder (a vision model loads as one), none with ``--no-mmproj``."""
+    from app.library.projectors import projector_beside
+
+    params = load_params(args)
+    if getattr(args, "no_mmproj", False):
+        if params.mmproj is not None:
+            raise CliError("--mmproj and --no-mmproj contradict each other; give one.")
+        return params
+    if params.mmproj is None:
+        projector = projector_beside(model)
+        if projector is not None:
+            params = replace(params, mmproj=str(projector))
+    return params

@@ -12,8 +12,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 from app.cli import COMMANDS, CliError
-from app.commands.options import add_load_flags, add_sampling_flags, load_params, sampling_params
+from app.commands.options import (
+    add_load_flags,
+    add_sampling_flags,
+    model_load_params,
+    sampling_params,
+)
 from app.commands.resolve import LibraryModelNotFound, looks_like_hub_spec, resolve_model
+from app.commands.run_images import (
+    no_projector_message,
+    read_images,
+    split_attachments,
+    with_images,
+)
 from app.engine.fitting import (
     PER_MESSAGE_OVERHEAD,
     PROMPT_OVERHEAD,
@@ -83,8 +94,9 @@ def add_parser(sub: Any) -> None:
         "--attach",
         metavar="FILE",
         action="append",
-        help="ask PROMPT about this file (text, Markdown, code, PDF, .docx, HTML); repeat for "
-        "more files. A long file gives its passages most relevant to PROMPT",
+        help="ask PROMPT about this file (text, Markdown, code, PDF, .docx, HTML, or a PNG/JPEG "
+        "image for a vision model); repeat for more files. A long file gives its passages "
+        "most relevant to PROMPT",
     )
     files.add_argument(
         "--show-sources",
@@ -140,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
     if args.mcp is not None and args.raw:
         raise CliError("--mcp works in a chat, not with --raw.")
     remote = args.provider is not None or _is_remote(args.model)
-    documents = _attached(args, remote)  # before the model loads: a bad file fails fast
+    documents, images = _attached(args, remote)  # before the model loads: a bad file fails fast
     if remote:
         if args.mcp is not None:
             raise CliError("--mcp works with local models; a remote server runs its own tools.")
@@ -148,10 +160,13 @@ def run(args: argparse.Namespace) -> int:
 
         return run_remote(args)
     path = _local_model(args.model)
+    params = model_load_params(args, path)
+    if images and params.mmproj is None:  # said before a load that could not help
+        raise CliError(no_projector_message(args.model))
     sampling = sampling_params(args)
     worker = EngineWorker()
     try:
-        loaded: LoadedModel = worker.load(str(path), load_params(args)).result()
+        loaded: LoadedModel = worker.load(str(path), params).result()
         if args.prompt is not None:
             if args.raw:
                 final = _stream(worker.submit(CompletionRequest(args.prompt, sampling)), sys.stdout)
@@ -160,13 +175,16 @@ def run(args: argparse.Namespace) -> int:
                 content = args.prompt
                 if documents:
                     content = _with_attachments(worker, loaded, documents, args, sampling)
+                if images:
+                    content = with_images(content, len(images))
                 messages.append({"role": "user", "content": content})
                 if args.mcp is not None:
                     from app.commands.mcp import run_with_tools
 
                     final = run_with_tools(worker, loaded, messages, sampling, args)
                 else:
-                    final = _stream(worker.submit(ChatRequest(messages, sampling)), sys.stdout)
+                    request = ChatRequest(messages, sampling, images=images)
+                    final = _stream(worker.submit(request), sys.stdout)
             _finish_line(final, args.json)
             return 0 if isinstance(final, Finished) else 1
         banner = (
@@ -188,21 +206,26 @@ def run(args: argparse.Namespace) -> int:
         worker.shutdown()
 
 
-def _attached(args: argparse.Namespace, remote: bool) -> list[Document]:
-    """The attached files' text; a file Ember cannot read is the command's one-line error."""
+def _attached(args: argparse.Namespace, remote: bool) -> tuple[list[Document], tuple[bytes, ...]]:
+    """The attached documents' text and images' bytes; a file Ember cannot read is the
+    command's one-line error."""
     if not args.attach:
         if args.show_sources:
             raise CliError("--show-sources shows the passages of files given with --attach.")
-        return []
+        return [], ()
     if args.prompt is None or args.raw:
         raise CliError("--attach needs a PROMPT to answer about the files (and no --raw).")
     if remote:
         raise CliError("--attach works with local models; a remote model gets text only.")
+    paths, image_paths = split_attachments(args.attach)
+    if image_paths and args.mcp is not None:
+        raise CliError("--mcp works with text and documents; attach images without it.")
+    images = read_images(image_paths)
     from app.attachments.errors import AttachmentError
     from app.attachments.extract import extract
 
     try:
-        return [extract(Path(name).expanduser()) for name in args.attach]
+        return [extract(path) for path in paths], images
     except AttachmentError as e:
         raise CliError(str(e)) from e
 

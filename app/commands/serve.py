@@ -13,11 +13,12 @@ import os
 import signal
 import sys
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from app.cli import COMMANDS, CliError
-from app.commands.options import add_load_flags, load_params
+from app.commands.options import add_load_flags, load_params, model_load_params
 from app.config import Settings, paths
 from app.engine.worker import EngineWorker
 from app.server.catalog import (
@@ -191,14 +192,22 @@ def run(args: argparse.Namespace) -> int:
     except InsecureBindError as e:
         raise CliError(str(e)) from e
     paths().ensure()  # private folders before the request log writes prompts into one
+    if args.mmproj is not None and not args.model:
+        raise CliError("--mmproj is the projector of the --model loaded at start; name one.")
     library = _library_catalog()
     static = StaticCatalog()
     entry = _startup_model(args.model, library) if args.model else None
     if entry is not None:
         static.add(entry)
+    # --mmproj belongs to --model: a model loaded just in time for a request is another file
+    defaults = replace(load_params(args), mmproj=None)
+    startup_params = None
+    if entry is not None:  # a file named by a link: its projector is beside the link
+        given = Path(args.model).expanduser()
+        startup_params = model_load_params(args, given if given.is_file() else entry.path)
     worker = EngineWorker()
     gateway = Gateway(
-        worker, ChainCatalog(static, library), load_params(args), max_waiting=max(1, args.max_queue)
+        worker, ChainCatalog(static, library), defaults, max_waiting=max(1, args.max_queue)
     )
     runner = ServerRunner(gateway, config)
     extra_port = ollama_port(args, settings, config.port)
@@ -220,7 +229,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"Ollama-compatible API at {ollama_url}", flush=True)
         if entry is not None:
             print(f"Loading {entry.id}…", file=sys.stderr, flush=True)
-            handle = gateway.load(entry.path, entry.id)
+            handle = gateway.load(entry.path, entry.id, startup_params)
             while not stop.is_set():
                 try:
                     loaded = handle.wait(0.5)

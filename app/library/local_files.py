@@ -21,14 +21,14 @@ from huggingface_hub import constants as hf_constants
 
 from app.config import atomic_write_text
 from app.engine.gguf import GGUFInfo
-from app.library.quant import is_projector, parse_quant, split_name
+from app.library.projectors import preferred_projector
+from app.library.quant import is_projector, split_name
 
 log = logging.getLogger(__name__)
 
 Source = Literal["ember", "imported", "hf-cache", "lmstudio", "folder"]
 MANIFEST_NAME: Final = ".ember.json"
 _manifest_lock = threading.Lock()
-_PROJECTOR_PREFERENCE: Final = ("F16", "BF16", "Q8_0", "F32")
 
 
 class LibraryError(Exception):
@@ -115,14 +115,7 @@ class LocalModel:
     @property
     def mmproj(self) -> Path | None:
         """The projector to load with this model (F16 preferred), if it has one."""
-        if not self.projectors:
-            return None
-
-        def rank(p: Path) -> int:
-            quant = parse_quant(p.name)
-            return _PROJECTOR_PREFERENCE.index(quant) if quant in _PROJECTOR_PREFERENCE else 99
-
-        return min(self.projectors, key=rank)
+        return preferred_projector(self.projectors)
 
     @property
     def is_split(self) -> bool:

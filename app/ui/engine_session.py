@@ -23,6 +23,7 @@ import contextlib
 import logging
 import time
 from collections import deque
+from dataclasses import replace
 from pathlib import Path
 
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
@@ -44,6 +45,7 @@ from app.engine.types import (
     UnloadRequest,
 )
 from app.engine.worker import EngineWorker, Job, Sink
+from app.library.projectors import projector_beside
 from app.library.quant import model_stem
 from app.ui.bridge import EngineBridge, JobHandle
 from app.ui.header.remote_models import RemoteCatalog
@@ -137,6 +139,13 @@ class EngineSession(QObject):
         return self._state
 
     @property
+    def takes_images(self) -> bool:
+        """Whether the model chats go to now takes images: the local model, loaded with a
+        vision projector, and no remote model chosen. Re-read on ``model_loaded``,
+        ``model_unloaded`` and ``remote_selected``."""
+        return self.remote_model is None and self.loaded is not None and self.loaded.vision
+
+    @property
     def running_answers(self) -> int:
         """Answers (chat jobs) submitted from the app and not finished yet."""
         return len(self._generations)
@@ -151,13 +160,19 @@ class EngineSession(QObject):
 
     def load(self, path: str, params: LoadParams | None = None) -> JobHandle:
         """Load a model to chat with. The one loaded now stays until this one has loaded
-        (a reload of the same file replaces it). The GUI hears back via signals."""
+        (a reload of the same file replaces it). The GUI hears back via signals. A projector
+        the library keeps beside the model is loaded with it unless ``params`` names one."""
         previous = self._load_handle
         self.loading_path = path
         self.load_fraction = None
         self.load_started.emit(path)
         self._update_state()
-        request = LoadRequest(path, params or load_params(self.settings), api_model_id(path))
+        params = params or load_params(self.settings)
+        if params.mmproj is None:  # a vision model in the library loads as one, no step needed
+            projector = projector_beside(path)
+            if projector is not None:
+                params = replace(params, mmproj=str(projector))
+        request = LoadRequest(path, params, api_model_id(path))
         handle = self.bridge.submit(request)
         self._load_handle = handle
         handle.progress.connect(self._on_load_progress)

@@ -23,7 +23,7 @@ def test_a_file_ember_cannot_read_is_one_line_before_the_model_loads(tmp_path: P
     garbage.write_bytes(builders.pdf_bytes_garbage())
     binary = tmp_path / "blob.txt"
     binary.write_bytes(builders.png_bytes())
-    picture = tmp_path / "photo.png"
+    picture = tmp_path / "photo.gif"  # a .png is an image for a vision model now
     picture.write_bytes(builders.png_bytes())
     locked = builders.encrypted_pdf(tmp_path / "locked.pdf", builders.short_pdf(tmp_path / "s.pdf"))
     good = tmp_path / "good.txt"
@@ -32,7 +32,7 @@ def test_a_file_ember_cannot_read_is_one_line_before_the_model_loads(tmp_path: P
     for bad, says in (
         (garbage, "junk.pdf could not be read as a PDF"),
         (binary, "blob.txt holds binary data"),
-        (picture, "Ember does not read .png files"),
+        (picture, "Ember does not read .gif files"),
         (locked, "locked.pdf is protected by a password"),
         (tmp_path / "gone.txt", "gone.txt cannot be opened"),
     ):
