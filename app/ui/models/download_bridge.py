@@ -1,7 +1,9 @@
 """Turns the DownloadManager's events (raised on its worker threads) into Qt signals.
 
-``DownloadBridge`` subscribes to the manager; every event crosses to the GUI thread through a
-queued signal and updates ``downloads`` (the latest snapshot of each download) there.
+``DownloadBridge`` subscribes to the manager with a :class:`~app.ui.relay.Relay`'s ``send``
+(the manager's threads hold nothing of the bridge, and a send racing the bridge's deletion
+does nothing); every event crosses to the GUI thread through a queued signal and updates
+``downloads`` (the latest snapshot of each download) there.
 
 Signals (GUI thread): ``changed(Download)`` for an added or updated download;
 ``removed(str id)``; ``completed(Download)`` once per finished download, with its paths;
@@ -10,11 +12,10 @@ Signals (GUI thread): ``changed(Download)`` for an added or updated download;
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-from PySide6.QtCore import QObject, Signal, Slot
+from PySide6.QtCore import QObject, Signal
 
 from app.library.downloads import Download, DownloadEvent, DownloadManager, DownloadState
+from app.ui.relay import Relay
 
 ACTIVE = (DownloadState.QUEUED, DownloadState.DOWNLOADING, DownloadState.VERIFYING)
 
@@ -26,16 +27,14 @@ class DownloadBridge(QObject):
     removed = Signal(str)
     completed = Signal(object)
     active_changed = Signal(int)
-    _event = Signal(object)  # crosses threads
 
     def __init__(self, manager: DownloadManager, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.manager = manager
         self.downloads: dict[str, Download] = {d.id: d for d in manager.list()}
         self._active = self.active_count
-        self._event.connect(self._on_event)
-        self._unsubscribe: Callable[[], None] | None = manager.subscribe(self._on_manager_event)
-        unsubscribe = self._unsubscribe
+        relay = Relay(self._on_event, self)
+        unsubscribe = manager.subscribe(relay.send)
         self.destroyed.connect(lambda *_: unsubscribe())  # the Python side may be gone by then
 
     # queries ------------------------------------------------------------------------------
@@ -54,14 +53,6 @@ class DownloadBridge(QObject):
 
     # events -------------------------------------------------------------------------------
 
-    def _on_manager_event(self, event: DownloadEvent) -> None:
-        """A manager thread: hand the event to the GUI thread."""
-        try:
-            self._event.emit(event)
-        except RuntimeError:  # the bridge was deleted while a download still reported
-            self._stop_listening()
-
-    @Slot(object)
     def _on_event(self, event: DownloadEvent) -> None:
         download = event.download
         if event.kind == "removed":
@@ -80,8 +71,3 @@ class DownloadBridge(QObject):
         if active != self._active:
             self._active = active
             self.active_changed.emit(active)
-
-    def _stop_listening(self) -> None:
-        unsubscribe, self._unsubscribe = self._unsubscribe, None
-        if unsubscribe is not None:
-            unsubscribe()
