@@ -101,26 +101,33 @@ def gguf_bytes(
     if payload:
         all_tensors.append(("blob.weight", (max(1, payload // 4),)))
 
-    out = bytearray(GGUF_MAGIC + struct.pack("<IQQ", 3, len(all_tensors), len(kv)))
+    blobs = []
+    for i, (tname, shape) in enumerate(all_tensors):
+        nbytes = 4
+        for d in shape:
+            nbytes *= d
+        # Deterministic, non-constant data so a flipped byte changes the sha256.
+        pattern = bytes((i * 7 + j) % 251 for j in range(251))
+        blobs.append((tname, shape, (pattern * (nbytes // 251 + 1))[:nbytes]))
+    return assemble(kv, blobs)
+
+
+def assemble(kv: Mapping[str, Any], tensors: Sequence[tuple[str, Sequence[int], bytes]]) -> bytes:
+    """A GGUF v3 file of F32 tensors: header, key-values, tensor infos (``shape`` in ggml's
+    order, fastest dimension first), then each tensor's bytes, aligned."""
+    out = bytearray(GGUF_MAGIC + struct.pack("<IQQ", 3, len(tensors), len(kv)))
     for key, v in kv.items():
         vtype, body = _value(v)
         out += _string(key) + struct.pack("<I", vtype) + body
     offset = 0
-    sizes = []
-    for tname, shape in all_tensors:
+    for tname, shape, data in tensors:
         out += _string(tname) + struct.pack("<I", len(shape))
         out += b"".join(struct.pack("<Q", d) for d in shape)
         out += struct.pack("<IQ", GGML_TYPE_F32, offset)
-        nbytes = 4
-        for d in shape:
-            nbytes *= d
-        sizes.append(nbytes)
-        offset += nbytes + _pad(nbytes)
+        offset += len(data) + _pad(len(data))
     out += b"\0" * _pad(len(out))
-    for i, nbytes in enumerate(sizes):
-        # Deterministic, non-constant data so a flipped byte changes the sha256.
-        pattern = bytes((i * 7 + j) % 251 for j in range(251))
-        out += (pattern * (nbytes // 251 + 1))[:nbytes] + b"\0" * _pad(nbytes)
+    for _, _, data in tensors:
+        out += data + b"\0" * _pad(len(data))
     return bytes(out)
 
 

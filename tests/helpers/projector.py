@@ -21,14 +21,13 @@ tensor is F32; integers are UINT32 as clip.cpp's ``get_u32`` requires.
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from tests.helpers.gguf_writer import ALIGNMENT, GGML_TYPE_F32, GGUF_MAGIC, _pad, _string, _value
+from tests.helpers.gguf_writer import assemble
 
 TEXT_N_EMBD = 640  # Gemma 3 270M's embedding size: the projector's output must match it
 VISION_N_EMBD = 32
@@ -106,23 +105,14 @@ def projector_metadata(text_n_embd: int = TEXT_N_EMBD) -> dict[str, Any]:
 
 
 def gguf_from(metadata: Mapping[str, Any], tensors: Mapping[str, np.ndarray]) -> bytes:
-    """A GGUF v3 file of F32 tensors: header, key-values, tensor infos, aligned data."""
-    out = bytearray(GGUF_MAGIC + struct.pack("<IQQ", 3, len(tensors), len(metadata)))
-    for key, value in metadata.items():
-        vtype, body = _value(value)
-        out += _string(key) + struct.pack("<I", vtype) + body
-    offset = 0
-    blobs = []
-    for name, array in tensors.items():
-        ne = tuple(reversed(array.shape))
-        out += _string(name) + struct.pack("<I", len(ne))
-        out += b"".join(struct.pack("<Q", d) for d in ne)
-        out += struct.pack("<IQ", GGML_TYPE_F32, offset)
-        data = np.ascontiguousarray(array, dtype="<f4").tobytes()
-        blobs.append(data + b"\0" * _pad(len(data)))
-        offset += len(blobs[-1])
-    out += b"\0" * _pad(len(out), ALIGNMENT)
-    return bytes(out) + b"".join(blobs)
+    """A GGUF v3 file of the F32 ``tensors`` (numpy shapes: slowest dimension first)."""
+    return assemble(
+        metadata,
+        [
+            (name, tuple(reversed(a.shape)), np.ascontiguousarray(a, dtype="<f4").tobytes())
+            for name, a in tensors.items()
+        ],
+    )
 
 
 def write_projector(path: Path, text_n_embd: int = TEXT_N_EMBD, seed: int = 0) -> Path:
