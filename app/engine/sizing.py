@@ -8,6 +8,11 @@
 - The verdict shown before a download or a load (:func:`fit_check`, :func:`fit_for_load`):
   fits, tight or won't fit, with the numbers.
 
+- How many layers go to the GPU (:func:`plan_offload`): with the GPUs llama.cpp lists
+  (:mod:`app.engine.backends`), as many as fit in their free memory at the chosen context, or
+  what ``--gpu-layers`` / the setting asks for; "fits on the GPU", "partly on the GPU",
+  "CPU only".
+
 The loader (``llamacpp.choose_n_ctx``), ``ember info`` and the Models page's fit badge all ask
 here, with the same load settings, so they give the same answer. ``available_memory`` is the one
 measure of free memory they share.
@@ -17,6 +22,7 @@ Light on purpose: no ``llama_cpp``, no numpy, no Qt; the GUI and the CLI import 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Final, Literal
 
@@ -247,7 +253,8 @@ def estimate(info: GGUFInfo, n_ctx: int, params: LoadParams) -> MemoryEstimate:
         n_ctx,
         cache_type_k=params.cache_type_k,
         cache_type_v=params.cache_type_v,
-        n_gpu_layers=params.n_gpu_layers,
+        # "automatic" not yet resolved: counted all in RAM, the conservative side for RAM
+        n_gpu_layers=0 if params.n_gpu_layers == AUTO_GPU_LAYERS else params.n_gpu_layers,
         n_batch=params.n_batch,
         flash_attn=params.flash_attn,
         swa_full=SWA_FULL,
@@ -343,6 +350,105 @@ def plan_context(info: GGUFInfo, params: LoadParams, available: int) -> ContextP
     return ContextPlan(smallest, True, trained, need, available, fits, error)
 
 
+# --- how many layers go to the GPU ----------------------------------------------------------
+
+# ``n_gpu_layers`` meaning "as many as fit" (-1 is llama.cpp's "all", 0 "none").
+AUTO_GPU_LAYERS: Final = -2
+# Free GPU memory left to the driver, other programs and ggml's own buffers per device.
+GPU_RESERVE: Final = 512 * 1024 * 1024
+
+Placement = Literal["gpu", "partial", "cpu"]
+PLACEMENT_LABELS: Final[dict[Placement, str]] = {
+    "gpu": "fits on the GPU",
+    "partial": "partly on the GPU",
+    "cpu": "CPU only",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class GpuMemory:
+    """A GPU llama.cpp can offload to (from :func:`app.engine.backends.gpu_devices`)."""
+
+    name: str  # "Vulkan0"
+    free: int
+    total: int
+
+
+@dataclass(frozen=True, slots=True)
+class OffloadPlan:
+    """Where a model's layers go: see :func:`plan_offload`."""
+
+    n_gpu_layers: int  # what llama.cpp is given: 0 .. n_layer + 1 (the output layer last)
+    n_layer: int
+    placement: Placement
+    gpu_bytes: int  # weights and KV cache on the GPU, plus its compute buffer when used
+    gpu_free: int  # what the GPUs have free, less GPU_RESERVE each
+    automatic: bool  # chosen by free memory, not by --gpu-layers or the setting
+    devices: tuple[str, ...] = ()
+
+    @property
+    def label(self) -> str:
+        return PLACEMENT_LABELS[self.placement]
+
+    def describe(self) -> str:
+        """One sentence for ``ember info`` and the fit badge's tooltip."""
+        label = self.label[0].upper() + self.label[1:]
+        chosen = "" if self.automatic else " (as set by --gpu-layers or the setting)"
+        if not self.devices:
+            return f"{label}: llama.cpp found no GPU."
+        where = ", ".join(self.devices)
+        free = human_bytes(self.gpu_free)
+        if self.placement == "cpu":
+            reason = f"no layer fits in the {free} free on {where}" if self.automatic else ""
+            return f"{label}{chosen}{': ' + reason if reason else ''}."
+        layers = min(self.n_gpu_layers, self.n_layer)
+        what = (
+            f"all {self.n_layer} layers and the output"
+            if self.placement == "gpu"
+            else f"{layers} of {self.n_layer} layers"
+        )
+        return f"{label}{chosen}: {what} on {where}, {human_bytes(self.gpu_bytes)} of {free} free."
+
+
+def _gpu_need(info: GGUFInfo, n_ctx: int, params: LoadParams, n_gpu_layers: int) -> int:
+    if n_gpu_layers <= 0:
+        return 0
+    est = estimate(info, n_ctx, replace(params, n_gpu_layers=n_gpu_layers))
+    return est.gpu_bytes + est.compute_bytes  # the GPU computes the offloaded layers' graph
+
+
+def plan_offload(
+    info: GGUFInfo, n_ctx: int, params: LoadParams, gpus: Sequence[GpuMemory]
+) -> OffloadPlan:
+    """How many layers llama.cpp should offload at ``n_ctx`` tokens of context.
+
+    ``params.n_gpu_layers`` other than ``AUTO_GPU_LAYERS`` is the user's choice and is kept
+    (-1: all). Automatic: with no GPU, none; else the most layers (the last ones first, as
+    llama.cpp assigns them; all of them plus the output layer is "fits on the GPU") whose
+    weights, KV cache and compute buffer fit in the GPUs' free memory less ``GPU_RESERVE``
+    each. llama.cpp splits layers over several GPUs by their free memory: pooled here.
+    """
+    n_layer = info.block_count or 0
+    devices = tuple(g.name for g in gpus)
+    free = sum(max(0, g.free - GPU_RESERVE) for g in gpus)
+    every = n_layer + 1
+    automatic = params.n_gpu_layers == AUTO_GPU_LAYERS
+    if not automatic:
+        n = every if params.n_gpu_layers < 0 else min(params.n_gpu_layers, every)
+        n = n if gpus else 0  # llama.cpp keeps everything on the CPU without a GPU
+    elif not gpus or _gpu_need(info, n_ctx, params, 1) > free:
+        n = 0
+    else:
+        low, high = 1, every + 1  # low fits; high does not (or is past the end)
+        while high - low > 1:
+            mid = (low + high) // 2
+            low, high = (mid, high) if _gpu_need(info, n_ctx, params, mid) <= free else (low, mid)
+        n = low
+    placement: Placement = "gpu" if n >= every else "partial" if n > 0 else "cpu"
+    need = _gpu_need(info, n_ctx, params, n)
+    return OffloadPlan(n, n_layer, placement, need, free, automatic, devices)
+
+
 # --- will it fit? --------------------------------------------------------------------------
 
 FitLevel = Literal["fits", "tight", "wont_fit"]
@@ -362,6 +468,7 @@ class FitResult:
     estimate: MemoryEstimate
     max_context: int  # the largest context that fits in the available memory (0: none)
     automatic: bool = False
+    offload: OffloadPlan | None = None  # where the layers go, when the GPUs were asked
 
     @property
     def n_ctx(self) -> int:
@@ -423,13 +530,29 @@ def fit_check(
     return FitResult(level, needed, available, message, need, max_ctx)
 
 
-def fit_for_load(info: GGUFInfo, params: LoadParams, available_ram: int | None = None) -> FitResult:
+def fit_for_load(
+    info: GGUFInfo,
+    params: LoadParams,
+    available_ram: int | None = None,
+    gpus: Sequence[GpuMemory] | None = None,
+) -> FitResult:
     """Whether a load with ``params`` fits: checked at ``params.n_ctx`` when set, else at the
     automatic context (:func:`default_context`). An automatic context that does not fit whole
-    but that the loader would shorten to something usable is "tight", not "won't fit"."""
+    but that the loader would shorten to something usable is "tight", not "won't fit".
+
+    With ``gpus`` (the devices llama.cpp lists; may be empty), the layers :func:`plan_offload`
+    puts on them count against their memory, the rest against RAM, and the result says where
+    the model runs (``offload``)."""
     automatic = not params.n_ctx
     n_ctx = params.n_ctx or default_context(info)
-    result = fit_check(info, n_ctx, available_ram, params=params)
+    offload = None if gpus is None else plan_offload(info, n_ctx, params, gpus)
+    if offload is not None:
+        params = replace(params, n_gpu_layers=offload.n_gpu_layers)
+        vram = estimate(info, n_ctx, params).gpu_bytes if offload.n_gpu_layers else None
+        result = fit_check(info, n_ctx, available_ram, vram, params=params)
+        result = replace(result, offload=offload, message=f"{result.message} {offload.describe()}")
+    else:
+        result = fit_check(info, n_ctx, available_ram, params=params)
     if result.level != "wont_fit" or not automatic:
         return replace(result, automatic=automatic)
     plan = plan_context(info, params, result.available_bytes)

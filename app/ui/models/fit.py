@@ -2,7 +2,10 @@
 
 Blocking (the header is fetched): call off-thread. Whether it fits is the engine's rule
 (:func:`app.engine.sizing.fit_for_load`) with the load settings the app loads with
-(:func:`app.engine.load_settings.load_params`); only the wording is decided here.
+(:func:`app.engine.load_settings.load_params`) and the GPUs llama.cpp lists
+(:func:`app.engine.backends.gpu_memory`); only the wording is decided here. With a GPU the
+label says where the model runs ("Fits on the GPU", "Fits, partly on the GPU", "Tight, CPU
+only"); on a machine without one it stays "Fits" / "Tight" / "Won't fit".
 """
 
 from __future__ import annotations
@@ -13,9 +16,10 @@ from dataclasses import dataclass
 
 from app.config import Settings
 from app.engine import sizing
+from app.engine.backends import gpu_memory
 from app.engine.gguf import GGUFInfo
 from app.engine.load_settings import load_params
-from app.engine.sizing import FitLevel
+from app.engine.sizing import FitLevel, Placement
 from app.library import hub
 from app.library.hub import ModelFile
 
@@ -26,8 +30,9 @@ _headers_lock = threading.Lock()
 @dataclass(frozen=True, slots=True)
 class FitBadge:
     level: FitLevel
-    label: str  # "Fits", "Tight", "Won't fit"
+    label: str  # "Fits", "Tight", "Won't fit", with where it runs when there is a GPU
     tooltip: str
+    placement: Placement = "cpu"
 
 
 def header(repo_id: str, commit: str, model: ModelFile) -> GGUFInfo:
@@ -48,10 +53,17 @@ def header(repo_id: str, commit: str, model: ModelFile) -> GGUFInfo:
 
 
 def check(repo_id: str, commit: str, model: ModelFile, settings: Settings) -> FitBadge:
-    result = sizing.fit_for_load(header(repo_id, commit, model), load_params(settings))
+    gpus = gpu_memory()
+    info = header(repo_id, commit, model)
+    result = sizing.fit_for_load(info, load_params(settings), gpus=gpus)
     where = "automatic" if result.automatic else "from Settings"
     tooltip = f"{result.message}\n\nChecked at {result.n_ctx:,} tokens of context ({where})."
-    return FitBadge(result.level, _LABELS[result.level], tooltip)
+    placement = result.offload.placement if result.offload else "cpu"
+    label = _LABELS[result.level]
+    if gpus and result.level != "wont_fit":
+        on_gpu = result.level == "fits" and placement == "gpu"
+        label = "Fits on the GPU" if on_gpu else f"{label}, {sizing.PLACEMENT_LABELS[placement]}"
+    return FitBadge(result.level, label, tooltip, placement)
 
 
 _LABELS: dict[FitLevel, str] = {"fits": "Fits", "tight": "Tight", "wont_fit": "Won't fit"}
