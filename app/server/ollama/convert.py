@@ -15,6 +15,7 @@ from pydantic import BaseModel, ValidationError
 
 from app.server import schemas as openai
 from app.server.errors import APIError, from_validation_errors
+from app.server.ollama.images import image_parts, keep_decoded
 from app.server.ollama.schemas import ChatBody, Format, GenerateBody, KeepAlive, Options
 
 # OpenAI field -> where the Ollama body has it
@@ -114,24 +115,19 @@ def _validate(cls: type[Body], data: dict[str, Any]) -> Body:
     raise error
 
 
-def check_images(images: list[str] | None, model: str) -> None:
-    if images:
-        raise APIError(
-            400,
-            f"The model {model!r} cannot see images: Ember runs text models only for now. "
-            "Send the request without 'images'.",
-            param="images",
-        )
-
-
 # ---- chat -----------------------------------------------------------------------------------
 
 
 def chat_body(body: ChatBody) -> openai.ChatCompletionRequest:
+    """The OpenAI body for /api/chat; each message's ``images`` become its image parts (each
+    checked here: a 400 naming ``messages[i].images[j]``)."""
     messages: list[dict[str, Any]] = []
+    decoded: list[bytes] = []
     for i, m in enumerate(body.messages or []):
-        check_images(m.images, body.model)
-        msg: dict[str, Any] = {"role": m.role, "content": m.content or ""}
+        content: str | list[dict[str, Any]] = m.content or ""
+        if m.images:
+            content = image_parts(m.images, m.content or "", f"messages[{i}].images", decoded)
+        msg: dict[str, Any] = {"role": m.role, "content": content}
         if m.role == "tool" and m.tool_name:
             msg["name"] = m.tool_name
         if m.tool_calls:
@@ -157,7 +153,9 @@ def chat_body(body: ChatBody) -> openai.ChatCompletionRequest:
         data["tools"] = body.tools
     if (fmt := _format(body.format)) is not None:
         data["response_format"] = fmt
-    return _validate(openai.ChatCompletionRequest, data)
+    converted = _validate(openai.ChatCompletionRequest, data)
+    keep_decoded(converted, decoded)
+    return converted
 
 
 # ---- generate -------------------------------------------------------------------------------
@@ -165,7 +163,13 @@ def chat_body(body: ChatBody) -> openai.ChatCompletionRequest:
 
 def check_generate(body: GenerateBody) -> None:
     """What /api/generate refuses before a model is resolved."""
-    check_images(body.images, body.model)
+    if body.images and (body.raw or body.suffix is not None):
+        raise APIError(
+            400,
+            "'images' go with a templated prompt: leave out 'raw' and 'suffix' (the model's "
+            "chat template places the images), or send the request without 'images'.",
+            param="images",
+        )
     if body.template:
         raise APIError(
             400,
@@ -187,7 +191,11 @@ def generate_chat_body(body: GenerateBody) -> openai.ChatCompletionRequest:
     messages: list[dict[str, Any]] = []
     if body.system:
         messages.append({"role": "system", "content": body.system})
-    messages.append({"role": "user", "content": body.prompt or ""})
+    decoded: list[bytes] = []
+    content: str | list[dict[str, Any]] = body.prompt or ""
+    if body.images:
+        content = image_parts(body.images, body.prompt or "", "images", decoded)
+    messages.append({"role": "user", "content": content})
     data: dict[str, Any] = {
         "model": body.model,
         "messages": messages,
@@ -196,7 +204,9 @@ def generate_chat_body(body: GenerateBody) -> openai.ChatCompletionRequest:
     }
     if (fmt := _format(body.format)) is not None:
         data["response_format"] = fmt
-    return _validate(openai.ChatCompletionRequest, data)
+    converted = _validate(openai.ChatCompletionRequest, data)
+    keep_decoded(converted, decoded)
+    return converted
 
 
 def generate_completion_body(body: GenerateBody) -> openai.CompletionRequest:
