@@ -104,6 +104,12 @@ def add_parser(sub: Any) -> None:
         help="print the passages of the attached files given to the model (file and page or "
         "section) before the answer",
     )
+    files.add_argument(
+        "--no-vectors",
+        action="store_true",
+        help="choose a long file's passages by their words alone (BM25), without the model's "
+        "embeddings: embedding costs about a prompt read of the whole file",
+    )
     tools = p.add_argument_group("tools (MCP servers, see `ember mcp`)")
     tools.add_argument(
         "--mcp",
@@ -242,6 +248,7 @@ def _with_attachments(
     import uuid
 
     from app.attachments.context import build_context
+    from app.attachments.embedder import EngineEmbedder
     from app.attachments.index import drop_index
 
     fitter = ContextFitter(worker, loaded)
@@ -250,7 +257,10 @@ def _with_attachments(
     room = loaded.n_ctx - answer_room(loaded.n_ctx, sampling.max_tokens) - used
     conversation = f"run-{uuid.uuid4().hex}"  # a fresh index, deleted when done
     try:
-        context = build_context(documents, args.prompt, room, fitter.count, conversation)
+        embedder = None if args.no_vectors else EngineEmbedder(worker, loaded)
+        context = build_context(
+            documents, args.prompt, room, fitter.count, conversation, embedder=embedder
+        )
     finally:
         drop_index(conversation)
     if not any(not s.whole for s in context.sources) and context.retrieved:
