@@ -1,4 +1,6 @@
-"""``ember info MODEL``: what a model file is and how much memory it needs, without loading it."""
+"""``ember info MODEL``: what a model file is, how much memory it needs and where its layers
+would run, without loading it. ``ember info --hardware``: the CPU, the CPU variant llama.cpp
+picked, each device with its memory and back-end, and llama.cpp's system info."""
 
 from __future__ import annotations
 
@@ -7,10 +9,10 @@ import json
 from dataclasses import asdict
 from typing import Any
 
-from app.cli import COMMANDS
+from app.cli import COMMANDS, CliError
 from app.commands.options import add_load_flags, load_params
 from app.commands.resolve import resolve_model
-from app.engine import gguf, sizing
+from app.engine import backends, gguf, sizing
 from app.engine.llamacpp import inspect_model_file
 from app.engine.sizing import available_memory
 
@@ -23,19 +25,33 @@ def add_parser(sub: Any) -> None:
         "the memory it needs. The loading flags are `ember run`'s: the context and estimate "
         "shown are the ones `ember run` would use with the same flags.",
     )
-    p.add_argument("model", metavar="MODEL", help="a .gguf path or a model in the library")
+    p.add_argument(
+        "model", metavar="MODEL", nargs="?", help="a .gguf path or a model in the library"
+    )
+    p.add_argument(
+        "--hardware",
+        action="store_true",
+        help="show the CPU, the GPUs and the llama.cpp back-ends that drive them",
+    )
     p.add_argument("--json", action="store_true", help="print JSON")
     add_load_flags(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.hardware:
+        if args.model:
+            raise CliError("give either MODEL or --hardware, not both")
+        return show_hardware(args.json)
+    if not args.model:
+        raise CliError("give a MODEL (a .gguf path or a model in the library), or --hardware")
     path = resolve_model(args.model)
     info = inspect_model_file(str(path))
     params = load_params(args)
     free = available_memory()
     plan = sizing.plan_context(info, params, free)  # the rule `ember run` loads by
     est = plan.estimate
+    offload = sizing.plan_offload(info, plan.n_ctx, params, backends.gpu_memory())
     if args.json:
         meta = {k: v for k, v in asdict(info).items() if k != "metadata"}
         result = {
@@ -48,6 +64,7 @@ def run(args: argparse.Namespace) -> int:
             "error": plan.error,
             "memory": asdict(est),
             "available_bytes": free,
+            "offload": {**asdict(offload), "label": offload.label},
         }
         print(json.dumps(result, default=str, indent=2))
         return 0
@@ -66,8 +83,27 @@ def run(args: argparse.Namespace) -> int:
         ("Free memory", gguf.human_bytes(free)),
         ("Largest context that fits", f"{plan.max_context} tokens" if plan.max_context else "none"),
         ("Fits", "yes" if plan.fits else f"no — {plan.error}"),
+        ("Runs on", offload.describe()),
     ]
+    _print_rows(rows)
+    return 0
+
+
+def _print_rows(rows: list[tuple[str, str]]) -> None:
     width = max(len(k) for k, _ in rows)
     for key, value in rows:
         print(f"{key:<{width}}  {value}")
+
+
+def show_hardware(as_json: bool) -> int:
+    """``ember info --hardware``; a llama.cpp whose back-ends cannot be read is one error."""
+    try:
+        hw = backends.hardware()
+    except backends.BackendError as e:
+        raise CliError(str(e)) from e
+    if as_json:
+        data = {**asdict(hw), "gpus": [d.name for d in hw.gpus]}
+        print(json.dumps(data, indent=2))
+        return 0
+    _print_rows(backends.describe(hw))
     return 0

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal
 
+from app.engine.gguf_format import human_bytes
 from app.engine.sizing import GpuMemory
 
 MAX_DEVICES: Final = 64  # more than any machine has; a larger count is a broken library
@@ -341,3 +342,24 @@ def gpu_devices(lib_dir: Path | None = None) -> tuple[Device, ...]:
 def gpu_memory(lib_dir: Path | None = None) -> tuple[GpuMemory, ...]:
     """The GPUs' free and total memory, as the offload rule (:mod:`app.engine.sizing`) takes it."""
     return tuple(GpuMemory(d.name, d.memory_free, d.memory_total) for d in gpu_devices(lib_dir))
+
+
+def describe(hw: Hardware) -> list[tuple[str, str]]:
+    """``hw`` as labelled rows: what ``ember info --hardware`` prints and Settings shows."""
+    cpu = next((d for d in hw.devices if d.kind == "cpu"), None)
+    variant = hw.cpu_variant + ("" if hw.dynamic else " (one CPU build, chosen when compiled)")
+    rows = [
+        ("CPU", cpu.description if cpu else "unknown"),
+        ("CPU variant", variant),
+        ("CPU features", " ".join(hw.cpu_features) or "unknown"),
+        ("Back-ends", ", ".join(hw.backends)),
+    ]
+    for dev in hw.devices:
+        free, total = human_bytes(dev.memory_free), human_bytes(dev.memory_total)
+        what = f"{dev.description} ({dev.kind}, {dev.backend}); {free} free of {total}"
+        rows.append((f"Device {dev.name}", what))
+    if not hw.gpus:
+        rows.append(("GPU", "none found: models run on the CPU"))
+    rows += [("System info", hw.system_info or "unknown"), ("Library", hw.library_dir)]
+    rows += [("Could not read", error) for error in hw.errors]
+    return rows
