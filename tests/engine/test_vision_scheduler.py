@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from app.engine import scheduler as scheduler_module
 from app.engine.llamacpp import LlamaCppModel
 from app.engine.media import MEDIA_MARKER, ImageItem, MediaPrompt, pseudo_token
 from app.engine.types import (
@@ -229,4 +230,46 @@ def test_a_bad_image_fails_the_job_with_a_clear_error(
     )
     final = vision_worker.submit(two_markers).wait(300)
     assert isinstance(final, Failed) and "2 image marker" in final.error.message
+    assert_no_leak(vision_worker)
+
+
+def test_a_cancel_mid_prompt_after_the_image_spares_the_chat_beside_it(
+    vision_worker: EngineWorker, loaded: LoadedModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An image chat cancelled after its image was decoded, while the long text after it is
+    still being read in chunks, ends cleanly; a text chat generating beside it finishes as it
+    would alone (its first token: later ones may turn at a near-tie, see above)."""
+    sampling = SamplingParams(temperature=0.0, max_tokens=8, logit_bias=NO_END)
+    text = ChatRequest(
+        messages=[{"role": "user", "content": "Name three colours."}], sampling=sampling
+    )
+    alone = finished(vision_worker.submit(text))
+    long_text = " ".join(f"word{i}" for i in range(900))  # several prefill chunks after the image
+    image_job: list[Job] = []
+    decoded: list[int] = []
+    real_decode = scheduler_module.decode_image
+
+    def decode_then_cancel(*args: object, **kwargs: object) -> tuple[int, int]:
+        out = real_decode(*args, **kwargs)  # type: ignore[arg-type]
+        decoded.append(out[0])
+        image_job[0].cancel()
+        return out
+
+    monkeypatch.setattr(scheduler_module, "decode_image", decode_then_cancel)
+    other = vision_worker.submit(text)
+    image_job.append(
+        vision_worker.submit(
+            ChatRequest(
+                messages=[{"role": "user", "content": f"{MEDIA_MARKER}{long_text}"}],
+                sampling=sampling,
+                images=(png(32, 32, 11),),
+            )
+        )
+    )
+    assert image_job[0].wait(300).reason == "cancelled"
+    beside = finished(other)
+    assert decoded == [0]  # the image itself was decoded before the cancel
+    assert beside.reason in ("stop", "length") and beside.usage.completion_tokens
+    assert beside.result[:1] == alone.result[:1], (alone, beside)
+    monkeypatch.undo()
     assert_no_leak(vision_worker)
