@@ -17,6 +17,8 @@ from app.library.quant import is_projector, parse_quant
 
 log = logging.getLogger(__name__)
 
+VISION_TAG: Final = "Vision"  # how the model picker and My Models mark a model with one
+
 # The projector quantizations to prefer, best first: a projector is small, precision is cheap.
 PROJECTOR_PREFERENCE: Final = ("F16", "BF16", "Q8_0", "F32")
 

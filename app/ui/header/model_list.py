@@ -14,6 +14,7 @@ from PySide6.QtCore import QObject, Signal
 from app.config import Settings
 from app.engine.gguf import human_bytes
 from app.library.local import Library
+from app.library.projectors import VISION_TAG, projector_beside
 from app.library.quant import is_projector, parse_quant
 from app.ui.engine_session import model_name
 from app.ui.task_runner import tasks
@@ -29,11 +30,17 @@ class ModelEntry:
     path: str
     name: str
     size: int
-    detail: str  # e.g. "Q4_K_M · 241 MB"
+    detail: str  # e.g. "Vision · Q4_K_M · 241 MB"
+    projector: str | None = None  # the vision projector it loads with (it takes images)
+
+    @property
+    def vision(self) -> bool:
+        return self.projector is not None
 
 
-def _detail(quant: str | None, size: int) -> str:
-    return " · ".join(x for x in (quant, human_bytes(size)) if x)
+def _detail(quant: str | None, size: int, projector: Path | None = None) -> str:
+    tag = VISION_TAG if projector is not None else None
+    return " · ".join(x for x in (tag, quant, human_bytes(size)) if x)
 
 
 def _entry(path: Path) -> ModelEntry | None:
@@ -41,7 +48,14 @@ def _entry(path: Path) -> ModelEntry | None:
         size = path.stat().st_size
     except OSError:
         return None
-    return ModelEntry(str(path), model_name(str(path)), size, _detail(parse_quant(path.name), size))
+    projector = projector_beside(path)
+    return ModelEntry(
+        str(path),
+        model_name(str(path)),
+        size,
+        _detail(parse_quant(path.name), size, projector),
+        str(projector) if projector is not None else None,
+    )
 
 
 def scan_models(settings: Settings, library: Library) -> list[ModelEntry]:
@@ -51,9 +65,14 @@ def scan_models(settings: Settings, library: Library) -> list[ModelEntry]:
     for model in library.scan():
         if model.error is None:
             seen.add(str(model.path.resolve()))
+            projector = model.mmproj
             entries.append(
                 ModelEntry(
-                    str(model.path), model.name, model.size, _detail(model.quant, model.size)
+                    str(model.path),
+                    model.name,
+                    model.size,
+                    _detail(model.quant, model.size, projector),
+                    str(projector) if projector is not None else None,
                 )
             )
     for name in settings.get(RECENT_KEY):

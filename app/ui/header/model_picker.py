@@ -79,14 +79,19 @@ class ModelPicker(QWidget):
         self.detail_label = QLabel(self.button)
         self.detail_label.setObjectName("ModelPickerDetail")
         self.chip_icon = QLabel(self.button)
+        self.vision_icon = QLabel(self.button)  # an eye: the loaded model takes images
+        self.vision_icon.setObjectName("ModelPickerVision")
+        self.vision_icon.hide()
         self.chevron = QLabel(self.button)
-        for label in (self.name_label, self.detail_label, self.chip_icon, self.chevron):
+        labels = (self.name_label, self.detail_label, self.chip_icon, self.vision_icon)
+        for label in (*labels, self.chevron):
             label.setAttribute(Qt.WidgetAttribute.WA_TransparentForMouseEvents)
         inner = QHBoxLayout(self.button)
         inner.setContentsMargins(14, 0, 12, 0)
         inner.setSpacing(8)
         inner.addWidget(self.chip_icon)
         inner.addWidget(self.name_label, 1)
+        inner.addWidget(self.vision_icon, 0, Qt.AlignmentFlag.AlignVCenter)
         inner.addWidget(self.detail_label, 0, Qt.AlignmentFlag.AlignVCenter)
         inner.addWidget(self.chevron)
         self.progress = QProgressBar(self)
@@ -184,7 +189,10 @@ class ModelPicker(QWidget):
             action.setCheckable(True)
             action.setChecked(local and loaded is not None and loaded.path == entry.path)
             action.setData(entry.path)
-            action.setToolTip(entry.path)
+            tip = entry.path
+            if entry.projector is not None:
+                tip += f"\nVision: takes images (loads with {Path(entry.projector).name})"
+            action.setToolTip(tip)
             action.triggered.connect(self._on_model_action)
             self.menu.addAction(action)
         for provider in providers:
@@ -321,6 +329,8 @@ class ModelPicker(QWidget):
         loaded = self.engine.loaded
         self.chevron.setPixmap(icons.pixmap("chevron-down", p.muted, 16, ratio))
         self.progress.setVisible(bool(loading))
+        self.vision_icon.setPixmap(icons.pixmap("eye", p.accent, 16, ratio))
+        self.vision_icon.setVisible(bool(self.engine.takes_images and not loading))
         remote = parse_remote_id(self.engine.remote_model or "")
         if remote is not None:
             entry = self.remote.entry(remote.provider) if self.remote is not None else None
@@ -352,10 +362,13 @@ class ModelPicker(QWidget):
             self.chip_icon.setPixmap(icons.pixmap("chip", p.accent, 18, ratio))
             self.name_label.setText(model_name(loaded.path))
             self.detail_label.setText(f"{loaded.n_ctx:,} ctx")
+            vision = ""
+            if loaded.vision and loaded.params.mmproj:
+                vision = f"\nVision: takes images ({Path(loaded.params.mmproj).name})"
             self.button.setToolTip(
                 f"{loaded.path}\nContext: {loaded.n_ctx:,} tokens (trained for "
                 f"{loaded.n_ctx_train:,}) · {loaded.n_threads} threads · loaded in "
-                f"{loaded.load_seconds:.1f} s"
+                f"{loaded.load_seconds:.1f} s{vision}"
             )
             self.button.setProperty("state", "loaded")
         else:

@@ -36,6 +36,7 @@ from PySide6.QtWidgets import (
 from app.config import Settings
 from app.engine.gguf import human_bytes
 from app.library.local import Library, LibraryError, LocalModel, NotOwnedError
+from app.library.projectors import VISION_TAG
 from app.ui import icons, theme
 from app.ui.banner import Banner
 from app.ui.models.runner import Runner
@@ -86,7 +87,9 @@ class LocalModelRow(QFrame):
         if ctx:
             chips.addWidget(Chip(ctx, "plain", self))
         if model.mmproj is not None:
-            chips.addWidget(Chip("Vision", "plain", self))
+            vision = Chip(VISION_TAG, "plain", self)
+            vision.setToolTip(f"Takes images: loads with its vision projector {model.mmproj.name}")
+            chips.addWidget(vision)
         chips.addStretch(1)
         text = QVBoxLayout()
         text.setSpacing(4)
