@@ -82,6 +82,28 @@ def store(
     return StoredFile(target, digest, size, path.name, new)
 
 
+def store_bytes(data: bytes, name: str) -> StoredFile:
+    """Store bytes that have no file of their own (an image pasted from the clipboard) the way
+    :func:`store` stores a file; ``name`` gives the suffix and the display name."""
+    folder = private_dir(attachments_dir())
+    digest = hashlib.sha256(data).hexdigest()
+    target = stored_path(digest, Path(name).suffix)
+    if target.exists():
+        return StoredFile(target, digest, len(data), name, new=False)
+    fd, tmp = tempfile.mkstemp(prefix=".incoming.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        private_dir(target.parent)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return StoredFile(target, digest, len(data), name)
+
+
 def _copy(source: Path, fd: int, job: Job) -> tuple[str, int]:
     digest = hashlib.sha256()
     limit = job.limits.max_bytes

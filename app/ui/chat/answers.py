@@ -43,8 +43,14 @@ from app.engine.types import (
     SamplingParams,
 )
 from app.ui.bridge import JobHandle
-from app.ui.chat.attached_prompt import AttachedPrompt, needs_preparing, prepare_prompt
+from app.ui.chat.attached_prompt import (
+    IMAGE_TOKENS,
+    AttachedPrompt,
+    needs_preparing,
+    prepare_prompt,
+)
 from app.ui.chat.attaching import StopFlag
+from app.ui.chat.chat_images import cannot_read_images, remote_content
 from app.ui.chat.chat_record import save_partial_stats
 from app.ui.chat.context import (
     PER_MESSAGE_OVERHEAD,
@@ -67,6 +73,9 @@ SAVE_INTERVAL_MS = 500
 # as much as a small local context, so most providers' models take it.
 REMOTE_ATTACHED_BUDGET = 12_000
 NO_MODEL_TEXT = "No model is loaded. Pick one from the model menu at the top, or open a GGUF file."
+TOOLS_NO_IMAGES = (
+    "images are not sent while the chat's tools are on; turn the tools off to send them."
+)
 
 
 @dataclass(slots=True)
@@ -245,9 +254,14 @@ class AnswerRunner(QObject):
         if answer.attached is None and needs_preparing(answer.history):
             self._prepare_attached(answer, loaded.n_ctx - room - PROMPT_OVERHEAD)
             return
+        if answer.attached is not None and not loaded.vision:  # earlier images, a new model
+            answer.attached = answer.attached.text_only(cannot_read_images(model_name(loaded.path)))
+        elif answer.tools is not None and answer.attached is not None:
+            answer.attached = answer.attached.text_only(TOOLS_NO_IMAGES)
         contents = answer.attached.contents if answer.attached is not None else {}
+        images = answer.attached.images if answer.attached is not None else {}
         turns = [
-            Turn(m.role, text, count(text))
+            Turn(m.role, text, count(text) + IMAGE_TOKENS * len(images.get(m.id, ())))
             for m in answer.history
             for text in [contents.get(m.id, m.content)]
         ]
@@ -283,6 +297,8 @@ class AnswerRunner(QObject):
             return
         # priority: the app's own chat goes ahead of API requests waiting for a slot
         request = ChatRequest(plan.messages, answer.sampling, model=loaded.model_id, priority=1)
+        if answer.attached is not None:
+            request.images = answer.attached.images_after(answer.history, plan.dropped)
         self._run(answer, request)
 
     def _prepare_attached(self, answer: Answer, budget: int) -> None:
@@ -330,12 +346,17 @@ class AnswerRunner(QObject):
         messages: list[ChatMessage] = []
         if answer.system_prompt:
             messages.append({"role": "system", "content": answer.system_prompt})
-        messages += [
-            {"role": m.role, "content": contents.get(m.id, m.content)} for m in answer.history
-        ]
+        images = answer.attached.images if answer.attached is not None else {}
+        texts = [answer.system_prompt] if answer.system_prompt else []
+        for m in answer.history:
+            texts.append(contents.get(m.id, m.content))
+            # a list of content parts when it has images (the provider's wire takes them)
+            content: Any = remote_content(texts[-1], images.get(m.id, ()))
+            messages.append({"role": m.role, "content": content})
         answer.prompt_tokens = PROMPT_OVERHEAD + sum(
-            estimate_tokens(m.get("content") or "") + PER_MESSAGE_OVERHEAD for m in messages
+            estimate_tokens(t) + PER_MESSAGE_OVERHEAD for t in texts
         )
+        answer.prompt_tokens += IMAGE_TOKENS * sum(len(i) for i in images.values())
         self._run(answer, ChatRequest(messages, answer.sampling, model=answer.model_path))
 
     def _run(self, answer: Answer, request: ChatRequest) -> None:

@@ -11,6 +11,11 @@ An earlier question keeps what it was given (follow-ups still see its files): it
 documents are read again from their stored copies in EMBER_HOME and its passages are the ones
 its answer recorded, so the prompt's beginning is the same text as last time (the engine's
 prefix cache reuses it).
+
+Images: every question's images go with it, each as a ``MEDIA_MARKER`` before its text, in
+order, and their stored bytes in ``images`` (the same bytes each time, so the prefix cache
+keeps matching them). The answer runner sends only the images of the messages the context
+keeps; a model that cannot take them gets ``text_only``, which names them under the answer.
 """
 
 from __future__ import annotations
@@ -29,11 +34,16 @@ from app.attachments.context import (
 )
 from app.attachments.document import CancelFlag, Document
 from app.attachments.errors import AttachmentError
+from app.attachments.image import entry_bytes, is_image_entry
 from app.chats.models import Message
 from app.engine.fitting import PER_MESSAGE_OVERHEAD, estimate_tokens
+from app.engine.media import MEDIA_MARKER
 from app.ui.chat.attaching import cached_document
 
 SHOWN_WHOLE_CHARS = 2000  # of a whole document, kept with the answer to show as its passage
+# Context positions an image is counted as before the engine says: Gemma 3's projector takes
+# 256, most others take 256-729; the engine still refuses a prompt that does not fit.
+IMAGE_TOKENS = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +51,27 @@ class AttachedPrompt:
     contents: dict[str, str]  # message id -> the text the model gets instead of its content
     sources: list[dict[str, Any]]  # the question's sources, for its answer's metadata
     left_out: list[str]  # one sentence per attached file that could not be used
+    # message id -> its images' bytes, in order (one MEDIA_MARKER each in its contents)
+    images: dict[str, tuple[bytes, ...]] = dataclasses.field(default_factory=dict)
+    image_names: tuple[str, ...] = ()  # of the images in ``images``
+
+    def images_after(self, history: Sequence[Message], dropped: int) -> tuple[bytes, ...]:
+        """The images of the messages the context keeps (all but the first ``dropped``)."""
+        return tuple(b for m in history[dropped:] for b in self.images.get(m.id, ()))
+
+    def text_only(self, why: str) -> AttachedPrompt:
+        """The same prompt without its images (their markers taken out): for a model that
+        cannot take them, ``why`` says so under the answer, with their names."""
+        if not self.images:
+            return self
+        contents = dict(self.contents)
+        for message_id, images in self.images.items():
+            marked = contents[message_id]
+            contents[message_id] = marked[len(with_markers("", len(images))) :]
+        names = list(dict.fromkeys(self.image_names))
+        verb = "was" if len(names) == 1 else "were"
+        note = f"{', '.join(names)} {verb} left out: {why}"
+        return AttachedPrompt(contents, self.sources, [*self.left_out, note])
 
     def without_room_for(self, dropped: Sequence[Message]) -> AttachedPrompt:
         """Says which files went with the earlier messages the context had no room for."""
@@ -67,6 +98,19 @@ def attachments_of(message: Message) -> list[dict[str, Any]]:
     return [e for e in entries if isinstance(e, dict) and isinstance(e.get("sha256"), str)]
 
 
+def documents_of(message: Message) -> list[dict[str, Any]]:
+    return [e for e in attachments_of(message) if not is_image_entry(e)]
+
+
+def images_of(message: Message) -> list[dict[str, Any]]:
+    return [e for e in attachments_of(message) if is_image_entry(e)]
+
+
+def with_markers(text: str, count: int) -> str:
+    """``text`` after ``count`` images' markers (the images go before the question)."""
+    return "\n".join([MEDIA_MARKER] * count + [text]) if count else text
+
+
 def needs_preparing(history: Sequence[Message]) -> bool:
     return any(attachments_of(m) for m in history)
 
@@ -91,11 +135,37 @@ def prepare_prompt(
 ) -> AttachedPrompt:
     """``history`` ends with the question; ``budget``: tokens for the messages (the context
     less the system prompt, the template's overhead and the answer's room)."""
+    prompt = _with_documents(history, budget, conversation_id, cancel)
+    contents, left_out, images = dict(prompt.contents), list(prompt.left_out), {}
+    names: list[str] = []
+    for message in history:
+        entries = images_of(message)
+        read: list[bytes] = []
+        for entry in entries:
+            try:
+                read.append(entry_bytes(entry))
+                names.append(str(entry.get("name")))
+            except (AttachmentError, ValueError) as error:
+                left_out.append(f"{entry.get('name') or 'An image'} was left out: {error}")
+        if read:
+            contents[message.id] = with_markers(
+                contents.get(message.id, message.content), len(read)
+            )
+            images[message.id] = tuple(read)
+    return AttachedPrompt(contents, prompt.sources, left_out, images, tuple(names))
+
+
+def _with_documents(
+    history: Sequence[Message],
+    budget: int,
+    conversation_id: str,
+    cancel: CancelFlag | None,
+) -> AttachedPrompt:
     contents: dict[str, str] = {}
     left_out: list[str] = []
     question = history[-1]
     for index, message in enumerate(history[:-1]):
-        entries = attachments_of(message)
+        entries = documents_of(message)
         if entries:
             documents = _documents(entries, left_out)
             recorded = _recorded_sources(history[index + 1 :])
@@ -105,7 +175,7 @@ def prepare_prompt(
     )
     room = max(budget - used, budget // 2) - estimate_tokens(question.content)
     room -= PER_MESSAGE_OVERHEAD
-    documents = _documents(attachments_of(question), left_out)
+    documents = _documents(documents_of(question), left_out)
     context = build_context(
         documents, question.content, room, estimate_tokens, conversation_id, cancel=cancel
     )

@@ -6,6 +6,12 @@ removed, and its problem in one sentence.
 ready ones when the message is sent (``take_ready``) and records them in the user message's
 metadata (``metadata_entry``). Documents just read are kept in a small cache by their hash, so
 the first answer does not read them again (``cached_document``).
+
+Images (PNG, JPEG; a picture pasted from the clipboard too) are stored the same way and
+checked as the engine checks them (``app.attachments.image``); a small thumbnail is made on
+the worker thread (a ``QImage``, never a ``QPixmap``, off the GUI thread) and kept by hash for
+the chips of sent messages (``thumbnail``). ``image_refusal`` is the sentence that says the
+chat's model cannot read images (set by the chat controller; empty when it can).
 """
 
 from __future__ import annotations
@@ -13,16 +19,19 @@ from __future__ import annotations
 import functools
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from PySide6.QtCore import QObject, Signal, Slot
+from PySide6.QtCore import QObject, QSize, Qt, Signal, Slot
+from PySide6.QtGui import QImage, QImageReader
 
 from app.attachments.document import Document
 from app.attachments.errors import AttachmentError, UnsupportedFormatError
 from app.attachments.extract import extract, supported
-from app.attachments.store import StoredFile, safe_suffix, store, stored_path
+from app.attachments.image import ImageFile, image_entry, is_image_name, read_image
+from app.attachments.store import StoredFile, safe_suffix, store, store_bytes, stored_path
 from app.engine.gguf_format import human_bytes
 from app.ui.relay import Relay
 from app.ui.task_runner import CancelToken, Task, tasks
@@ -31,6 +40,9 @@ State = Literal["reading", "ready", "error"]
 COPY_SHARE = 0.3  # of the progress bar: copying into the store; the rest is reading
 CACHED_DOCUMENTS = 8
 CACHED_CHARS = 16_000_000  # of text kept in memory at most (a document may hold 64 million)
+THUMBNAIL_SIDE = 96  # pixels, the longer side (chips show it at half that: sharp on HiDPI)
+CACHED_THUMBNAILS = 64
+PASTED_NAME = "Pasted image {}.png"
 
 
 class StopFlag(CancelToken):
@@ -60,10 +72,16 @@ class PendingFile:
     document: Document | None = None
     cancel: StopFlag = field(default_factory=StopFlag)
     task: Task | None = None
+    image: ImageFile | None = None  # once read, for an image
+    data: bytes | None = None  # an image pasted from the clipboard (it has no file)
 
     @property
     def name(self) -> str:
         return self.path.name
+
+    @property
+    def is_image(self) -> bool:
+        return is_image_name(self.path)
 
     @property
     def pages(self) -> int | None:
@@ -76,6 +94,11 @@ def describe_size(size: int, pages: int | None) -> str:
     if pages:
         text += f" · {pages} page{'s' if pages != 1 else ''}"
     return text
+
+
+def describe_image(size: int, image: ImageFile | None) -> str:
+    """'1024×768 · 180 KB' (what an image's chip shows under its name)."""
+    return f"{image.pixels} · {human_bytes(size)}" if image is not None else human_bytes(size)
 
 
 def metadata_entry(stored: StoredFile, document: Document) -> dict[str, Any]:
@@ -122,6 +145,54 @@ def cached_document(entry: dict[str, Any]) -> Document:
     return document
 
 
+# -- thumbnails (worker threads make them, the GUI thread shows them) ------------------------
+
+_thumbnails: OrderedDict[str, QImage] = OrderedDict()
+_thumbnails_lock = threading.Lock()
+_KEEP_ASPECT = Qt.AspectRatioMode.KeepAspectRatio
+
+
+def make_thumbnail(path: Path, sha256: str) -> QImage:
+    """A small copy of a stored image, scaled while decoding (a worker thread), kept by hash."""
+    reader = QImageReader(str(path))
+    size = reader.size()
+    if size.isValid() and max(size.width(), size.height()) > THUMBNAIL_SIDE:
+        reader.setScaledSize(size.scaled(QSize(THUMBNAIL_SIDE, THUMBNAIL_SIDE), _KEEP_ASPECT))
+    image = reader.read()
+    with _thumbnails_lock:
+        _thumbnails[sha256] = image
+        _thumbnails.move_to_end(sha256)
+        while len(_thumbnails) > CACHED_THUMBNAILS:
+            _thumbnails.popitem(last=False)
+    return image
+
+
+def forget_thumbnails() -> None:
+    """Drop the kept thumbnails (as a restart does)."""
+    with _thumbnails_lock:
+        _thumbnails.clear()
+
+
+def thumbnail(sha256: str) -> QImage | None:
+    """The thumbnail made for this image, if it is still kept."""
+    with _thumbnails_lock:
+        return _thumbnails.get(sha256)
+
+
+def _read_image(
+    path: Path, data: bytes | None, cancel: StopFlag
+) -> tuple[StoredFile, ImageFile, QImage]:
+    """Store then check one image (a worker thread)."""
+    stored = store_bytes(data, path.name) if data is not None else store(path, cancel=cancel)
+    try:
+        image, _ = read_image(stored.path, path.name)
+    except BaseException:
+        if stored.new:
+            stored.path.unlink(missing_ok=True)
+        raise
+    return stored, image, make_thumbnail(stored.path, stored.sha256)
+
+
 def _read(path: Path, report: Relay, key: int, cancel: StopFlag) -> tuple[Any, Any]:
     """Copy then read one file (a worker thread; it holds only the relay, never the tray)."""
 
@@ -148,16 +219,19 @@ class AttachmentTray(QObject):
     """The composer's attachments (GUI thread).
 
     Signals: ``files_changed()`` a file was added or removed (or all were taken);
-    ``file_updated(int key)`` its progress or state changed.
+    ``file_updated(int key)`` its progress or state changed; ``image_refusal_changed(str)``.
     """
 
     files_changed = Signal()
     file_updated = Signal(int)
+    image_refusal_changed = Signal(str)
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self._files: dict[int, PendingFile] = {}
         self._next_key = 1
+        self._pasted = 0
+        self._image_refusal = ""
         self._progress = Relay(self._on_progress, self)
 
     # -- queries --------------------------------------------------------------------------
@@ -175,6 +249,29 @@ class AttachmentTray(QObject):
 
     # -- changes --------------------------------------------------------------------------
 
+    @property
+    def images(self) -> list[PendingFile]:
+        return [f for f in self._files.values() if f.is_image]
+
+    @property
+    def image_refusal(self) -> str:
+        """Why the chat's model cannot take the attached images ('' when it can)."""
+        return self._image_refusal
+
+    def set_image_refusal(self, text: str) -> None:
+        if text != self._image_refusal:
+            self._image_refusal = text
+            self.image_refusal_changed.emit(text)
+
+    def add_image_data(self, data: bytes) -> int:
+        """Attach an image that has no file (pasted from the clipboard, as PNG); its key."""
+        self._pasted += 1
+        pending = PendingFile(self._next_key, Path(PASTED_NAME.format(self._pasted)), len(data))
+        pending.data = data
+        self._start(pending)
+        self.files_changed.emit()
+        return pending.key
+
     def add_paths(self, paths: list[Path]) -> list[int]:
         """Start reading these files (one already here is not added twice); their keys."""
         known = {f.path for f in self._files.values()}
@@ -189,20 +286,29 @@ class AttachmentTray(QObject):
             except OSError:
                 size = 0
             pending = PendingFile(self._next_key, path, size)
-            self._next_key += 1
-            self._files[pending.key] = pending
             keys.append(pending.key)
-            pending.task = tasks().submit(
-                functools.partial(_read, path, self._progress, pending.key, pending.cancel),
-                functools.partial(self._on_read, pending.key),
-                functools.partial(self._on_failed, pending.key),
-                receiver=self,
-                token=pending.cancel,
-                name=f"attach {path.name}",
-            )
+            self._start(pending)
         if keys:
             self.files_changed.emit()
         return keys
+
+    def _start(self, pending: PendingFile) -> None:
+        self._next_key = max(self._next_key, pending.key + 1)
+        self._files[pending.key] = pending
+        path = pending.path
+        work: Callable[[], tuple[Any, ...]]
+        if pending.is_image:
+            work = functools.partial(_read_image, path, pending.data, pending.cancel)
+        else:
+            work = functools.partial(_read, path, self._progress, pending.key, pending.cancel)
+        pending.task = tasks().submit(
+            work,
+            functools.partial(self._on_read, pending.key),
+            functools.partial(self._on_failed, pending.key),
+            receiver=self,
+            token=pending.cancel,
+            name=f"attach {path.name}",
+        )
 
     def remove(self, key: int) -> None:
         """Take a file away; one still being read stops being read."""
@@ -215,11 +321,14 @@ class AttachmentTray(QObject):
     def take_ready(self) -> list[dict[str, Any]]:
         """The read files' metadata entries, for the message being sent; the tray empties
         (files with an error are left out, as their chips said)."""
-        entries = [
-            metadata_entry(f.stored, f.document)
-            for f in self._files.values()
-            if f.state == "ready" and f.stored is not None and f.document is not None
-        ]
+        entries: list[dict[str, Any]] = []
+        for f in self._files.values():
+            if f.state != "ready" or f.stored is None:
+                continue
+            if f.image is not None:
+                entries.append(image_entry(f.image, f.path.suffix))
+            elif f.document is not None:
+                entries.append(metadata_entry(f.stored, f.document))
         self.clear()
         return entries
 
@@ -251,11 +360,15 @@ class AttachmentTray(QObject):
             pending.progress = fraction
             self.file_updated.emit(key)
 
-    def _on_read(self, key: int, result: tuple[StoredFile, Document]) -> None:
+    def _on_read(self, key: int, result: tuple[Any, ...]) -> None:
         pending = self._files.get(key)
         if pending is None:
             return
-        pending.stored, pending.document = result
+        if pending.is_image:
+            pending.stored, pending.image, _ = result
+            pending.data = None  # stored now
+        else:
+            pending.stored, pending.document = result
         pending.size = pending.stored.size
         pending.state, pending.progress, pending.task = "ready", 1.0, None
         self.file_updated.emit(key)

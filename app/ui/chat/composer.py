@@ -13,8 +13,20 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from PySide6.QtCore import QEvent, QMimeData, QObject, QRectF, QSize, Qt, Signal, Slot
-from PySide6.QtGui import QColor, QDropEvent, QKeyEvent, QPainter, QPaintEvent
+from PySide6.QtCore import (
+    QBuffer,
+    QByteArray,
+    QEvent,
+    QIODevice,
+    QMimeData,
+    QObject,
+    QRectF,
+    QSize,
+    Qt,
+    Signal,
+    Slot,
+)
+from PySide6.QtGui import QColor, QDropEvent, QImage, QKeyEvent, QPainter, QPaintEvent
 from PySide6.QtWidgets import (
     QFileDialog,
     QFrame,
@@ -211,6 +223,23 @@ class _MeterBar(QWidget):
         painter.end()
 
 
+FILE_FILTER = (
+    "Files Ember reads (*.txt *.md *.pdf *.docx *.html *.htm *.png *.jpg *.jpeg *.py *.json"
+    " *.csv);;Images (*.png *.jpg *.jpeg);;Documents (*.txt *.md *.pdf *.docx *.html *.htm)"
+    ";;All files (*)"
+)
+
+
+def png_bytes(image: QImage) -> bytes:
+    """A pasted picture as PNG, the lossless format the engine takes."""
+    data = QByteArray()
+    buffer = QBuffer(data)
+    buffer.open(QIODevice.OpenModeFlag.WriteOnly)
+    image.save(buffer, "PNG")  # type: ignore[call-overload]  # (the stubs want bytes)
+    buffer.close()
+    return bytes(data.data())
+
+
 def local_files(mime: QMimeData | None) -> list[Path]:
     """The local files a drop or a paste carries (file URLs), in order."""
     if mime is None or not mime.hasUrls():
@@ -220,9 +249,11 @@ def local_files(mime: QMimeData | None) -> list[Path]:
 
 class _Input(QPlainTextEdit):
     """Grows with its text up to MAX_LINES. Files pasted or dropped into it are attached
-    (``files_given``), not written in as their paths."""
+    (``files_given``), not written in as their paths; so is a pasted picture
+    (``image_given(bytes)``, as PNG)."""
 
     files_given = Signal(list)
+    image_given = Signal(bytes)
 
     def __init__(self, parent: QWidget) -> None:
         super().__init__(parent)
@@ -251,12 +282,17 @@ class _Input(QPlainTextEdit):
         return QSize(400, self.height())
 
     def canInsertFromMimeData(self, source: QMimeData) -> bool:  # noqa: N802 (Qt override)
-        return bool(local_files(source)) or super().canInsertFromMimeData(source)
+        return (
+            bool(local_files(source)) or source.hasImage() or super().canInsertFromMimeData(source)
+        )
 
     def insertFromMimeData(self, source: QMimeData) -> None:  # noqa: N802 (Qt override)
         files = local_files(source)
+        image = source.imageData() if not files and source.hasImage() else None
         if files:
             self.files_given.emit(files)
+        elif isinstance(image, QImage) and not image.isNull():
+            self.image_given.emit(png_bytes(image))
         else:
             super().insertFromMimeData(source)
 
@@ -289,13 +325,15 @@ class Composer(QFrame):
         self.attach_button.setCursor(Qt.CursorShape.PointingHandCursor)
         self.attach_button.setFixedSize(36, 36)
         self.attach_button.setToolTip(
-            "Attach files (text, Markdown, code, PDF, .docx, HTML); you can also drop or paste them"
+            "Attach files (text, Markdown, code, PDF, .docx, HTML, PNG and JPEG images); you can "
+            "also drop or paste them"
         )
         self.attach_button.setAccessibleName("Attach files")
         icons.set_icon(self.attach_button, "paperclip", role="muted", size=18)
         self.attach_button.clicked.connect(self._on_attach_clicked)
         self.input = _Input(self)
         self.input.files_given.connect(self.attach_files)
+        self.input.image_given.connect(self.attach_image)
         self.input.setPlaceholderText(
             "Message the model…  (Enter to send, Shift+Enter for a new line)"
         )
@@ -395,6 +433,10 @@ class Composer(QFrame):
     def attach_files(self, paths: list[Path]) -> None:
         self.attachments.add_paths([Path(p) for p in paths])
 
+    @Slot(bytes)
+    def attach_image(self, data: bytes) -> None:
+        self.attachments.add_image_data(data)
+
     # -- internals ------------------------------------------------------------------------
 
     def _refresh_button(self) -> None:
@@ -433,7 +475,7 @@ class Composer(QFrame):
 
     @Slot()
     def _on_attach_clicked(self) -> None:
-        paths, _ = QFileDialog.getOpenFileNames(self, "Attach files")
+        paths, _ = QFileDialog.getOpenFileNames(self, "Attach files", "", FILE_FILTER)
         self.attach_files([Path(p) for p in paths])
 
     def _on_drop(self, event: QDropEvent) -> bool:

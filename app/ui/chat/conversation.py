@@ -33,6 +33,7 @@ from app.engine.types import SamplingParams
 from app.tools.choices import DECISIONS
 from app.ui.chat.answers import NO_MODEL_TEXT, Answer, AnswerRunner
 from app.ui.chat.attaching import AttachmentTray
+from app.ui.chat.chat_images import image_refusal
 from app.ui.chat.chat_model import ChatModelSync, model_file, remote_model
 from app.ui.chat.chat_record import with_gui_keys, with_partial_stats
 from app.ui.chat.context import PER_MESSAGE_OVERHEAD, PROMPT_OVERHEAD, TokenCounter, estimate_tokens
@@ -327,6 +328,11 @@ class ConversationController(QObject):
                 "busy", f"{reading[0].name} is still being read; send once its chip shows its size."
             )
             return False
+        refusal = image_refusal(self.target_model(), self.engine.loaded)
+        ready = [f for f in self.attachments.images if f.state == "ready"]
+        if refusal and ready:  # said on the chips too: not a silent drop
+            self.problem.emit("images", refusal)
+            return False
         if self.conversation is None:
             model, system_prompt, blob = self.conversation_settings()
             self.conversation = self.store.create_conversation(
@@ -524,6 +530,8 @@ class ConversationController(QObject):
 
     @Slot()
     def refresh_context(self) -> None:
+        # the chat's model may have changed: can it read the images attached?
+        self.attachments.set_image_refusal(image_refusal(self.target_model(), self.engine.loaded))
         if self.remote_target() is not None:
             self.context_changed.emit(self.context_used(), UNKNOWN_CONTEXT)
             return

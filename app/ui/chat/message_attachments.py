@@ -2,24 +2,31 @@
 answer's sources ("Sources: report.pdf, page 27 · …") whose links show the passage given to
 the model in a small popup.
 
-Both read the message's metadata only (``attachments`` on a question, ``sources`` and
-``attachments_left_out`` on an answer), so a chat opened after a restart shows them again.
+A question's images show as thumbnails (made from the stored copy on a worker thread when
+none is kept, after a restart say). Both read the message's metadata only (``attachments`` on
+a question, ``sources`` and ``attachments_left_out`` on an answer), so a chat opened after a
+restart shows them again.
 """
 
 from __future__ import annotations
 
+import functools
 import html
 import re
 from typing import Any
 
 from PySide6.QtCore import QPoint, Qt, Slot
-from PySide6.QtGui import QCursor, QGuiApplication
+from PySide6.QtGui import QCursor, QGuiApplication, QImage
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
+from app.attachments.image import is_image_entry
 from app.attachments.store import stored_path
-from app.ui.chat.attaching import describe_size
+from app.ui.chat.attaching import describe_size, make_thumbnail
+from app.ui.chat.attachments_bar import scaled_thumbnail
+from app.ui.task_runner import tasks
 
 MAX_PASSAGE_CHARS = 2400  # shown in the popup
+IMAGE_SIDE = 72  # a sent image's thumbnail box
 
 
 def attached_files(metadata: dict[str, Any]) -> list[dict[str, Any]]:
@@ -47,13 +54,18 @@ class AttachmentChips(QWidget):
         self._row.setSpacing(6)
         self._row.addStretch(1)
         self.chips: list[QLabel] = []
+        self.images: dict[str, QLabel] = {}  # by sha256: a sent image's thumbnail
 
     def set_files(self, entries: list[dict[str, Any]]) -> None:
         for chip in self.chips:
             self._row.removeWidget(chip)
             chip.deleteLater()
         self.chips = []
+        self.images = {}
         for entry in entries:
+            if is_image_entry(entry):
+                self._add_image(entry)
+                continue
             size = entry.get("size")
             pages = entry.get("pages")
             detail = describe_size(
@@ -65,6 +77,47 @@ class AttachmentChips(QWidget):
             self._row.addWidget(chip)
             self.chips.append(chip)
         self.setVisible(bool(entries))
+
+    def _add_image(self, entry: dict[str, Any]) -> None:
+        label = QLabel(self)
+        label.setObjectName("MessageImage")
+        label.setFixedSize(IMAGE_SIDE, IMAGE_SIDE)
+        label.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        width, height, size = entry.get("width"), entry.get("height"), entry.get("size")
+        detail = f"{width}×{height} · " if width and height else ""
+        detail += describe_size(size if isinstance(size, int) else 0, None)
+        label.setToolTip(f"{entry['name']}\n{detail}\n{_stored_place(entry)}")
+        label.setAccessibleName(f"Image {entry['name']}")
+        self._row.addWidget(label)
+        self.chips.append(label)
+        sha256 = str(entry.get("sha256"))
+        self.images[sha256] = label
+        if not self._show_image(sha256):
+            try:
+                path = stored_path(sha256, str(entry.get("suffix") or ""))
+            except ValueError:
+                return
+            if not path.exists():
+                label.setText("missing")
+                label.setToolTip(f"{entry['name']}: its stored copy is missing.")
+                return
+            tasks().submit(
+                functools.partial(make_thumbnail, path, sha256),
+                functools.partial(self._on_thumbnail_made, sha256),
+                receiver=self,
+                name=f"thumbnail {entry['name']}",
+            )
+
+    def _show_image(self, sha256: str) -> bool:
+        label = self.images.get(sha256)
+        pixmap = scaled_thumbnail(sha256, IMAGE_SIDE - 4, self.devicePixelRatioF())
+        if label is None or pixmap is None:
+            return False
+        label.setPixmap(pixmap)
+        return True
+
+    def _on_thumbnail_made(self, sha256: str, _image: QImage) -> None:
+        self._show_image(sha256)
 
 
 def _stored_place(entry: dict[str, Any]) -> str:
