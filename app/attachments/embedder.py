@@ -8,14 +8,16 @@
   first batch into an engine worker of its own (its own thread owns that llama.cpp context,
   as the main worker owns the chat model's), so it never displaces the chat model.
 
-:func:`embedder_for` turns the user's choice (``EMBEDDING_SETTING``: ``"loaded"``, ``"off"``
-or a GGUF path) into one of them or None (BM25 only).
+An :class:`Embedders` (one per app) turns the user's choice (``EMBEDDING_SETTING``:
+``"loaded"``, ``"off"`` or a GGUF path) into one of them or None (BM25 only), and owns the
+second model.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -102,20 +104,34 @@ class EngineEmbedder:
         return vectors
 
 
+@dataclass(eq=False)
+class _Second:
+    """The embedding GGUF's worker and model, shared by a GgufEmbedder's cancel-bound views."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    worker: EngineWorker | None = None
+    model: LoadedModel | None = None
+
+
 class GgufEmbedder:
     """An embedding GGUF in an engine worker of its own, loaded on first use; ``close()``
-    unloads it and stops that worker (the owner calls it at shutdown). Thread-safe."""
+    unloads it and stops that worker (the owner calls it at shutdown). Thread-safe;
+    :meth:`bound` gives a view with another cancel flag sharing the loaded model."""
 
-    def __init__(self, path: str | Path, cancel: CancelFlag | None = None) -> None:
+    def __init__(
+        self, path: str | Path, cancel: CancelFlag | None = None, *, _second: _Second | None = None
+    ) -> None:
         self.path = str(path)
         self._cancel = cancel
-        self._lock = threading.Lock()
-        self._worker: EngineWorker | None = None
-        self._inner: EngineEmbedder | None = None
+        self._second = _second or _Second()
+
+    def bound(self, cancel: CancelFlag | None) -> GgufEmbedder:
+        return GgufEmbedder(self.path, cancel, _second=self._second)
 
     def _loaded(self) -> EngineEmbedder:
-        with self._lock:
-            if self._inner is None:
+        second = self._second
+        with second.lock:
+            if second.worker is None or second.model is None:
                 from app.engine.types import LoadParams
                 from app.engine.worker import EngineWorker
 
@@ -126,9 +142,12 @@ class GgufEmbedder:
                 except BaseException:
                     worker.shutdown()
                     raise
-                self._worker = worker
-                self._inner = EngineEmbedder(worker, model, self._cancel)
-            return self._inner
+                second.worker, second.model = worker, model
+            return EngineEmbedder(second.worker, second.model, self._cancel)
+
+    @property
+    def loaded(self) -> bool:
+        return self._second.worker is not None
 
     @property
     def model_id(self) -> str:
@@ -146,8 +165,9 @@ class GgufEmbedder:
         return self._loaded().embed(texts)
 
     def close(self) -> None:
-        with self._lock:
-            worker, self._worker, self._inner = self._worker, None, None
+        second = self._second
+        with second.lock:
+            worker, second.worker, second.model = second.worker, None, None
         if worker is not None:
             worker.shutdown()
 
@@ -158,17 +178,39 @@ def embedding_choice(settings: Any) -> str:
     return value if isinstance(value, str) and value else LOADED
 
 
-def embedder_for(
-    choice: str,
-    worker: EngineWorker | None,
-    model: LoadedModel | None,
-    cancel: CancelFlag | None = None,
-) -> Embedder | None:
-    """The embedder the choice names, or None (off, or no local model loaded to use)."""
-    if choice == OFF:
+class Embedders:
+    """The app's source of embedders: the choice is read per question; an embedding GGUF
+    stays loaded while it is the choice, and ``close()`` (at quit) unloads it. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._gguf: GgufEmbedder | None = None
+
+    def get(
+        self,
+        choice: str,
+        worker: EngineWorker | None,
+        model: LoadedModel | None,
+        cancel: CancelFlag | None = None,
+    ) -> Embedder | None:
+        """The embedder ``choice`` names, or None (off, or no local model loaded to use)."""
+        with self._lock:
+            stale = self._gguf if self._gguf is not None and self._gguf.path != choice else None
+            if stale is not None:
+                self._gguf = None
+            if choice not in (OFF, LOADED) and self._gguf is None:
+                self._gguf = GgufEmbedder(choice)
+            gguf = self._gguf
+        if stale is not None:
+            stale.close()  # the choice changed: free its memory
+        if gguf is not None:
+            return gguf.bound(cancel)
+        if choice == LOADED and worker is not None and model is not None:
+            return EngineEmbedder(worker, model, cancel)
         return None
-    if choice == LOADED:
-        if worker is None or model is None:
-            return None
-        return EngineEmbedder(worker, model, cancel)
-    return GgufEmbedder(choice, cancel)
+
+    def close(self) -> None:
+        with self._lock:
+            gguf, self._gguf = self._gguf, None
+        if gguf is not None:
+            gguf.close()

@@ -21,10 +21,12 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from app.attachments.embedder import Embedder
+
+if TYPE_CHECKING:
+    import numpy as np
 
 RRF_K = 60
 EMBED_BATCH = 16  # chunks per embedding job: a cancel and a progress report between batches
@@ -49,11 +51,18 @@ Key = tuple[str, int]  # (sha256, seq)
 Chunk = tuple[int, int, str]  # seq, the chunk's rowid in the FTS5 table, text
 
 
+# numpy is imported where used: the chat imports this module while the window is being built.
+
+
 def to_blob(vector: Sequence[float]) -> bytes:
+    import numpy as np
+
     return np.asarray(vector, dtype="<f4").tobytes()
 
 
 def from_blob(blob: bytes) -> np.ndarray:
+    import numpy as np
+
     return np.frombuffer(blob, dtype="<f4")
 
 
@@ -144,6 +153,8 @@ class VectorStore:
         ).fetchall()
         if not rows:
             return []
+        import numpy as np
+
         matrix = np.stack([from_blob(r[3]) for r in rows]).astype(np.float32)
         q = np.asarray(query, dtype=np.float32)
         norms = np.linalg.norm(matrix, axis=1) * (float(np.linalg.norm(q)) or 1.0)

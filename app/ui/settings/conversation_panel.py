@@ -1,4 +1,5 @@
-"""Per-chat settings, in a drawer beside the chat: model, system prompt, sampling with presets.
+"""Per-chat settings, in a drawer beside the chat: model, system prompt, sampling with presets;
+and, for every chat, the embedding model attached files use (embedding_choice.py).
 
 Edits are saved to the conversation (or the draft of a new chat) shortly after typing stops.
 """
@@ -27,6 +28,7 @@ from app.ui import icons
 from app.ui.chat.conversation import ConversationController
 from app.ui.header.model_list import ModelChoices, ModelEntry
 from app.ui.settings import presets
+from app.ui.settings.embedding_choice import EmbeddingChoice
 from app.ui.settings.sampling_form import SamplingForm
 
 SAVE_DELAY_MS = 400
@@ -95,6 +97,8 @@ class ConversationPanel(QFrame):
         reset = QPushButton("Reset to defaults", body)
         reset.setObjectName("SecondaryButton")
         reset.clicked.connect(self._on_reset_clicked)
+        self.embedding = EmbeddingChoice(controller.settings, body)
+        self.embedding.set_models(catalog.models)
 
         column = QVBoxLayout(body)
         column.setContentsMargins(18, 4, 18, 18)
@@ -110,6 +114,9 @@ class ConversationPanel(QFrame):
         column.addWidget(self.form)
         column.addSpacing(8)
         column.addWidget(reset, 0, Qt.AlignmentFlag.AlignLeft)
+        column.addSpacing(8)
+        column.addWidget(_section("Attached files", body))
+        column.addWidget(self.embedding)
         column.addStretch(1)
         scroll = QScrollArea(self)
         scroll.setWidgetResizable(True)
@@ -200,6 +207,7 @@ class ConversationPanel(QFrame):
     def _on_models_changed(self, models: list[ModelEntry]) -> None:
         data = self.model_combo.currentData()
         self._fill_models(models, str(data) if data else None)
+        self.embedding.set_models(models)
 
     @Slot()
     def _on_remote_models_changed(self) -> None:
