@@ -214,3 +214,25 @@ def test_the_embedding_choice_names_the_embedder(tmp_path: Path) -> None:
     assert isinstance(gguf, GgufEmbedder) and not gguf.loaded  # nothing loads until used
     assert gguf.model_id == "embed.gguf@/models/embed.gguf"
     embedders.close()
+
+
+def test_the_chat_chooses_a_questions_passages_with_the_embedder_it_is_given() -> None:
+    from app.chats.models import Message
+    from app.ui.chat.attached_prompt import prepare_prompt
+    from app.ui.chat.attaching import remember_document
+
+    doc = meaning_document()
+    remember_document(doc)  # as the chat keeps a file it read when it was attached
+    entry = {"name": doc.name, "size": doc.size, "sha256": doc.sha256, "suffix": ".pdf"}
+    entry |= {"kind": "pdf", "pages": doc.pages}
+    question = Message(
+        "q", "chat", None, "user", QUESTION, "complete", 0.0, {"attachments": [entry]}
+    )
+
+    def pages(prompt_sources: list[dict[str, object]]) -> list[object]:
+        return [s["page"] for s in prompt_sources[:3]]
+
+    assert MEANING_PAGE not in pages(prepare_prompt([question], 2500, "chat").sources)
+    hybrid = prepare_prompt([question], 2500, "chat", embedder=FakeEmbedder())
+    assert MEANING_PAGE in pages(hybrid.sources)
+    assert MEANING in hybrid.contents["q"]

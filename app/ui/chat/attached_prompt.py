@@ -33,6 +33,7 @@ from app.attachments.context import (
     whole_text,
 )
 from app.attachments.document import CancelFlag, Document
+from app.attachments.embedder import Embedder
 from app.attachments.errors import AttachmentError
 from app.attachments.image import entry_bytes, is_image_entry
 from app.chats.models import Message
@@ -132,10 +133,13 @@ def prepare_prompt(
     budget: int,
     conversation_id: str,
     cancel: CancelFlag | None = None,
+    *,
+    embedder: Embedder | None = None,
 ) -> AttachedPrompt:
     """``history`` ends with the question; ``budget``: tokens for the messages (the context
-    less the system prompt, the template's overhead and the answer's room)."""
-    prompt = _with_documents(history, budget, conversation_id, cancel)
+    less the system prompt, the template's overhead and the answer's room). With an
+    ``embedder`` the question's passages are chosen by meaning too (BM25 and vectors fused)."""
+    prompt = _with_documents(history, budget, conversation_id, cancel, embedder)
     contents, left_out, images = dict(prompt.contents), list(prompt.left_out), {}
     names: list[str] = []
     for message in history:
@@ -160,6 +164,7 @@ def _with_documents(
     budget: int,
     conversation_id: str,
     cancel: CancelFlag | None,
+    embedder: Embedder | None,
 ) -> AttachedPrompt:
     contents: dict[str, str] = {}
     left_out: list[str] = []
@@ -177,7 +182,13 @@ def _with_documents(
     room -= PER_MESSAGE_OVERHEAD
     documents = _documents(documents_of(question), left_out)
     context = build_context(
-        documents, question.content, room, estimate_tokens, conversation_id, cancel=cancel
+        documents,
+        question.content,
+        room,
+        estimate_tokens,
+        conversation_id,
+        cancel=cancel,
+        embedder=embedder,
     )
     if documents:
         contents[question.id] = context.prompt(question.content)
