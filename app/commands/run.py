@@ -105,10 +105,10 @@ def add_parser(sub: Any) -> None:
         "section) before the answer",
     )
     files.add_argument(
-        "--no-vectors",
+        "--vectors",
         action="store_true",
-        help="choose a long file's passages by their words alone (BM25), without the model's "
-        "embeddings: embedding costs about a prompt read of the whole file",
+        help="choose a long file's passages by their meaning too (the model's embeddings) and "
+        "not by their words alone; embedding costs about a prompt read of the whole file",
     )
     tools = p.add_argument_group("tools (MCP servers, see `ember mcp`)")
     tools.add_argument(
@@ -257,7 +257,7 @@ def _with_attachments(
     room = loaded.n_ctx - answer_room(loaded.n_ctx, sampling.max_tokens) - used
     conversation = f"run-{uuid.uuid4().hex}"  # a fresh index, deleted when done
     try:
-        embedder = None if args.no_vectors else EngineEmbedder(worker, loaded)
+        embedder = EngineEmbedder(worker, loaded) if args.vectors else None
         context = build_context(
             documents, args.prompt, room, fitter.count, conversation, embedder=embedder
         )

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from app.attachments.context import build_context
-from app.attachments.embedder import EngineEmbedder, GgufEmbedder
+from app.attachments.embedder import LOADED, Embedders, EngineEmbedder, GgufEmbedder
 from app.attachments.errors import AttachmentCancelledError
 from app.attachments.extract import extract
 from app.attachments.index import ChunkIndex
@@ -93,20 +93,24 @@ def test_an_embedding_gguf_of_its_own_re_embeds_and_closes(
     )  # fmt: skip
     other_file = tmp_path / "embedder.gguf"  # another file, another model id (the same weights)
     other_file.symlink_to(gemma_path)
-    second = GgufEmbedder(other_file)
+    embedders = Embedders()  # as the app holds them: the choice read per question
     try:
+        second = embedders.get(str(other_file), worker, loaded)
+        assert isinstance(second, GgufEmbedder) and not second.loaded  # loaded when first used
         build_context([doc], builders.QUESTION, 300, estimate_tokens, "two", embedder=second)
+        assert second.loaded
         with ChunkIndex("two") as index:
             assert index.vectors.model() == (second.model_id, GEMMA_270M_DIMS)
             assert index.vectors.count(doc.sha256) == index.add(doc)
+        assert isinstance(embedders.get(LOADED, worker, loaded), EngineEmbedder)
+        assert not second.loaded  # another choice frees the second model
     finally:
-        second.close()
-    assert second._worker is None
+        embedders.close()
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("flag", [[], ["--no-vectors"]])
-def test_ember_run_attach_uses_the_loaded_models_embeddings_unless_told_not_to(
+@pytest.mark.parametrize("flag", [["--vectors"], []])
+def test_ember_run_attach_uses_the_loaded_models_embeddings_with_vectors(
     engine: tuple[EngineWorker, LoadedModel],
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -130,7 +134,7 @@ def test_ember_run_attach_uses_the_loaded_models_embeddings_unless_told_not_to(
         assert index.has(doc.sha256)  # retrieved, not given whole
         stored, chunks = index.vectors.count(doc.sha256), index.add(doc)
         model = index.vectors.model()
-    if flag:
+    if not flag:  # words alone, as before: embedding a long file costs a prompt read of it
         assert (stored, model) == (0, None)
     else:
         assert stored == chunks
