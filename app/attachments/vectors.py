@@ -29,7 +29,10 @@ if TYPE_CHECKING:
     import numpy as np
 
 RRF_K = 60
-EMBED_BATCH = 16  # chunks per embedding job: a cancel and a progress report between batches
+# Chunks per embedding job (~1,600 tokens at most): the engine runs a job between its
+# answers' decode steps, so a smaller job holds them up less; a cancel and a progress report
+# come between jobs.
+EMBED_BATCH = 4
 # A document with more chunks gets no vectors (BM25 only): embedding ~1,000 chunks of ~400
 # tokens is minutes already on a laptop CPU, and a 50 MB file would be hours.
 MAX_VECTOR_CHUNKS = 1000
