@@ -29,6 +29,7 @@ from app.engine.media import MEDIA_MARKER
 from app.engine.providers import make_provider
 from app.engine.types import LoadParams
 from app.tools.config import McpConfig, ServerConfig
+from app.ui.chat.attached_prompt import IMAGE_TOKENS
 from app.ui.chat.attaching import forget_thumbnails
 from app.ui.chat.attachments_bar import AttachmentChip
 from app.ui.chat.tool_turn import ToolSetup
@@ -293,3 +294,14 @@ def test_an_answer_with_tools_leaves_the_images_out_and_says_so(
     assert str(scripted.requests[-1].messages[-1].get("content")) == "What is in this picture?"
     (note,) = answer.metadata["attachments_left_out"]
     assert note.startswith("harbour.png was left out: images are not sent while the chat's tools")
+
+
+def test_the_context_meter_counts_an_attached_image(
+    qtbot: QtBot, window: MainWindow, tmp_path: Path
+) -> None:
+    meter = window.chat.composer.meter
+    before = meter.attached.tokens
+    attach(qtbot, window, picture(tmp_path))
+    qtbot.waitUntil(lambda: meter.attached.images == ("harbour.png",), timeout=WAIT_MS)
+    assert meter.attached.tokens == before + IMAGE_TOKENS
+    assert f"harbour.png is counted as about {IMAGE_TOKENS} tokens" in meter.attached.describe()

@@ -40,7 +40,7 @@ State = Literal["reading", "ready", "error"]
 COPY_SHARE = 0.3  # of the progress bar: copying into the store; the rest is reading
 CACHED_DOCUMENTS = 8
 CACHED_CHARS = 16_000_000  # of text kept in memory at most (a document may hold 64 million)
-THUMBNAIL_SIDE = 96  # pixels, the longer side (chips show it at half that: sharp on HiDPI)
+THUMBNAIL_SIDE = 192  # pixels, the longer side (shown at half that at most: sharp on HiDPI)
 CACHED_THUMBNAILS = 64
 PASTED_NAME = "Pasted image {}.png"
 

@@ -33,7 +33,7 @@ from app.ui.chat.attaching import (
 CHIP_WIDTH = 230
 CHIPS_PER_ROW = 3
 LEFT_OUT = " It will be left out when you send."
-THUMBNAIL = 36  # the chip's thumbnail box, in device-independent pixels
+THUMBNAIL = 30  # the chip's thumbnail box: as tall as a document chip's two lines
 
 
 def scaled_thumbnail(sha256: str, side: int, ratio: float) -> QPixmap | None:
@@ -121,7 +121,10 @@ class AttachmentChip(QFrame):
         theme.set_style_property(self, "state", state)
 
     def _show_thumbnail(self, pending: PendingFile) -> None:
-        if self.thumbnail is None or self.thumbnail.pixmap().width() > 0:
+        if self.thumbnail is None:
+            return
+        self.thumbnail.setVisible(pending.state != "error")  # nothing to show of a bad one
+        if self.thumbnail.pixmap().width() > 0:
             return
         if pending.stored is not None:
             pixmap = scaled_thumbnail(pending.stored.sha256, THUMBNAIL, self.devicePixelRatioF())

@@ -54,6 +54,7 @@ from app.attachments.document import Document
 from app.engine.fitting import answer_room, estimate_tokens
 from app.ui import icons, theme
 from app.ui.chat.answers import REMOTE_ATTACHED_BUDGET
+from app.ui.chat.attached_prompt import IMAGE_TOKENS
 from app.ui.chat.attaching import AttachmentTray
 from app.ui.chat.attachments_bar import AttachmentsBar
 
@@ -70,11 +71,12 @@ class AttachedCost:
     whole: tuple[str, ...] = ()  # names of the files that go in whole
     retrieved: tuple[str, ...] = ()  # too long: their most relevant passages go in
     reading: tuple[str, ...] = ()  # not read yet, not counted
+    images: tuple[str, ...] = ()  # counted as IMAGE_TOKENS each
 
     def describe(self) -> str:
         """The tooltip's sentences about the files ('' without files)."""
         parts: list[str] = []
-        if self.whole or self.retrieved:
+        if self.whole or self.retrieved or self.images:
             parts.append(f"The attached files will take about {self.tokens:,} tokens.")
         if self.whole:
             parts.append(f"{_names(self.whole)} {_verb(self.whole, 'goes', 'go')} in whole.")
@@ -84,6 +86,11 @@ class AttachedCost:
                 f"in whole: only the passages most relevant to your question go in (up to "
                 f"{TOP_K}), so the model will not see all of "
                 f"{_verb(self.retrieved, 'it', 'them')}."
+            )
+        if self.images:
+            parts.append(
+                f"{_names(self.images)} {_verb(self.images, 'is', 'are')} counted as about "
+                f"{IMAGE_TOKENS} tokens each (the model's projector decides)."
             )
         if self.reading:
             parts.append(
@@ -409,7 +416,9 @@ class Composer(QFrame):
         ready = [f.document for f in files if f.state == "ready" and f.document is not None]
         cost = attached_cost(ready, room, self._whole_cost)
         reading = tuple(f.name for f in files if f.state == "reading")
-        return dataclasses.replace(cost, reading=reading)
+        images = tuple(f.name for f in files if f.state == "ready" and f.image is not None)
+        tokens = cost.tokens + IMAGE_TOKENS * len(images)
+        return dataclasses.replace(cost, tokens=tokens, reading=reading, images=images)
 
     @Slot()
     def _refresh_meter(self) -> None:

@@ -26,7 +26,7 @@ from app.ui.chat.attachments_bar import scaled_thumbnail
 from app.ui.task_runner import tasks
 
 MAX_PASSAGE_CHARS = 2400  # shown in the popup
-IMAGE_SIDE = 72  # a sent image's thumbnail box
+IMAGE_SIDE = 96  # a sent image's thumbnail, its longer side
 
 
 def attached_files(metadata: dict[str, Any]) -> list[dict[str, Any]]:
@@ -114,6 +114,8 @@ class AttachmentChips(QWidget):
         if label is None or pixmap is None:
             return False
         label.setPixmap(pixmap)
+        size = pixmap.deviceIndependentSize().toSize()
+        label.setFixedSize(size.width() + 6, size.height() + 6)  # the picture's own shape
         return True
 
     def _on_thumbnail_made(self, sha256: str, _image: QImage) -> None:
