@@ -45,6 +45,7 @@ from app.tools.manager import ToolManager
 from app.ui import theme
 from app.ui.header.remote_models import RemoteCatalog
 from app.ui.settings import presets
+from app.ui.settings.hardware_page import HardwarePage
 from app.ui.settings.providers_page import ProvidersPage
 from app.ui.settings.sampling_form import SamplingForm
 from app.ui.settings.tools_page import ToolsPage
@@ -55,6 +56,7 @@ PAGES = (
     ("Chat defaults", "chat"),
     ("Providers", "cloud"),
     ("Tools", "spark"),
+    ("Hardware", "chip"),
     ("Data", "folder"),
 )
 MAX_PARALLEL = 16
@@ -179,6 +181,7 @@ class SettingsDialog(QDialog):
             self._defaults_page(),
             self.providers_page,
             self.tools_page,
+            HardwarePage(),
             self._data_page(),
         ):
             scroll = QScrollArea(self.pages)
