@@ -1,0 +1,270 @@
+"""Build the llama-cpp-python wheel with back-ends chosen at run time (issue 15).
+
+The wheel bootstrap.py builds today is one static CPU back-end for AVX2 machines. This script
+builds the same llama-cpp-python version with
+
+* ``GGML_BACKEND_DL=ON``: every back-end is a module that libggml loads at run time
+  (app/engine/backends.py calls ``ggml_backend_load_all_from_path`` on the package's lib dir);
+* ``GGML_CPU_ALL_VARIANTS=ON`` on x86-64 and aarch64 Linux: one CPU module per instruction set
+  (x64 and SSE4.2 up to AVX-512 and AMX); ggml scores them on the running CPU and keeps the best;
+* ``GGML_VULKAN=ON`` on Linux and Windows (``--no-vulkan`` to leave it out): NVIDIA, AMD and
+  Intel GPUs through their ordinary drivers; lavapipe is the software device tests use.
+
+Two patches are applied to the unpacked sdist, both idempotent:
+
+1. llama-cpp-python's CMakeLists.txt installs ``ggml-cpu`` but not the per-variant modules
+   (``ggml-cpu-haswell`` ...): without them the DL wheel has no CPU back-end at all.
+2. ggml-vulkan.cpp fills a ``VkLayerSettingsCreateInfoEXT`` (VK_EXT_layer_settings, Vulkan
+   headers 1.3.261+) only to turn on the validation layer's best-practice checks in a
+   GGML_VULKAN_VALIDATE debug build. Debian 12's headers (1.3.239) lack the type, so when the
+   headers in use lack it, the block is dropped: instance creation is otherwise unchanged,
+   and newer headers build the source as is. Patching beats fetching other headers: the
+   build keeps the system's loader and headers, which match each other.
+
+Each part's time (from the build log's first to last line naming it) is printed at the end
+and written next to the wheel as build-times.json.
+
+Usage: python3 scripts/build_llama.py --python VENV/bin/python --out DIR [--no-vulkan]
+                                      [--no-variants] [--sdist FILE] [--work DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+LLAMA_CPP_VERSION = "0.3.36"
+# Every variant name ggml defines (ggml/src/CMakeLists.txt); a name the build lacks is skipped.
+CPU_VARIANTS = (
+    *("x64", "sse42", "sandybridge", "ivybridge", "piledriver", "haswell", "skylakex"),
+    *("cannonlake", "cascadelake", "icelake", "cooperlake", "zen4", "alderlake", "sapphirerapids"),
+    *("armv8.0_1", "armv8.2_1", "armv8.2_2", "armv8.2_3", "armv8.6_1", "armv8.6_2"),
+    *("armv9.2_1", "armv9.2_2"),
+)
+INSTALL_ANCHOR = "    llama_cpp_python_install_target(ggml-vulkan)\n"
+INSTALL_MARK = "# ember: install the per-variant CPU modules"
+LAYER_SETTINGS_BLOCK = re.compile(
+    r"    VkBool32 enable_best_practice = layer_settings;\n.*?&layer_setting_info\);\n",
+    re.DOTALL,
+)
+LAYER_SETTINGS_REPLACEMENT = (
+    "    // ember: these Vulkan headers lack VK_EXT_layer_settings (validation best-practice\n"
+    "    // settings for GGML_VULKAN_VALIDATE builds only); see scripts/build_llama.py.\n"
+    "    vk::InstanceCreateInfo instance_create_info(vk::InstanceCreateFlags{}, &app_info, "
+    "layers, extensions);\n"
+)
+
+
+def log(msg: str) -> None:
+    print(f"[build_llama] {msg}", flush=True)
+
+
+def cmake_flags(vulkan: bool, variants: bool) -> list[str]:
+    machine = platform.machine().lower()
+    flags = ["-DGGML_NATIVE=OFF", "-DGGML_BACKEND_DL=ON"]
+    if variants and machine in ("x86_64", "amd64", "aarch64", "arm64"):
+        flags.append("-DGGML_CPU_ALL_VARIANTS=ON")
+    elif machine in ("x86_64", "amd64"):
+        # One CPU module only: the portable AVX2 build bootstrap.py makes today.
+        flags += ["-DGGML_AVX2=ON", "-DGGML_FMA=ON", "-DGGML_F16C=ON"]
+    if vulkan:
+        flags.append("-DGGML_VULKAN=ON")
+    return flags
+
+
+def vulkan_header() -> Path | None:
+    """The vulkan_core.h CMake's FindVulkan would pick (the SDK's first, then the system's)."""
+    roots = [Path(os.environ["VULKAN_SDK"]) / "include"] if "VULKAN_SDK" in os.environ else []
+    roots += [Path("/usr/include"), Path("/usr/local/include")]
+    for root in roots:
+        header = root / "vulkan" / "vulkan_core.h"
+        if header.is_file():
+            return header
+    return None
+
+
+def headers_have_layer_settings(header: Path) -> bool:
+    return "VK_EXT_layer_settings" in header.read_text(errors="replace")
+
+
+def patch_install_variants(src: Path) -> bool:
+    """Make llama-cpp-python install each CPU variant module next to libggml."""
+    cmakelists = src / "CMakeLists.txt"
+    text = cmakelists.read_text()
+    if INSTALL_MARK in text:
+        return False
+    if INSTALL_ANCHOR not in text:
+        raise SystemExit(f"{cmakelists}: no '{INSTALL_ANCHOR.strip()}' line to patch after")
+    loop = (
+        f"    {INSTALL_MARK}\n"
+        f"    foreach(ember_variant {' '.join(CPU_VARIANTS)})\n"
+        "        llama_cpp_python_install_target(ggml-cpu-${ember_variant})\n"
+        "    endforeach()\n"
+    )
+    cmakelists.write_text(text.replace(INSTALL_ANCHOR, INSTALL_ANCHOR + loop, 1))
+    return True
+
+
+def patch_layer_settings(src: Path) -> bool:
+    """Drop the VK_EXT_layer_settings block ggml-vulkan.cpp cannot compile without it."""
+    cpp = src / "vendor/llama.cpp/ggml/src/ggml-vulkan/ggml-vulkan.cpp"
+    text = cpp.read_text()
+    if "ember: these Vulkan headers lack" in text:
+        return False
+    new, count = LAYER_SETTINGS_BLOCK.subn(LAYER_SETTINGS_REPLACEMENT, text)
+    if count != 1:
+        raise SystemExit(
+            f"{cpp}: the VK_EXT_layer_settings block was not found ({count} matches); "
+            "update LAYER_SETTINGS_BLOCK in scripts/build_llama.py for this llama.cpp"
+        )
+    cpp.write_text(new)
+    return True
+
+
+def fetch_sdist(python: str, dest: Path) -> Path:
+    found = sorted(dest.glob(f"llama_cpp_python-{LLAMA_CPP_VERSION}.tar.gz"))
+    if found:
+        return found[0]
+    subprocess.run(
+        [
+            python,
+            "-m",
+            "pip",
+            "download",
+            "--no-binary",
+            ":all:",
+            "--no-deps",
+            "-d",
+            str(dest),
+            f"llama-cpp-python=={LLAMA_CPP_VERSION}",
+        ],
+        check=True,
+    )
+    return sorted(dest.glob(f"llama_cpp_python-{LLAMA_CPP_VERSION}.tar.gz"))[0]
+
+
+def part_of(line: str) -> str | None:
+    """Which part of the build a make/ninja progress line belongs to."""
+    if "vulkan-shaders" in line or ".comp" in line or "spv" in line:
+        return "vulkan shaders"
+    match = re.search(r"ggml-cpu-([\w.]+)\.dir|ggml-cpu/CMakeFiles/ggml-cpu-([\w.]+)", line)
+    if match:
+        return f"cpu variant {match.group(1) or match.group(2)}"
+    if "ggml-vulkan" in line:
+        return "ggml-vulkan"
+    if "ggml-cpu" in line:
+        return "cpu"
+    if "tools/mtmd" in line or "mtmd" in line:
+        return "mtmd"
+    if "/src/CMakeFiles/llama.dir" in line or "llama.dir/" in line:
+        return "libllama"
+    if "common/" in line:
+        return "common"
+    if "ggml-base" in line or "ggml.dir" in line:
+        return "ggml core"
+    return None
+
+
+def build(src: Path, python: str, out: Path, flags: list[str], log_path: Path) -> dict[str, float]:
+    env = {**os.environ, "CMAKE_ARGS": " ".join(flags)}
+    env.setdefault("CMAKE_BUILD_PARALLEL_LEVEL", "2")
+    cmd = [
+        python,
+        "-m",
+        "pip",
+        "wheel",
+        "--no-cache-dir",
+        "--no-deps",
+        "-v",
+        str(src),
+        "-w",
+        str(out),
+    ]
+    log(f"CMAKE_ARGS={env['CMAKE_ARGS']!r}; log in {log_path}")
+    start = time.monotonic()
+    spans: dict[str, list[float]] = {}
+    with log_path.open("w") as sink:
+        proc = subprocess.Popen(
+            cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            now = time.monotonic() - start
+            sink.write(f"{now:8.1f} {line}")
+            part = part_of(line) if line.lstrip().startswith("[") else None
+            if "-- Configuring done" in line:
+                spans["configure"] = [0.0, now]
+            if part:
+                span = spans.setdefault(part, [now, now])
+                span[1] = now
+        code = proc.wait()
+    if code:
+        raise SystemExit(f"pip wheel failed ({code}); see {log_path}")
+    times = {part: round(b - a, 1) for part, (a, b) in spans.items()}
+    times["total"] = round(time.monotonic() - start, 1)
+    return times
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--python", default=sys.executable, help="python whose pip builds the wheel"
+    )
+    parser.add_argument("--out", type=Path, required=True, help="directory for the wheel")
+    parser.add_argument("--work", type=Path, help="where the sdist is unpacked (default: OUT/src)")
+    parser.add_argument("--sdist", type=Path, help="llama-cpp-python sdist (default: pip download)")
+    parser.add_argument("--no-vulkan", dest="vulkan", action="store_false")
+    parser.add_argument("--no-variants", dest="variants", action="store_false")
+    args = parser.parse_args()
+    if sys.platform == "darwin":
+        log("macOS keeps bootstrap.py's Metal build; nothing to do here")
+        return 1
+    out: Path = args.out.resolve()
+    work: Path = (args.work or out / "src").resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    work.mkdir(parents=True, exist_ok=True)
+    sdist = args.sdist.resolve() if args.sdist else fetch_sdist(args.python, out)
+    src = work / f"llama_cpp_python-{LLAMA_CPP_VERSION}"
+    started = time.monotonic()
+    if not src.is_dir():
+        with tarfile.open(sdist) as tar:
+            tar.extractall(work, filter="data")
+    if args.vulkan:
+        header = vulkan_header()
+        if header is None:
+            raise SystemExit(
+                "no Vulkan headers found: install libvulkan-dev glslc spirv-headers "
+                "(Debian/Ubuntu) or the LunarG SDK, or build with --no-vulkan"
+            )
+        if not shutil.which("glslc"):
+            raise SystemExit("glslc not found: install glslc (Debian/Ubuntu) or the LunarG SDK")
+        if not headers_have_layer_settings(header):
+            log(f"{header} lacks VK_EXT_layer_settings: patching ggml-vulkan.cpp")
+            patch_layer_settings(src)
+    if args.variants:
+        patch_install_variants(src)
+    prepared = round(time.monotonic() - started, 1)
+    flags = cmake_flags(args.vulkan, args.variants)
+    times = {"unpack and patch": prepared, **build(src, args.python, out, flags, out / "build.log")}
+    wheels = sorted(out.glob(f"llama_cpp_python-{LLAMA_CPP_VERSION}-*.whl"))
+    size = wheels[-1].stat().st_size if wheels else 0
+    name = wheels[-1].name if wheels else None
+    record = {"flags": flags, "seconds": times, "wheel": name, "wheel_bytes": size}
+    (out / "build-times.json").write_text(json.dumps(record, indent=2) + "\n")
+    for part, seconds in times.items():
+        log(f"{part:>24}: {seconds:7.1f} s")
+    log(f"wheel: {name} ({size / 1e6:.1f} MB)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

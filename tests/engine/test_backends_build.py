@@ -1,0 +1,138 @@
+"""scripts/build_llama.py: the flags of the DL + variants + Vulkan build and its two patches
+(installing the per-variant CPU modules; Vulkan headers without VK_EXT_layer_settings). The
+build itself takes most of an hour here; test_backends_vulkan.py tests what it produced."""
+
+from __future__ import annotations
+
+import importlib.util
+import platform
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# ggml-vulkan.cpp's instance creation as llama-cpp-python 0.3.36 vendors it (abridged around)
+VULKAN_CPP = """    std::vector<const char*> extensions;
+    if (layer_settings) {
+        extensions.push_back("VK_EXT_layer_settings");
+    }
+    VkBool32 enable_best_practice = layer_settings;
+    std::vector<vk::LayerSettingEXT> settings = {
+        {
+            "VK_LAYER_KHRONOS_validation",
+            "validate_best_practices",
+            vk::LayerSettingTypeEXT::eBool32,
+            1,
+            &enable_best_practice
+        },
+    };
+    vk::LayerSettingsCreateInfoEXT layer_setting_info(settings);
+    vk::InstanceCreateInfo instance_create_info(vk::InstanceCreateFlags{}, &app_info, \
+layers, extensions, &layer_setting_info);
+#ifdef __APPLE__
+"""
+CMAKELISTS = """    llama_cpp_python_install_target(ggml-sycl)
+    llama_cpp_python_install_target(ggml-vulkan)
+
+    # Workaround for Windows + CUDA
+"""
+
+
+@pytest.fixture(scope="module")
+def build() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("build_llama", ROOT / "scripts/build_llama.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["build_llama"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _sdist(tmp_path: Path) -> Path:
+    src = tmp_path / "llama_cpp_python-0.3.36"
+    cpp = src / "vendor/llama.cpp/ggml/src/ggml-vulkan/ggml-vulkan.cpp"
+    cpp.parent.mkdir(parents=True)
+    cpp.write_text(VULKAN_CPP)
+    (src / "CMakeLists.txt").write_text(CMAKELISTS)
+    return src
+
+
+def test_the_layer_settings_block_is_dropped_once(build: ModuleType, tmp_path: Path) -> None:
+    src = _sdist(tmp_path)
+    cpp = src / "vendor/llama.cpp/ggml/src/ggml-vulkan/ggml-vulkan.cpp"
+    assert build.patch_layer_settings(src) is True
+    text = cpp.read_text()
+    assert "LayerSetting" not in text and "enable_best_practice" not in text
+    assert (
+        "    vk::InstanceCreateInfo instance_create_info(vk::InstanceCreateFlags{}, &app_info, "
+        "layers, extensions);\n#ifdef __APPLE__\n" in text
+    )
+    assert text.startswith(VULKAN_CPP[: VULKAN_CPP.index("    VkBool32")])  # the rest as it was
+    assert build.patch_layer_settings(src) is False and cpp.read_text() == text
+
+
+def test_a_llama_cpp_whose_block_changed_is_a_clear_error(
+    build: ModuleType, tmp_path: Path
+) -> None:
+    src = _sdist(tmp_path)
+    cpp = src / "vendor/llama.cpp/ggml/src/ggml-vulkan/ggml-vulkan.cpp"
+    cpp.write_text(VULKAN_CPP.replace("VkBool32 enable_best_practice", "bool enable"))
+    with pytest.raises(SystemExit, match="VK_EXT_layer_settings block was not found"):
+        build.patch_layer_settings(src)
+
+
+def test_only_headers_without_the_extension_are_patched(build: ModuleType, tmp_path: Path) -> None:
+    old = tmp_path / "old.h"
+    old.write_text("#define VK_HEADER_VERSION 239\n")
+    new = tmp_path / "new.h"
+    new.write_text('#define VK_EXT_LAYER_SETTINGS_EXTENSION_NAME "VK_EXT_layer_settings"\n')
+    assert not build.headers_have_layer_settings(old)
+    assert build.headers_have_layer_settings(new)
+
+
+def test_every_cpu_variant_module_is_installed(build: ModuleType, tmp_path: Path) -> None:
+    src = _sdist(tmp_path)
+    assert build.patch_install_variants(src) is True
+    text = (src / "CMakeLists.txt").read_text()
+    loop = text[text.index("# ember") : text.index("endforeach()")]
+    for variant in ("x64", "sse42", "haswell", "skylakex", "zen4", "sapphirerapids", "armv8.0_1"):
+        assert f" {variant}" in loop
+    assert "llama_cpp_python_install_target(ggml-cpu-${ember_variant})" in loop
+    assert (
+        build.patch_install_variants(src) is False and (src / "CMakeLists.txt").read_text() == text
+    )
+    (src / "CMakeLists.txt").write_text("project(llama_cpp)\n")
+    with pytest.raises(SystemExit, match="no 'llama_cpp_python_install_target"):
+        build.patch_install_variants(src)
+
+
+def test_the_flags(build: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(platform, "machine", lambda: "x86_64")
+    assert build.cmake_flags(True, True) == [
+        "-DGGML_NATIVE=OFF",
+        "-DGGML_BACKEND_DL=ON",
+        "-DGGML_CPU_ALL_VARIANTS=ON",
+        "-DGGML_VULKAN=ON",
+    ]
+    # one CPU module, bootstrap.py's portable AVX2 one, still loaded at run time
+    assert build.cmake_flags(False, False) == [
+        "-DGGML_NATIVE=OFF",
+        "-DGGML_BACKEND_DL=ON",
+        "-DGGML_AVX2=ON",
+        "-DGGML_FMA=ON",
+        "-DGGML_F16C=ON",
+    ]
+    monkeypatch.setattr(platform, "machine", lambda: "aarch64")
+    assert "-DGGML_CPU_ALL_VARIANTS=ON" in build.cmake_flags(True, True)
+
+
+def test_build_log_lines_are_told_apart(build: ModuleType) -> None:
+    cpu = "[61/763] g++ -o vendor/llama.cpp/ggml/src/CMakeFiles/ggml-cpu-haswell.dir/ops.cpp.o"
+    assert build.part_of(cpu) == "cpu variant haswell"
+    shaders = "[300/763] cd build && vulkan-shaders-gen --glslc /usr/bin/glslc"
+    assert build.part_of(shaders) == "vulkan shaders"
+    vk = "[400/763] g++ -o ggml/src/ggml-vulkan/CMakeFiles/ggml-vulkan.dir/ggml-vulkan.cpp.o"
+    assert build.part_of(vk) == "ggml-vulkan"
