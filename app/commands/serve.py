@@ -94,6 +94,13 @@ def add_parser(sub: Any) -> None:
         "server.ollama_port setting, 0 = off)",
     )
     p.add_argument(
+        "--image-urls",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="fetch http(s) image URLs in chat requests (the server then reaches any address a "
+        "client names; default: the API server settings' switch, off)",
+    )
+    p.add_argument(
         "--max-queue",
         type=int,
         default=16,
@@ -127,6 +134,8 @@ def server_config(args: argparse.Namespace, settings: Settings) -> ServerConfig:
         overrides["cors_origins"] = tuple(args.cors_origin)
     if args.log_requests:
         overrides["log_file"] = paths().logs_dir / "requests.jsonl"
+    if args.image_urls is not None:
+        overrides["image_urls"] = args.image_urls
     return ServerConfig.from_settings(settings, **overrides)
 
 

@@ -14,6 +14,9 @@ DEFAULT_HOST = "127.0.0.1"
 # llama-server/llamafile/LocalAI (8080), vLLM (8000), text-generation-webui (5000, 7860),
 # koboldcpp (5001) or SGLang (30000).
 DEFAULT_PORT = 8434
+# Fetch http(s) image URLs in chat requests: off unless the user turns it on (Settings or
+# `ember serve --image-urls`), as the server would then reach any address a client names.
+IMAGE_URLS_KEY = "server.image_urls"
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +32,7 @@ class ServerConfig:
     graceful_timeout: float = 3.0  # seconds open connections get to finish when stopping
     log_file: Path | None = None  # also append the request log here (JSON lines)
     log_body_chars: int = 4000  # request/response bodies kept per log entry
+    image_urls: bool = False  # fetch http(s) ``image_url`` parts (off: data URLs only)
 
     @classmethod
     def from_settings(cls, settings: Settings, **overrides: object) -> ServerConfig:
@@ -37,5 +41,15 @@ class ServerConfig:
             port=int(settings.get("server.port")),
             api_key=settings.get("server.api_key") or "",
             cors_origins=tuple(str(o) for o in settings.get("server.cors_origins")),
+            image_urls=image_urls_allowed(settings),
         )
         return replace(config, **overrides)  # type: ignore[arg-type]
+
+
+def image_urls_allowed(settings: Settings) -> bool:
+    """Whether the user allowed http(s) image URLs (a settings.json key, false unless set)."""
+    return settings.extra(IMAGE_URLS_KEY, False) is True
+
+
+def allow_image_urls(settings: Settings, on: bool) -> None:
+    settings.set_extra(IMAGE_URLS_KEY, bool(on))

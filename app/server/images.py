@@ -1,25 +1,39 @@
-"""Images in chat requests: ``image_url`` content parts holding data URLs.
+"""Images in chat requests: ``image_url`` content parts holding data URLs, or http(s) URLs
+when the user allowed them.
 
 Each part's data URL is checked and decoded before a model is resolved (so a bad image never
 waits for a load): its length is capped before base64 is decoded, then the bytes go through
 the engine's header checks (PNG or JPEG, size limits) in Python. A 400 names the part
-(``messages[i].content[j].image_url``) in its message. http(s) URLs are refused: fetching
-them would make the server reach out to any address a client names (a switch in Settings to
-allow them is to come).
+(``messages[i].content[j].image_url``) in its message.
+
+http(s) URLs make the server reach out to any address a client names, so they are refused
+unless the server's ``image_urls`` switch is on (Settings, or ``ember serve --image-urls``).
+Then :func:`fetch_image_urls` fetches them on the event loop's own async client before the
+body is checked: only http and https, each of at most ``MAX_REDIRECTS`` redirects checked
+again, the body read in a stream and cut off past ``MAX_IMAGE_BYTES``, a deadline for the
+whole fetch, and the bytes through the same header checks as a data URL.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
+from typing import TYPE_CHECKING
 
-from app.engine.vision import MAX_IMAGE_BYTES, ImageError, inspect_image
+from app.engine.vision import MAX_IMAGE_BYTES, MAX_IMAGES, ImageError, inspect_image
 from app.server import schemas
 from app.server.errors import APIError
 
 # The base64 text of the largest image the engine takes, plus room for the "data:...," head.
 MAX_DATA_URL_CHARS = 4 * ((MAX_IMAGE_BYTES + 2) // 3) + 100
 _MEDIA_TYPES = ("image/png", "image/jpeg", "image/jpg")
+FETCH_SECONDS = 20.0  # for one image URL, redirects included
+MAX_REDIRECTS = 3
+_REDIRECTS = (301, 302, 303, 307, 308)
+
+if TYPE_CHECKING:
+    import httpx
 
 
 def decode_images(messages: list[schemas.Message]) -> tuple[bytes, ...]:
@@ -49,7 +63,8 @@ def _decode(part: schemas.ContentPart, where: str) -> bytes:
         raise APIError(
             400,
             f"Invalid '{where}': image URLs (http/https) are off on this server. Send the "
-            "image inline as a data URL: data:image/png;base64,...",
+            "image inline as a data URL: data:image/png;base64,... (or allow image URLs in "
+            "Ember's API server settings, `ember serve --image-urls`).",
             param=param,
             code="image_url_not_allowed",
         )
@@ -100,3 +115,111 @@ def _decode(part: schemas.ContentPart, where: str) -> bytes:
         message = f"Invalid '{where}': {e.message}"
         raise APIError(400, message, param=param, code="invalid_image") from None
     return raw
+
+
+# ---- http(s) image URLs ---------------------------------------------------------------------
+
+
+def _is_http(url: str) -> bool:
+    return url[:8].lower().startswith(("http://", "https://"))
+
+
+async def fetch_image_urls(
+    messages: list[schemas.Message], allowed: bool, *, seconds: float = FETCH_SECONDS
+) -> None:
+    """Fetch every http(s) ``image_url`` part, when ``allowed`` (the server's switch), and
+    keep its bytes on the part for :func:`decode_images`; when not allowed, nothing is fetched
+    and :func:`decode_images` refuses the URL. Raises APIError naming the part. Async: call
+    it on the server's event loop, before the body is checked."""
+    if not allowed:
+        return
+    wanted: list[tuple[schemas.ContentPart, str]] = []
+    for i, message in enumerate(messages):
+        if isinstance(message.content, str) or message.content is None:
+            continue
+        for j, part in enumerate(message.content):
+            url = part.image_url.url if part.image_url is not None else ""
+            if part.type == "image_url" and part._image is None and _is_http(url):
+                wanted.append((part, f"messages[{i}].content[{j}].image_url"))
+    if not wanted:
+        return
+    if len(wanted) > MAX_IMAGES:
+        raise APIError(
+            400,
+            f"{len(wanted)} image URLs in one request; send at most {MAX_IMAGES} images.",
+            param="messages",
+            code="too_many_images",
+        )
+    import httpx
+
+    headers = {"Accept": "image/png, image/jpeg", "Accept-Encoding": "identity"}
+    async with httpx.AsyncClient(follow_redirects=False, headers=headers) as client:
+        for part, where in wanted:
+            assert part.image_url is not None
+            part._image = await _fetch(client, part.image_url.url, where, seconds)
+
+
+def _fetch_error(where: str, message: str, code: str = "image_url_fetch_failed") -> APIError:
+    return APIError(400, f"Invalid '{where}': {message}", param=where.rsplit("[", 1)[0], code=code)
+
+
+async def _fetch(client: httpx.AsyncClient, url: str, where: str, seconds: float) -> bytes:
+    import httpx
+
+    try:
+        async with asyncio.timeout(seconds):
+            data = await _download(client, url, where)
+    except TimeoutError:
+        raise _fetch_error(
+            where, f"the image at {url[:200]} did not arrive within {seconds:.0f} s."
+        ) from None
+    except httpx.HTTPError as e:
+        reason = str(e) or type(e).__name__
+        raise _fetch_error(where, f"cannot fetch {url[:200]}: {reason}.") from None
+    try:
+        inspect_image(data)
+    except ImageError as e:
+        raise _fetch_error(where, f"{url[:200]}: {e.message}", "invalid_image") from None
+    return data
+
+
+async def _download(client: httpx.AsyncClient, url: str, where: str) -> bytes:
+    """The body at ``url`` after at most MAX_REDIRECTS redirects, never more than the cap."""
+    for _hop in range(MAX_REDIRECTS + 1):
+        if not _is_http(url):
+            raise _fetch_error(
+                where,
+                f"{url[:200]} is not an http or https URL; only those are fetched.",
+                "image_url_not_allowed",
+            )
+        async with client.stream("GET", url) as response:
+            location = response.headers.get("location")
+            if response.status_code in _REDIRECTS and location:
+                url = str(response.url.join(location))
+                continue
+            if response.status_code != 200:
+                raise _fetch_error(
+                    where, f"{url[:200]} answered HTTP {response.status_code}, not an image."
+                )
+            declared = response.headers.get("content-length", "")
+            if declared.isdigit() and int(declared) > MAX_IMAGE_BYTES:
+                raise _too_large(where, url, int(declared))
+            data = bytearray()
+            async for chunk in response.aiter_raw():
+                data += chunk
+                if len(data) > MAX_IMAGE_BYTES:
+                    raise _too_large(where, url, None)
+            return bytes(data)
+    raise _fetch_error(
+        where, f"{url[:200]} redirects more than {MAX_REDIRECTS} times; link the image itself."
+    )
+
+
+def _too_large(where: str, url: str, size: int | None) -> APIError:
+    said = f"is {size / 1e6:.1f} MB" if size is not None else "goes on past the limit"
+    return _fetch_error(
+        where,
+        f"the image at {url[:200]} {said}; images up to {MAX_IMAGE_BYTES / 1e6:.0f} MB are "
+        "accepted. Link a smaller one (or a JPEG).",
+        "image_too_large",
+    )

@@ -29,7 +29,7 @@ from shiboken6 import isValid
 
 from app.engine.load_settings import load_params
 from app.engine.types import LoadParams
-from app.server.config import ServerConfig
+from app.server.config import ServerConfig, allow_image_urls, image_urls_allowed
 from app.server.requestlog import RequestLog, RequestRecord
 from app.server.security import (
     InsecureBindError,
@@ -161,6 +161,12 @@ class ServerController(QObject):
                 self.settings.set(key, value)
                 changed = True
         if changed:
+            self.config_changed.emit()
+
+    def set_image_urls(self, on: bool) -> None:
+        """Let the server fetch http(s) image URLs (from the next start)."""
+        if image_urls_allowed(self.settings) != on:
+            allow_image_urls(self.settings, on)
             self.config_changed.emit()
 
     def generate_key(self) -> str:
@@ -372,4 +378,11 @@ def gui_message(error: BaseException, config: ServerConfig) -> str:
 
 
 def _bind_part(config: ServerConfig) -> tuple[object, ...]:
-    return (config.host, config.port, config.api_key, tuple(config.cors_origins))
+    """What a running server cannot change without a restart."""
+    return (
+        config.host,
+        config.port,
+        config.api_key,
+        tuple(config.cors_origins),
+        config.image_urls,
+    )

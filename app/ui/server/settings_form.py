@@ -1,5 +1,6 @@
 """The server's settings: who may connect (this computer or the local network), the port (and
-Ollama's, optionally), the API key (hidden, show, copy, generate, clear) and CORS origins.
+Ollama's, optionally), the API key (hidden, show, copy, generate, clear), CORS origins and
+whether images may be fetched from the URLs requests name.
 
 Edits are saved through the controller a moment after typing stops (``flush()`` saves at once).
 Choosing the local network shows a warning and, without a key, offers to generate one.
@@ -25,6 +26,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.engine.vision import MAX_IMAGE_BYTES
 from app.server.ollama import OLLAMA_PORT
 from app.ui import icons, theme
 from app.ui.server.controller import ALL_INTERFACES, LOOPBACK, ServerController
@@ -105,6 +107,11 @@ class ServerSettingsForm(QWidget):
         self.ollama_port = QCheckBox(f"Also listen on Ollama's port, {OLLAMA_PORT}", self)
         self.ollama_port.setObjectName("OllamaPortBox")
         self.ollama_port.toggled.connect(self._on_host_clicked)
+
+        # images by URL
+        self.image_urls = QCheckBox("Fetch images from http(s) URLs in requests", self)
+        self.image_urls.setObjectName("ImageUrlsBox")
+        self.image_urls.toggled.connect(self._on_image_urls_toggled)
 
         # API key
         self.key = QLineEdit(self)
@@ -190,6 +197,17 @@ class ServerSettingsForm(QWidget):
             )
         )
         layout.addWidget(self.cors_box)
+        layout.addSpacing(10)
+        layout.addWidget(self._label("Images"))
+        layout.addWidget(self.image_urls)
+        layout.addWidget(
+            _help(
+                "Off: clients send images inline (data URLs). On: the server downloads an image "
+                f"a request links to (up to {MAX_IMAGE_BYTES / 1e6:.0f} MB, PNG or JPEG), from "
+                "any address the client names, including ones on your network.",
+                self,
+            )
+        )
         self.load()
         self.cors_toggle.setChecked(bool(self.cors_origins()))
         self._on_cors_toggled(self.cors_toggle.isChecked())
@@ -221,12 +239,13 @@ class ServerSettingsForm(QWidget):
         """Show the saved settings."""
         config = self.controller.config()
         network = config.host not in (LOOPBACK, "localhost", "::1", "")
-        widgets = (self.port, self.key, self.cors, self.ollama_port)
+        widgets = (self.port, self.key, self.cors, self.ollama_port, self.image_urls)
         for widget in widgets:
             widget.blockSignals(True)
         (self.network_button if network else self.local_button).setChecked(True)
         self.port.setValue(config.port)
         self.ollama_port.setChecked(bool(self.controller.ollama_port()))
+        self.image_urls.setChecked(config.image_urls)
         if self.key.text() != config.api_key:
             self.key.setText(config.api_key)
         if self.cors_origins() != list(config.cors_origins):
@@ -317,6 +336,10 @@ class ServerSettingsForm(QWidget):
     @Slot(str)
     def _on_key_edited(self, _text: str) -> None:
         self._schedule_save()
+
+    @Slot(bool)
+    def _on_image_urls_toggled(self, on: bool) -> None:
+        self.controller.set_image_urls(on)
 
     @Slot(bool)
     def _on_show_key_toggled(self, shown: bool) -> None:

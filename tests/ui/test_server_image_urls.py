@@ -1,0 +1,47 @@
+"""The API server settings' switch for http(s) image URLs: off by default, saved when turned
+on, and applied by the next start of the real server (uvicorn on 127.0.0.1): a running server
+says it needs a restart until then."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from PySide6.QtCore import Qt
+from pytestqt.qtbot import QtBot
+
+from app.server.config import image_urls_allowed
+from app.ui.main_window import MainWindow
+from app.ui.nav_rail import SERVER
+from tests.helpers.net import free_port
+
+START_TIMEOUT = 20_000
+
+
+def test_the_image_urls_switch_is_off_saved_and_applied_on_restart(
+    qtbot: QtBot, make_window: Callable[[], MainWindow]
+) -> None:
+    window = make_window()
+    form, controller = window.server_pane.form, window.server
+    form.port.setValue(free_port())
+    form.flush()
+    window.show_page(SERVER)
+    assert not form.image_urls.isChecked() and not controller.config().image_urls
+
+    qtbot.mouseClick(window.server_pane.switch, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: controller.state == "running", timeout=START_TIMEOUT)
+    running = controller.running_config
+    assert running is not None and not running.image_urls
+    assert not window.server_pane.restart_notice.isVisible()
+
+    form.image_urls.click()
+    assert image_urls_allowed(window.services.settings) and controller.config().image_urls
+    assert window.server_pane.restart_notice.isVisible()  # the running server still refuses
+
+    controller.restart()
+    qtbot.waitUntil(
+        lambda: controller.running_config is not None and controller.running_config.image_urls,
+        timeout=START_TIMEOUT,
+    )
+    assert not window.server_pane.restart_notice.isVisible()
+    controller.set_enabled(False)
+    qtbot.waitUntil(lambda: controller.state == "stopped", timeout=START_TIMEOUT)
