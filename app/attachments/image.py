@@ -24,6 +24,13 @@ class BadImageError(AttachmentError):
     """An image the engine would refuse; ``str(error)`` is its one sentence."""
 
 
+class StoredCopyError(AttachmentError):
+    """A recorded image whose stored copy is gone or is no longer that image."""
+
+    def __init__(self, name: str, what: str) -> None:
+        super().__init__(f"{name}: its stored copy {what}; attach the image again.")
+
+
 @dataclass(frozen=True, slots=True)
 class ImageFile:
     """A checked image: its display name, byte size, hash and pixel size."""
@@ -89,8 +96,8 @@ def entry_bytes(entry: dict[str, Any]) -> bytes:
     path = stored_path(str(entry.get("sha256", "")), str(entry.get("suffix") or ""))
     name = str(entry.get("name") or path.name)
     if not path.exists():
-        raise UnreadableError(name, "its stored copy is missing")
+        raise StoredCopyError(name, "is missing")
     image, data = read_image(path, name)
     if image.sha256 != entry.get("sha256"):
-        raise UnreadableError(name, "its stored copy has changed")
+        raise StoredCopyError(name, "has changed")
     return data
