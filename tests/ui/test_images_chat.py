@@ -261,7 +261,13 @@ def test_a_new_window_shows_the_sent_image_from_its_stored_copy(
     try:
         second.controller.open_conversation(conversation_id)
         question = question_of(second)
+        chips = widget(second, question.id).attachment_chips
+        assert chips is not None
+        (label,) = chips.images.values()
+        framed = (label.width(), label.height())
+        assert framed == (102, 54)  # a 48x24 picture's shape, known before it loads
         qtbot.waitUntil(lambda: sent_image_shown(second, question), timeout=WAIT_MS)
+        assert (label.width(), label.height()) == framed  # the message does not jump
     finally:
         reopened.close()
 

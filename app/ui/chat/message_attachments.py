@@ -15,7 +15,7 @@ import html
 import re
 from typing import Any
 
-from PySide6.QtCore import QPoint, Qt, Slot
+from PySide6.QtCore import QMargins, QPoint, QSize, Qt, Slot
 from PySide6.QtGui import QCursor, QGuiApplication, QImage
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
@@ -81,9 +81,9 @@ class AttachmentChips(QWidget):
     def _add_image(self, entry: dict[str, Any]) -> None:
         label = QLabel(self)
         label.setObjectName("MessageImage")
-        label.setFixedSize(IMAGE_SIDE, IMAGE_SIDE)
-        label.setAlignment(Qt.AlignmentFlag.AlignCenter)
         width, height, size = entry.get("width"), entry.get("height"), entry.get("size")
+        label.setFixedSize(_box(width, height))  # its shape known now: no jump when it loads
+        label.setAlignment(Qt.AlignmentFlag.AlignCenter)
         detail = f"{width}×{height} · " if width and height else ""
         detail += describe_size(size if isinstance(size, int) else 0, None)
         label.setToolTip(f"{entry['name']}\n{detail}\n{_stored_place(entry)}")
@@ -110,16 +110,23 @@ class AttachmentChips(QWidget):
 
     def _show_image(self, sha256: str) -> bool:
         label = self.images.get(sha256)
-        pixmap = scaled_thumbnail(sha256, IMAGE_SIDE - 4, self.devicePixelRatioF())
+        pixmap = scaled_thumbnail(sha256, IMAGE_SIDE, self.devicePixelRatioF())
         if label is None or pixmap is None:
             return False
         label.setPixmap(pixmap)
-        size = pixmap.deviceIndependentSize().toSize()
-        label.setFixedSize(size.width() + 6, size.height() + 6)  # the picture's own shape
         return True
 
     def _on_thumbnail_made(self, sha256: str, _image: QImage) -> None:
         self._show_image(sha256)
+
+
+def _box(width: object, height: object) -> QSize:
+    """A sent image's frame: its picture scaled into IMAGE_SIDE, with room for the border."""
+    size = QSize(IMAGE_SIDE, IMAGE_SIDE)
+    if isinstance(width, int) and isinstance(height, int) and width > 0 and height > 0:
+        size = QSize(width, height).scaled(size, Qt.AspectRatioMode.KeepAspectRatio)
+        size = size.expandedTo(QSize(24, 24))  # a thin strip still shows it is a picture
+    return size.grownBy(QMargins(3, 3, 3, 3))
 
 
 def _stored_place(entry: dict[str, Any]) -> str:
