@@ -21,8 +21,8 @@ Two patches are applied to the unpacked sdist, both idempotent:
    and newer headers build the source as is. Patching beats fetching other headers: the
    build keeps the system's loader and headers, which match each other.
 
-Each part's time (from the build log's first to last line naming it) is printed at the end
-and written next to the wheel as build-times.json.
+Each part's share of the build's wall-clock time (see :func:`build_times`) is printed at the
+end and written next to the wheel as build-times.json.
 
 Usage: python3 scripts/build_llama.py --python VENV/bin/python --out DIR [--no-vulkan]
                                       [--no-variants] [--sdist FILE] [--work DIR]
@@ -191,7 +191,7 @@ def build(src: Path, python: str, out: Path, flags: list[str], log_path: Path) -
     ]
     log(f"CMAKE_ARGS={env['CMAKE_ARGS']!r}; log in {log_path}")
     start = time.monotonic()
-    spans: dict[str, list[float]] = {}
+    stamped: list[tuple[float, str]] = []
     with log_path.open("w") as sink:
         proc = subprocess.Popen(
             cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
@@ -200,18 +200,38 @@ def build(src: Path, python: str, out: Path, flags: list[str], log_path: Path) -
         for line in proc.stdout:
             now = time.monotonic() - start
             sink.write(f"{now:8.1f} {line}")
-            part = part_of(line) if line.lstrip().startswith("[") else None
-            if "-- Configuring done" in line:
-                spans["configure"] = [0.0, now]
-            if part:
-                span = spans.setdefault(part, [now, now])
-                span[1] = now
+            stamped.append((now, line))
         code = proc.wait()
     if code:
         raise SystemExit(f"pip wheel failed ({code}); see {log_path}")
-    times = {part: round(b - a, 1) for part, (a, b) in spans.items()}
-    times["total"] = round(time.monotonic() - start, 1)
-    return times
+    return build_times(stamped, time.monotonic() - start)
+
+
+def build_times(lines: list[tuple[float, str]], total: float) -> dict[str, float]:
+    """Seconds of the build's wall-clock time each part took, from its timestamped log.
+
+    Ninja prints a step's ``[n/N]`` line when the step ends (its output is a pipe here), so
+    the time since the previous step's line goes to this step's part: with two jobs at once
+    that is each part's share of the wall clock, and the shares add up to the total.
+    "setup" is pip's build environment and CMake's configure (up to the first step);
+    "package" is what follows the last step (install, the wheel's zip).
+    """
+    times: dict[str, float] = {}
+    previous: float | None = None
+    for now, line in lines:
+        if not re.match(r"\s*\[\d+/\d+\]", line):
+            continue
+        if previous is None:
+            times["setup"] = now
+        else:
+            part = part_of(line) or "other"
+            times[part] = times.get(part, 0.0) + now - previous
+            if part.startswith("cpu variant "):
+                times["cpu variants, all"] = times.get("cpu variants, all", 0.0) + now - previous
+        previous = now
+    times["package"] = total - (previous or 0.0)
+    times["total"] = total
+    return {part: round(seconds, 1) for part, seconds in times.items()}
 
 
 def main() -> int:

@@ -1,7 +1,8 @@
 """llama.cpp's back-ends through ctypes (app/engine/backends.py) with the installed build.
 
-This venv's llama-cpp-python is bootstrap.py's static CPU build: nothing to load, the CPU
-device listed all the same. The DL + Vulkan build is tested in test_backends_vulkan.py."""
+Both builds: bootstrap.py's static CPU build (nothing to load, the CPU device listed all the
+same) and scripts/build_llama.py's DL build (the best CPU variant for this CPU is loaded);
+the DL build's Vulkan device is tested in test_backends_vulkan.py."""
 
 from __future__ import annotations
 
@@ -13,20 +14,50 @@ import pytest
 from app.engine import backends
 from app.engine.backends import BackendError
 
+# ggml's x86 CPU variants and the /proc/cpuinfo flags each needs (ggml/src/CMakeLists.txt)
+VARIANTS: dict[str, set[str]] = {
+    "x64": set(),
+    "sse42": {"sse4_2"},
+    "sandybridge": {"sse4_2", "avx"},
+    "ivybridge": {"sse4_2", "avx", "f16c"},
+    "piledriver": {"sse4_2", "avx", "f16c", "fma"},
+    "haswell": {"sse4_2", "avx", "f16c", "fma", "avx2", "bmi2"},
+    "skylakex": {"sse4_2", "avx", "f16c", "fma", "avx2", "bmi2", "avx512f"},
+    "alderlake": {"sse4_2", "avx", "f16c", "fma", "avx2", "bmi2", "avx_vnni"},
+    "icelake": {"avx2", "bmi2", "avx512f", "avx512vbmi", "avx512_vnni", "fma", "f16c"},
+}
 
-def test_the_static_build_lists_the_cpu_device_and_what_it_was_built_for() -> None:
+
+def best_variant() -> str:
+    """The variant with the most features this CPU has all of (ggml scores them likewise)."""
+    flags: set[str] = set()
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("flags"):
+            flags = set(line.split(":", 1)[1].split())
+            break
+    usable = [name for name, needs in VARIANTS.items() if needs <= flags]
+    return max(usable, key=lambda name: len(VARIANTS[name]))
+
+
+def expected_variant() -> str:
+    """ "built in" for bootstrap.py's static build, else the best variant for this CPU."""
+    return best_variant() if backends.is_dynamic(backends.library_dir()) else "built in"
+
+
+def test_the_cpu_device_is_listed_with_the_code_it_runs() -> None:
     hw = backends.hardware()
-    assert not hw.dynamic and hw.errors == ()
-    assert hw.backends == ("CPU",)
-    (cpu,) = hw.devices
-    assert cpu.kind == "cpu" and cpu.backend == "CPU" and not cpu.is_gpu
+    assert hw.errors == () and hw.dynamic == backends.is_dynamic(backends.library_dir())
+    assert "CPU" in hw.backends
+    (cpu,) = [d for d in hw.devices if d.kind == "cpu"]
+    assert cpu.backend == "CPU" and not cpu.is_gpu
     assert cpu.description and 0 < cpu.memory_free <= cpu.memory_total
-    assert hw.gpus == ()
-    assert hw.cpu_variant == "built in"
-    # bootstrap.py's portable flags, read back from the CPU back-end and from llama.cpp
+    assert hw.cpu_variant == expected_variant()
+    # this machine's CPU (AVX2) and both builds' CPU code, read back from the back-end
     assert {"AVX", "AVX2", "FMA", "F16C"} <= set(hw.cpu_features)
     assert hw.system_info.startswith("CPU : ") and "AVX2 = 1" in hw.system_info
-    assert backends.gpu_memory() == ()
+    assert [g.name for g in backends.gpu_memory()] == [g.name for g in hw.gpus]
+    if not hw.dynamic:  # bootstrap.py's static build: the CPU back-end only, linked in
+        assert hw.backends == ("CPU",) and hw.gpus == ()
 
 
 def test_loading_twice_registers_nothing_twice() -> None:

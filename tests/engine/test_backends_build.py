@@ -136,3 +136,24 @@ def test_build_log_lines_are_told_apart(build: ModuleType) -> None:
     assert build.part_of(shaders) == "vulkan shaders"
     vk = "[400/763] g++ -o ggml/src/ggml-vulkan/CMakeFiles/ggml-vulkan.dir/ggml-vulkan.cpp.o"
     assert build.part_of(vk) == "ggml-vulkan"
+
+
+def test_each_part_gets_its_share_of_the_wall_clock(build: ModuleType) -> None:
+    obj = "vendor/llama.cpp/ggml/src/CMakeFiles"
+    lines = [
+        (1.0, "-- Configuring done\n"),
+        (5.0, f"[1/4] g++ -o {obj}/ggml-base.dir/ggml.c.o\n"),
+        (9.0, f"[2/4] g++ -o {obj}/ggml-cpu-haswell.dir/ops.cpp.o\n"),
+        (10.0, "In function 'x': a warning between steps\n"),
+        (12.0, f"[3/4] g++ -o {obj}/ggml-cpu-zen4.dir/ops.cpp.o\n"),
+        (20.0, "[4/4] cd build && vulkan-shaders-gen --glslc /usr/bin/glslc\n"),
+    ]
+    assert build.build_times(lines, 26.0) == {
+        "setup": 5.0,
+        "cpu variant haswell": 4.0,
+        "cpu variants, all": 7.0,
+        "cpu variant zen4": 3.0,
+        "vulkan shaders": 8.0,
+        "package": 6.0,
+        "total": 26.0,
+    }

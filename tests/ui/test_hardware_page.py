@@ -53,8 +53,8 @@ def test_the_hardware_page_shows_the_cpu_its_variant_and_the_devices(
     assert dialog.nav.currentItem().text() == "Hardware"
     hw = read.args[0]
     assert _rows(page) == dict(backends.describe(hw))
-    assert _rows(page)["CPU variant"] == "built in (one CPU build, chosen when compiled)"
-    assert _rows(page)["GPU"] == "none found: models run on the CPU"
+    assert _rows(page)["CPU variant"].startswith(hw.cpu_variant)
+    assert "AVX2 = 1" in _rows(page)["System info"]
     assert page.status.isHidden()
     with qtbot.waitSignal(page.hardware_read, timeout=60_000):
         page.refresh_button.click()
