@@ -1,0 +1,87 @@
+"""The DL + Vulkan build of llama.cpp (scripts/build_llama.py) for real, on lavapipe.
+
+Needs that build installed and Mesa's lavapipe (Debian: mesa-vulkan-drivers): the CI's
+llama-cpp-python is the static CPU build, so these tests carry the ``vulkan`` marker, which
+the default run deselects; run them with ``pytest -m vulkan`` in a venv holding the DL build.
+
+Two environment variables, set before the back-ends load: llama.cpp hides CPU-type Vulkan
+devices such as lavapipe unless listed in ``GGML_VK_VISIBLE_DEVICES`` (rightly, for users),
+and Mesa 22.3's lavapipe crashes on ggml's graph optimisation with two or more offloaded
+layers (``GGML_VK_DISABLE_GRAPH_OPTIMIZE``). lavapipe decodes the test model at about a token
+a second here: the answers are short.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import pytest
+
+from app.engine import backends
+from app.engine.backends import Hardware
+from app.engine.types import CompletionRequest, LoadParams, SamplingParams
+from app.engine.worker import EngineWorker
+from tests.engine.test_backends import best_variant
+
+pytestmark = pytest.mark.vulkan
+
+NO_END = {1: -100.0, 106: -100.0}  # Gemma's <eos> and <end_of_turn>: the answers write text
+GREEDY = SamplingParams(temperature=0.0, max_tokens=6, logit_bias=NO_END)
+PROMPT = "The capital of France is"
+
+
+@pytest.fixture(scope="module")
+def hardware() -> Hardware:
+    os.environ["GGML_VK_VISIBLE_DEVICES"] = "0"
+    os.environ["GGML_VK_DISABLE_GRAPH_OPTIMIZE"] = "1"
+    # What llamacpp's _init_backend will do once it calls backends.load(): without it a
+    # GGML_BACKEND_DL build has no back-end at all ("no backends are loaded").
+    return backends.hardware()
+
+
+def test_the_dl_build_loads_the_best_cpu_variant_and_vulkan(hardware: Hardware) -> None:
+    assert hardware.dynamic and hardware.errors == ()
+    assert "CPU" in hardware.backends and "Vulkan" in hardware.backends
+    assert hardware.cpu_variant == best_variant()
+    (gpu,) = hardware.gpus
+    assert gpu.backend == "Vulkan" and gpu.name == "Vulkan0"
+    assert "llvmpipe" in gpu.description  # lavapipe's device name
+    assert 0 < gpu.memory_free <= gpu.memory_total
+    assert backends.gpu_memory()[0].name == "Vulkan0"
+    assert "CPU : " in hardware.system_info
+    lib = Path(hardware.library_dir)
+    modules = {p.name for p in lib.glob("libggml-*.so")}
+    for variant in ("x64", "sse42", "sandybridge", "haswell", "skylakex", "sapphirerapids"):
+        assert f"libggml-cpu-{variant}.so" in modules  # build_llama.py's install patch
+    assert "libggml-vulkan.so" in modules
+
+
+def _answer(gemma_path: Path, n_gpu_layers: int) -> str:
+    worker = EngineWorker()
+    try:
+        params = LoadParams(n_ctx=512, n_gpu_layers=n_gpu_layers, n_parallel=1, flash_attn=False)
+        worker.load(str(gemma_path), params).result(600)
+        text: str = worker.run(CompletionRequest(PROMPT, GREEDY), 600)
+        return text
+    finally:
+        worker.shutdown()
+
+
+@pytest.fixture(scope="module")
+def cpu_answer(hardware: Hardware, gemma_path: Path) -> str:
+    """The same build with no layer offloaded: the CPU back-end's answer."""
+    return _answer(gemma_path, 0)
+
+
+def test_every_layer_runs_on_lavapipe_and_answers_as_the_cpu_does(
+    hardware: Hardware, gemma_path: Path, cpu_answer: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.DEBUG, logger="llama.cpp"):
+        answer = _answer(gemma_path, -1)
+    logs = [r.getMessage() for r in caplog.records if r.name == "llama.cpp"]
+    assert any("offloaded 19/19 layers to GPU" in line for line in logs), logs[-20:]
+    assigned = [line for line in logs if "assigned to device" in line]
+    assert len(assigned) == 19 and all("Vulkan0" in line for line in assigned), assigned
+    assert answer and answer == cpu_answer
