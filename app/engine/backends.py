@@ -99,8 +99,8 @@ def library_dir() -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / "lib"
 
 
-def is_dynamic(lib_dir: Path) -> bool:
-    """Whether ``lib_dir`` holds a back-end-per-module build (``libggml-cpu-<variant>``)."""
+def has_cpu_variants(lib_dir: Path) -> bool:
+    """Whether ``lib_dir`` holds one CPU module per variant (``libggml-cpu-haswell.so`` ...)."""
     prefix = "ggml-cpu-" if sys.platform == "win32" else "libggml-cpu-"
     return any(p.name.startswith(prefix) for p in lib_dir.iterdir()) if lib_dir.is_dir() else False
 
@@ -168,6 +168,7 @@ class Ggml:
         self.lib_dir = lib_dir
         self.ggml = _Library(lib_dir, "ggml")
         self._llama: _Library | None = None
+        self.dynamic = False  # back-ends loaded as modules (set by load)
         vp, sz = ctypes.c_void_p, ctypes.c_size_t
         f = self.ggml.func
         self.load_all_from_path = f("ggml_backend_load_all_from_path", None, ctypes.c_char_p)
@@ -236,8 +237,8 @@ class Ggml:
         return tuple(out)
 
     def cpu_variant(self) -> str:
-        """The CPU module in use (``libggml-cpu-haswell.so`` -> "haswell"); "built in" when the
-        CPU back-end is linked into libggml (a static build)."""
+        """The CPU module in use (``libggml-cpu-haswell.so`` -> "haswell"); "built in" for the
+        one CPU back-end of a build without variants (static, or DL with one CPU module)."""
         reg = self.cpu_reg()
         addr = self.reg_proc(reg, b"ggml_backend_get_features") if reg else None
         path = _library_of(addr) if addr else None
@@ -296,7 +297,9 @@ def load(lib_dir: Path | None = None) -> Ggml:
         if lib_dir in _loaded:
             return _loaded[lib_dir]
         ggml = Ggml(lib_dir)
-        if is_dynamic(lib_dir):
+        # A static build registers its linked-in CPU back-end on first use; a DL build has none
+        ggml.dynamic = ggml.reg_count() == 0
+        if ggml.dynamic:
             ggml.load_all_from_path(str(lib_dir).encode())
             if "CPU" not in ggml.backends():
                 raise BackendError(
@@ -321,7 +324,7 @@ def hardware(lib_dir: Path | None = None) -> Hardware:
 
     return Hardware(
         library_dir=str(ggml.lib_dir),
-        dynamic=is_dynamic(ggml.lib_dir),
+        dynamic=ggml.dynamic,
         backends=ggml.backends(),
         devices=ggml.devices(),
         cpu_variant=attempt("CPU variant", ggml.cpu_variant, "unknown"),
@@ -347,7 +350,8 @@ def gpu_memory(lib_dir: Path | None = None) -> tuple[GpuMemory, ...]:
 def describe(hw: Hardware) -> list[tuple[str, str]]:
     """``hw`` as labelled rows: what ``ember info --hardware`` prints and Settings shows."""
     cpu = next((d for d in hw.devices if d.kind == "cpu"), None)
-    variant = hw.cpu_variant + ("" if hw.dynamic else " (one CPU build, chosen when compiled)")
+    fixed = hw.cpu_variant == "built in"
+    variant = hw.cpu_variant + (" (one CPU build, chosen when compiled)" if fixed else "")
     rows = [
         ("CPU", cpu.description if cpu else "unknown"),
         ("CPU variant", variant),
