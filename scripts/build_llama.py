@@ -157,8 +157,9 @@ def part_of(line: str) -> str | None:
     if "vulkan-shaders" in line or ".comp" in line or "spv" in line:
         return "vulkan shaders"
     match = re.search(r"ggml-cpu-([\w.]+)\.dir|ggml-cpu/CMakeFiles/ggml-cpu-([\w.]+)", line)
-    if match:
-        return f"cpu variant {match.group(1) or match.group(2)}"
+    variant = match and (match.group(1) or match.group(2))
+    if variant and variant != "feats":  # ggml-cpu-feats: the CPU feature probe, not a variant
+        return f"cpu variant {variant}"
     if "ggml-vulkan" in line:
         return "ggml-vulkan"
     if "ggml-cpu" in line:

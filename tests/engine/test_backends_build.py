@@ -132,6 +132,8 @@ def test_the_flags(build: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
 def test_build_log_lines_are_told_apart(build: ModuleType) -> None:
     cpu = "[61/763] g++ -o vendor/llama.cpp/ggml/src/CMakeFiles/ggml-cpu-haswell.dir/ops.cpp.o"
     assert build.part_of(cpu) == "cpu variant haswell"
+    probe = "[9/193] g++ -o vendor/llama.cpp/ggml/src/CMakeFiles/ggml-cpu-feats.dir/cpu-feats.cpp.o"
+    assert build.part_of(probe) == "cpu"
     shaders = "[300/763] cd build && vulkan-shaders-gen --glslc /usr/bin/glslc"
     assert build.part_of(shaders) == "vulkan shaders"
     vk = "[400/763] g++ -o ggml/src/ggml-vulkan/CMakeFiles/ggml-vulkan.dir/ggml-vulkan.cpp.o"
