@@ -86,7 +86,25 @@ def _names(stem: str) -> tuple[str, ...]:
         return (f"{stem}.dll",)
     if sys.platform == "darwin":
         return (f"lib{stem}.dylib",)
-    return (f"lib{stem}.so", f"lib{stem}.so.0")
+    return (f"lib{stem}.so",)
+
+
+def _library_file(lib_dir: Path, stem: str) -> Path | None:
+    """The file to open so the process has one copy of the library, not two.
+
+    A wheel cannot hold symbolic links: ``libggml.so``, ``libggml.so.0`` and
+    ``libggml.so.0.25.3`` are three copies. libllama loads libggml by its soname
+    (``libggml.so.0``), so that is the copy to open: the dynamic loader then shares one libggml,
+    and one back-end registry, whichever is loaded first. llama_cpp itself opens
+    ``libllama.so``, so libllama is opened by that name.
+    """
+    if stem == "ggml" and sys.platform.startswith("linux"):
+        sonames = [
+            p for p in lib_dir.glob("libggml.so.*") if re.fullmatch(r"libggml\.so\.\d+", p.name)
+        ]
+        if sonames:
+            return sorted(sonames)[-1]
+    return next((lib_dir / n for n in _names(stem) if (lib_dir / n).exists()), None)
 
 
 def library_dir() -> Path:
@@ -109,7 +127,7 @@ class _Library:
     """One shared library whose functions are looked up, typed, on first use."""
 
     def __init__(self, lib_dir: Path, stem: str) -> None:
-        path = next((lib_dir / n for n in _names(stem) if (lib_dir / n).exists()), None)
+        path = _library_file(lib_dir, stem)
         if path is None:
             raise BackendError(
                 f"{lib_dir} has no {_names(stem)[0]}: reinstall llama-cpp-python "
