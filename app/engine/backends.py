@@ -21,9 +21,11 @@ so :func:`load` runs it once per process. Environment variables the Vulkan back-
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import importlib.util
+import logging
 import re
 import sys
 import threading
@@ -305,6 +307,24 @@ def _library_of(addr: int) -> str | None:
 
 _lock = threading.Lock()
 _loaded: dict[Path, Ggml] = {}
+_native_log = logging.getLogger("llama.cpp")  # the engine's logger for llama.cpp's messages
+_LogCallback = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
+
+
+@_LogCallback
+def _forward_log(level: int, text: bytes | None, _user_data: int | None) -> None:
+    message = (text or b"").decode("utf-8", errors="replace").rstrip()
+    if message:  # ggml's levels: 4 error, 3 warning, below: info and debug
+        _native_log.log(logging.WARNING if level >= 3 else logging.DEBUG, "%s", message)
+
+
+def _route_logs(ggml: Ggml) -> None:
+    """ggml writes "load_backend: loaded ..." to stderr while loading: send it to logging,
+    as the engine does once llama_cpp is imported (then its own route stays in place)."""
+    if "llama_cpp" in sys.modules:
+        return
+    with contextlib.suppress(BackendError):  # an older ggml: its messages stay on stderr
+        ggml.ggml.func("ggml_log_set", None, _LogCallback, ctypes.c_void_p)(_forward_log, None)
 
 
 def load(lib_dir: Path | None = None) -> Ggml:
@@ -318,6 +338,7 @@ def load(lib_dir: Path | None = None) -> Ggml:
         # A static build registers its linked-in CPU back-end on first use; a DL build has none
         ggml.dynamic = ggml.reg_count() == 0
         if ggml.dynamic:
+            _route_logs(ggml)
             ggml.load_all_from_path(str(lib_dir).encode())
             if "CPU" not in ggml.backends():
                 raise BackendError(

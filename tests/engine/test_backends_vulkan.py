@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,7 @@ from app.engine.backends import Hardware
 from app.engine.types import CompletionRequest, LoadParams, SamplingParams
 from app.engine.worker import EngineWorker
 from tests.engine.test_backends import best_variant
+from tests.helpers.cli import ember
 
 pytestmark = pytest.mark.vulkan
 
@@ -85,3 +87,15 @@ def test_every_layer_runs_on_lavapipe_and_answers_as_the_cpu_does(
     assigned = [line for line in logs if "assigned to device" in line]
     assert len(assigned) == 19 and all("Vulkan0" in line for line in assigned), assigned
     assert answer and answer == cpu_answer
+
+
+def test_ember_info_hardware_lists_lavapipe_and_keeps_stderr_clean(hardware: Hardware) -> None:
+    """ggml's "load_backend: loaded ..." lines go to logging (shown with -v), not to stderr."""
+    r = ember("info", "--hardware")
+    assert r.returncode == 0 and r.stderr == ""
+    rows = dict(re.split(r"\s{2,}", line.strip(), maxsplit=1) for line in r.stdout.splitlines())
+    assert rows["CPU variant"] == best_variant()
+    assert rows["Back-ends"] == "Vulkan, CPU"
+    assert "llvmpipe" in rows["Device Vulkan0"] and "(gpu, Vulkan); " in rows["Device Vulkan0"]
+    verbose = ember("-v", "info", "--hardware")
+    assert "llama.cpp: load_backend: loaded Vulkan backend from " in verbose.stderr
