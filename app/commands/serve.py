@@ -216,7 +216,11 @@ def run(args: argparse.Namespace) -> int:
         startup_params = model_load_params(args, given if given.is_file() else entry.path)
     worker = EngineWorker()
     gateway = Gateway(
-        worker, ChainCatalog(static, library), defaults, max_waiting=max(1, args.max_queue)
+        worker,
+        ChainCatalog(static, library),
+        defaults,
+        max_waiting=max(1, args.max_queue),
+        projectors=not getattr(args, "no_mmproj", False),
     )
     runner = ServerRunner(gateway, config)
     extra_port = ollama_port(args, settings, config.port)

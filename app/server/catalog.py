@@ -19,15 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from app.engine.gguf import EMBEDDING_ARCHITECTURES
+
 if TYPE_CHECKING:
     from app.library.local import Library, LocalModel
 
 log = logging.getLogger(__name__)
-
-
-EMBEDDING_ARCHITECTURES = frozenset(
-    {"bert", "nomic-bert", "nomic-bert-moe", "jina-bert-v2", "t5encoder", "modern-bert", "neo-bert"}
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +55,8 @@ class CatalogModel:
     repo_id: str | None = None
     quant: str | None = None
     name: str = ""
+    # the vision projector a just-in-time load takes with it (the library's choice), if any
+    mmproj: str | None = None
 
 
 class CatalogError(Exception):
@@ -274,4 +273,5 @@ def _from_local(m: LocalModel) -> CatalogModel:
         repo_id=m.repo_id,
         quant=m.quant,
         name=m.name,
+        mmproj=str(m.mmproj) if m.mmproj is not None else None,
     )

@@ -28,7 +28,8 @@ class ServerConfig:
     api_key: str = ""  # empty: no key (allowed on loopback only)
     cors_origins: tuple[str, ...] = ()
     allowed_hosts: tuple[str, ...] = ()  # extra Host names accepted on a loopback bind
-    max_body_bytes: int = 16 * 1024 * 1024
+    # room for one image of the engine's 20 MiB cap as a base64 data URL (about 27 MiB)
+    max_body_bytes: int = 32 * 1024 * 1024
     graceful_timeout: float = 3.0  # seconds open connections get to finish when stopping
     log_file: Path | None = None  # also append the request log here (JSON lines)
     log_body_chars: int = 4000  # request/response bodies kept per log entry
@@ -47,9 +48,9 @@ class ServerConfig:
 
 
 def image_urls_allowed(settings: Settings) -> bool:
-    """Whether the user allowed http(s) image URLs (a settings.json key, false unless set)."""
-    return settings.extra(IMAGE_URLS_KEY, False) is True
+    """Whether the user allowed http(s) image URLs (off unless set)."""
+    return bool(settings.get(IMAGE_URLS_KEY))
 
 
 def allow_image_urls(settings: Settings, on: bool) -> None:
-    settings.set_extra(IMAGE_URLS_KEY, bool(on))
+    settings.set(IMAGE_URLS_KEY, bool(on))

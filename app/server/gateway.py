@@ -206,6 +206,8 @@ class Gateway:
     just-in-time loads are made. ``max_waiting``: API jobs allowed to wait in the engine queue.
     ``keep_jit_models``: how many models loaded just in time stay loaded; loading one more
     unloads the oldest of them (never a model the GUI or ``--model`` loaded).
+    ``projectors``: a model loaded just in time takes the vision projector its catalog entry
+    names (``ember serve --no-mmproj`` turns that off).
     """
 
     def __init__(
@@ -216,12 +218,14 @@ class Gateway:
         *,
         max_waiting: int = 16,
         keep_jit_models: int = 1,
+        projectors: bool = True,
     ) -> None:
         self.worker = worker
         self.catalog: ModelCatalog = catalog if catalog is not None else StaticCatalog()
         self.load_params = load_params or LoadParams()
         self.max_waiting = max_waiting
         self.keep_jit_models = max(1, keep_jit_models)
+        self.projectors = projectors
         self._lock = threading.Lock()
         self._waiting = 0
         self._active: set[JobStream] = set()
@@ -312,9 +316,9 @@ class Gateway:
         if pending is None:
             self._evict_for(entry.id)
             log.info("Loading %s just in time for a request", entry.id)
-            params = None
+            params = replace(self.load_params, mmproj=entry.mmproj if self.projectors else None)
             if n_ctx is not None:
-                params = replace(self.load_params, n_ctx=max(MIN_N_CTX, n_ctx))
+                params = replace(params, n_ctx=max(MIN_N_CTX, n_ctx))
             pending = self.load(entry.path, entry.id, params)
             with self._lock:
                 self._jit_ids.append(entry.id)

@@ -144,8 +144,8 @@ def test_an_http_image_url_is_refused_as_off(client: openai.OpenAI) -> None:
 def test_an_oversized_data_url_is_refused_before_it_is_decoded(
     client: openai.OpenAI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The cap (the base64 of the engine's 20 MB image limit) is above the server's default
-    16 MB body limit, so it is lowered here to run the check in-process with a real request."""
+    """The cap (the base64 of the engine's 20 MiB image limit, about 27 MiB) is lowered here
+    so the check runs with a small real request."""
     url = data_url(png(64, 64))
     monkeypatch.setattr(images, "MAX_DATA_URL_CHARS", len(url) - 1)
     body = refused(client, VISION, image_messages(url))

@@ -37,6 +37,7 @@ from app.server.errors import (
 )
 from app.server.forward import RemoteForwarder
 from app.server.gateway import Gateway, JobStream, model_meta
+from app.server.images import fetch_image_urls
 from app.server.jobs import (
     KEEPALIVE,
     TICK,
@@ -125,6 +126,7 @@ async def chat_completions(request: Request, gateway: GatewayDep) -> Response:
     if (remote := await _forward_remote(request, "/chat/completions")) is not None:
         return remote
     body, note = await _parse(request, schemas.ChatCompletionRequest)
+    await fetch_image_urls(body.messages, request.app.state.config.image_urls)
     convert.check_chat(body)
     await check_constraint(convert.chat_constraint(body))
     model, meta = await _resolve(gateway, body.model, note)
