@@ -227,6 +227,21 @@ SETTINGS: dict[str, Setting] = _settings(
         0,
         "Also listen on this port (Ollama's is 11434) for tools that cannot change it (0: off)",
     ),
+    Setting(
+        "server.image_urls",
+        bool,
+        False,
+        "Fetch http(s) image URLs named in API requests (off: images only as data URLs)",
+    ),
+    # attached files
+    Setting(
+        "attachments.embedding_model",
+        str,
+        "auto",
+        "What long attached files are searched with besides words: 'auto' (an embedding GGUF "
+        "from the library, else nothing), 'loaded' (the chat model's embeddings), 'off', or "
+        "the path of an embedding GGUF",
+    ),
     # library
     Setting("library.extra_dirs", list, [], "More folders to look for models in"),
     # tools (MCP servers)

@@ -9,8 +9,14 @@
   as the main worker owns the chat model's), so it never displaces the chat model.
 
 An :class:`Embedders` (one per app) turns the user's choice (``EMBEDDING_SETTING``:
-``"loaded"``, ``"off"`` or a GGUF path) into one of them or None (BM25 only), and owns the
-second model.
+``"auto"``, ``"loaded"``, ``"off"`` or a GGUF path) into one of them or None (BM25 only), and
+owns the second model.
+
+The default is ``"auto"``: the smallest embedding GGUF in the library (a BERT-family model:
+nomic-embed, bge, …) when there is one, else words alone. Not the loaded chat model by
+default: it embeds at the cost of reading each long file as a prompt, a few seconds for the
+270M test model but minutes for a 7B one on a CPU, while the user waits for the answer; the
+user may still choose it.
 """
 
 from __future__ import annotations
@@ -27,9 +33,11 @@ from app.attachments.errors import AttachmentCancelledError
 if TYPE_CHECKING:
     from app.engine.types import LoadedModel
     from app.engine.worker import EngineWorker
+    from app.library.local import Library
 
 EMBEDDING_SETTING = "attachments.embedding_model"
-LOADED = "loaded"  # the default: the chat model's own embeddings
+AUTO = "auto"  # the default: an embedding GGUF from the library, else words alone
+LOADED = "loaded"  # the chat model's own embeddings
 OFF = "off"
 CANCEL_POLL_S = 0.25  # how often a wait on an embedding job looks at the caller's cancel flag
 GGUF_CONTEXT = 2048  # tokens: a chunk is at most ~500, and this keeps the second model small
@@ -173,16 +181,32 @@ class GgufEmbedder:
 
 
 def embedding_choice(settings: Any) -> str:
-    """The user's choice: ``LOADED``, ``OFF`` or a GGUF path (``settings``: app.config.Settings)."""
-    value = settings.extra(EMBEDDING_SETTING, LOADED)
-    return value if isinstance(value, str) and value else LOADED
+    """The user's choice: ``AUTO``, ``LOADED``, ``OFF`` or a GGUF path (``settings``:
+    app.config.Settings)."""
+    value = settings.get(EMBEDDING_SETTING)
+    return value if isinstance(value, str) and value else AUTO
+
+
+def library_embedding_model(library: Library | None) -> str | None:
+    """The smallest usable embedding GGUF in ``library`` (its last scan), or None."""
+    if library is None:
+        return None
+    from app.engine.gguf import EMBEDDING_ARCHITECTURES
+
+    found = [
+        m
+        for m in library.models
+        if m.error is None and m.info is not None and m.info.architecture in EMBEDDING_ARCHITECTURES
+    ]
+    return str(min(found, key=lambda m: (m.size, m.name)).path) if found else None
 
 
 class Embedders:
     """The app's source of embedders: the choice is read per question; an embedding GGUF
     stays loaded while it is the choice, and ``close()`` (at quit) unloads it. Thread-safe."""
 
-    def __init__(self) -> None:
+    def __init__(self, library: Library | None = None) -> None:
+        self.library = library  # where AUTO looks for an embedding GGUF
         self._lock = threading.Lock()
         self._gguf: GgufEmbedder | None = None
 
@@ -193,7 +217,10 @@ class Embedders:
         model: LoadedModel | None,
         cancel: CancelFlag | None = None,
     ) -> Embedder | None:
-        """The embedder ``choice`` names, or None (off, or no local model loaded to use)."""
+        """The embedder ``choice`` names, or None (off, no embedding GGUF for AUTO, or no
+        local model loaded to use). AUTO may read the library: call it off the GUI thread."""
+        if choice == AUTO:
+            choice = library_embedding_model(self.library) or OFF
         with self._lock:
             stale = self._gguf if self._gguf is not None and self._gguf.path != choice else None
             if stale is not None:

@@ -101,6 +101,13 @@ class TensorInfo:
         return count
 
 
+# Architectures that only embed (no chat): the API's capabilities and the attachments' choice
+# of an embedding model read them from a GGUF's ``general.architecture``.
+EMBEDDING_ARCHITECTURES = frozenset(
+    {"bert", "nomic-bert", "nomic-bert-moe", "jina-bert-v2", "t5encoder", "modern-bert", "neo-bert"}
+)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GGUFInfo:
     """Everything Ember knows about a model from its header. Immutable; safe to share."""

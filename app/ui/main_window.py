@@ -74,7 +74,9 @@ class MainWindow(QMainWindow):
         self._pending_sizes: list[int] | None = None
         self._narrow = False  # below SIDEBAR_COLLAPSE_WIDTH: the sidebar is folded away
         s = services
-        self.controller = ConversationController(s.store, s.engine, s.settings, self)
+        self.controller = ConversationController(
+            s.store, s.engine, s.settings, self, embedders=s.embedders
+        )
 
         self.sidebar = Sidebar(s.store, self)
         self.header = HeaderBar(s.engine, s.catalog, self)

@@ -15,6 +15,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from app.attachments.embedder import Embedders
 from app.chats.store import ChatStore
 from app.config import Settings, paths
 from app.engine.providers import ProviderRegistry, RemoteRouter
@@ -43,6 +44,14 @@ class Services:
     # Said to the user when the window opens: chats.db was damaged and recovered at start-up.
     history_notice: str = ""
     on_close: list[Callable[[], None]] = field(default_factory=list)
+    # the embedders long attached files are searched with (an embedding GGUF stays loaded
+    # while it is the user's choice; close() unloads it)
+    embedders: Embedders = field(default_factory=Embedders)
+
+    def __post_init__(self) -> None:
+        if self.embedders.library is None:  # "auto" looks for an embedding GGUF in it
+            self.embedders.library = self.library
+
     _closed: bool = field(default=False, repr=False)
 
     def warm_up(self) -> None:
@@ -65,6 +74,7 @@ class Services:
         steps: tuple[Callable[[], object], ...] = (
             *reversed(self.on_close),
             shutdown_tasks,  # before what the tasks use (library, providers, store) closes
+            self.embedders.close,  # an embedding GGUF's own worker
             self.downloads.shutdown,
             self.router.shutdown,
         )

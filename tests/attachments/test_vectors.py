@@ -18,7 +18,14 @@ import pytest
 from app.attachments import vectors
 from app.attachments.context import build_context
 from app.attachments.document import Document, Section
-from app.attachments.embedder import LOADED, OFF, Embedders, GgufEmbedder, embedding_choice
+from app.attachments.embedder import (
+    AUTO,
+    LOADED,
+    OFF,
+    Embedders,
+    GgufEmbedder,
+    embedding_choice,
+)
 from app.attachments.errors import AttachmentCancelledError
 from app.attachments.extract import extract
 from app.attachments.index import ChunkIndex, index_path
@@ -204,11 +211,12 @@ def test_the_embedding_choice_names_the_embedder(tmp_path: Path) -> None:
     from app.config import Settings
 
     settings = Settings(tmp_path / "settings.json")
-    assert embedding_choice(settings) == LOADED  # the default: the loaded model's embeddings
-    settings.set_extra("attachments.embedding_model", OFF)
+    assert embedding_choice(settings) == AUTO  # the default: an embedding GGUF, if any
+    settings.set("attachments.embedding_model", OFF)
     assert embedding_choice(settings) == OFF
     embedders = Embedders()
     assert embedders.get(OFF, None, None) is None
+    assert embedders.get(AUTO, None, None) is None  # no library to find one in: BM25 alone
     assert embedders.get(LOADED, None, None) is None  # no local model loaded: BM25 alone
     gguf = embedders.get("/models/embed.gguf", None, None)
     assert isinstance(gguf, GgufEmbedder) and not gguf.loaded  # nothing loads until used

@@ -24,7 +24,7 @@ import functools
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
@@ -65,6 +65,10 @@ from app.ui.chat.tool_answers import ToolAnswers
 from app.ui.chat.tool_turn import ToolSetup, ToolTurn
 from app.ui.engine_session import EngineSession, model_name
 from app.ui.task_runner import tasks
+
+if TYPE_CHECKING:
+    from app.attachments.embedder import Embedders
+    from app.config import Settings
 
 log = logging.getLogger(__name__)
 
@@ -148,11 +152,18 @@ class AnswerRunner(QObject):
         engine: EngineSession,
         counter: TokenCounter,
         parent: QObject | None = None,
+        *,
+        settings: Settings | None = None,
+        embedders: Embedders | None = None,
     ) -> None:
         super().__init__(parent)
         self.store = store
         self.engine = engine
         self.counter = counter
+        # what long attached files are searched with besides BM25 (Settings → Chat); the
+        # choice is read per question, the embedder made on the task's thread
+        self.settings = settings
+        self.embedders = embedders
         self._answers: dict[str, Answer] = {}  # conversation id -> its answer
         self._save_timer = QTimer(self)
         self._save_timer.setInterval(SAVE_INTERVAL_MS)
@@ -308,7 +319,7 @@ class AnswerRunner(QObject):
         answer.preparing = StopFlag()
         tasks().submit(
             functools.partial(
-                prepare_prompt,
+                self._prepared_prompt,
                 list(answer.history),
                 budget,
                 answer.conversation_id,
@@ -320,6 +331,19 @@ class AnswerRunner(QObject):
             token=answer.preparing,
             name="attachments for an answer",
         )
+
+    def _prepared_prompt(
+        self, history: list[Message], budget: int, conversation_id: str, cancel: StopFlag
+    ) -> AttachedPrompt:
+        """On a task thread: the embedder the user chose (it may load an embedding GGUF the
+        first time), then prepare_prompt with it."""
+        embedder = None
+        if self.embedders is not None and self.settings is not None:
+            from app.attachments.embedder import embedding_choice
+
+            choice = embedding_choice(self.settings)
+            embedder = self.embedders.get(choice, self.engine.worker, self.engine.loaded, cancel)
+        return prepare_prompt(history, budget, conversation_id, cancel, embedder=embedder)
 
     def _on_attached_prepared(self, answer: Answer, attached: AttachedPrompt) -> None:
         answer.attached = attached

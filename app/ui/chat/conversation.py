@@ -22,7 +22,7 @@ used without a total.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
@@ -41,6 +41,9 @@ from app.ui.chat.drafts import DraftKeeper
 from app.ui.chat.tool_turn import ToolSetup
 from app.ui.engine_session import EngineSession
 from app.ui.settings import presets
+
+if TYPE_CHECKING:
+    from app.attachments.embedder import Embedders
 
 __all__ = ["NO_MODEL_TEXT", "ConversationController", "title_from"]
 
@@ -101,6 +104,8 @@ class ConversationController(QObject):
         engine: EngineSession,
         settings: Settings,
         parent: QObject | None = None,
+        *,
+        embedders: Embedders | None = None,
     ) -> None:
         super().__init__(parent)
         self.store = store
@@ -109,7 +114,9 @@ class ConversationController(QObject):
         self.conversation: Conversation | None = None
         self.branch: list[Message] = []
         self.counter = TokenCounter(engine, self)
-        self.answers = AnswerRunner(store, engine, self.counter, self)
+        self.answers = AnswerRunner(
+            store, engine, self.counter, self, settings=settings, embedders=embedders
+        )
         self.drafts = DraftKeeper(store, settings, self)
         self.attachments = AttachmentTray(self)  # the composer's files, taken when sending
         self._new_chat: dict[str, Any] = self._new_chat_settings()

@@ -1,4 +1,5 @@
-"""The choice of embedding model for attached files: the loaded model, a library GGUF, or off.
+"""The choice of embedding model for attached files: automatic, the loaded model, a library
+GGUF, or off.
 
 A setting of the app (every chat), kept in settings.json under
 ``app.attachments.embedder.EMBEDDING_SETTING`` and read each time a question's passages are
@@ -11,14 +12,15 @@ from __future__ import annotations
 from PySide6.QtCore import Signal, Slot
 from PySide6.QtWidgets import QComboBox, QLabel, QVBoxLayout, QWidget
 
-from app.attachments.embedder import EMBEDDING_SETTING, LOADED, OFF, embedding_choice
+from app.attachments.embedder import AUTO, EMBEDDING_SETTING, LOADED, OFF, embedding_choice
 from app.config import Settings
 from app.ui.header.model_list import ModelEntry
 
 HELP = (
     "For every chat: long attached files give the passages that match the question's words "
-    "and, with an embedding model, its meaning. The loaded model embeds at about the cost of "
-    "reading the file as a prompt, once per file; a small embedding GGUF is faster."
+    "and, with an embedding model, its meaning. Automatic uses an embedding GGUF from your "
+    "library (download one such as nomic-embed-text) and words alone without one. The loaded "
+    "model embeds at about the cost of reading each file as a prompt: slow with large models."
 )
 
 
@@ -49,9 +51,10 @@ class EmbeddingChoice(QWidget):
         chosen = embedding_choice(self.settings)
         self.combo.blockSignals(True)
         self.combo.clear()
+        self.combo.addItem("Automatic: an embedding model from the library", AUTO)
         self.combo.addItem("The loaded model", LOADED)
         for entry in models:
-            if entry.path not in (LOADED, OFF):
+            if entry.path not in (AUTO, LOADED, OFF):
                 self.combo.addItem(f"{entry.name}  ({entry.detail})", entry.path)
         if self.combo.findData(chosen) < 0 and chosen != OFF:
             self.combo.addItem(chosen, chosen)  # a file no longer in the library
@@ -61,6 +64,6 @@ class EmbeddingChoice(QWidget):
 
     @Slot(int)
     def _on_combo_changed(self, _index: int) -> None:
-        value = str(self.combo.currentData() or LOADED)
-        self.settings.set_extra(EMBEDDING_SETTING, value)
+        value = str(self.combo.currentData() or AUTO)
+        self.settings.set(EMBEDDING_SETTING, value)
         self.choice_changed.emit(value)
