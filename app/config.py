@@ -177,7 +177,22 @@ SETTINGS: dict[str, Setting] = _settings(
     Setting(
         "load.n_ctx", int, 0, "Context length in tokens (0: automatic, from the model and memory)"
     ),
-    Setting("load.n_gpu_layers", int, 0, "Layers to offload to the GPU (-1: all)"),
+    # Automatic since settings version 1 without a migration: settings.json holds only values
+    # a person set (the dialog stores a value when it changes), so a file without the key
+    # gets the new default and an explicit 0 ("CPU only" before automatic existed) stays.
+    Setting(
+        "load.n_gpu_layers",
+        int,
+        _LOAD.n_gpu_layers,
+        "Layers to offload to the GPU (-2: automatic, as many as fit; -1: all; 0: none)",
+    ),
+    Setting(
+        "load.device",
+        str,
+        _LOAD.device,
+        "Where layers are offloaded: 'auto' (every GPU llama.cpp finds), 'cpu' (none), or one "
+        "device's name as Settings → Hardware lists it ('Vulkan0')",
+    ),
     Setting("load.n_threads", int, 0, "CPU threads (0: one per physical core)"),
     Setting("load.n_batch", int, 512, "Prompt processing batch size"),
     Setting("load.flash_attn", bool, _LOAD.flash_attn, "Use flash attention where supported"),

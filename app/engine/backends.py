@@ -205,6 +205,7 @@ class Ggml:
         )
         self.dev_type = f("ggml_backend_dev_type", ctypes.c_int, vp)
         self.dev_reg = f("ggml_backend_dev_backend_reg", vp, vp)
+        self.dev_by_name = f("ggml_backend_dev_by_name", vp, ctypes.c_char_p)
 
     def backends(self) -> tuple[str, ...]:
         count = _bounded(self.reg_count(), MAX_DEVICES, "back-ends")
@@ -384,6 +385,16 @@ def gpu_devices(lib_dir: Path | None = None) -> tuple[Device, ...]:
 def gpu_memory(lib_dir: Path | None = None) -> tuple[GpuMemory, ...]:
     """The GPUs' free and total memory, as the offload rule (:mod:`app.engine.sizing`) takes it."""
     return tuple(GpuMemory(d.name, d.memory_free, d.memory_total) for d in gpu_devices(lib_dir))
+
+
+def device_handle(name: str, lib_dir: Path | None = None) -> int | None:
+    """The ``ggml_backend_dev_t`` of the device called ``name`` ("Vulkan0"), for
+    ``llama_model_params.devices``; None when llama.cpp lists no such device."""
+    try:
+        handle = load(lib_dir).dev_by_name(name.encode("utf-8"))
+    except BackendError:
+        return None
+    return int(handle) if handle else None
 
 
 def describe(hw: Hardware) -> list[tuple[str, str]]:

@@ -28,7 +28,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import psutil
 
-from app.engine import gguf, sizing
+from app.engine import backends, gguf, sizing
+from app.engine.backends import gpu_memory  # a module global: tests patch it here
 from app.engine.callbacks import AbortFlag, StopAtHiddenStates
 from app.engine.load_settings import kv_cache_type_id
 from app.engine.media import MEDIA_MARKER, NO_PROJECTOR, MediaPrompt, image_prompt
@@ -141,10 +142,23 @@ _backend_started: list[bool] = []
 
 
 def _init_backend(llama_cpp: Any) -> None:
+    """Load llama.cpp's back-ends (:func:`app.engine.backends.load`: a DL build's CPU variant
+    and GPU modules; nothing for a static build) and initialise llama.cpp, once per process.
+    A failure to load them is logged: the CPU code a static build links in still runs."""
     with _backend_ready:
         if not _backend_started:
+            try:
+                backends.load()
+            except Exception as e:  # BackendError, or a library that cannot be opened
+                log.warning("llama.cpp's back-ends could not be loaded: %s", e)
             llama_cpp.llama_backend_init()
             _backend_started.append(True)
+
+
+def gpu_fallback_notice(devices: Sequence[str], name: str) -> str:
+    """The one sentence said when the GPU fails during a load and the CPU takes over."""
+    where = ", ".join(devices) or "the GPU"
+    return f"Loading {name} on the GPU ({where}) failed, so it runs on the CPU instead."
 
 
 class Batch:
@@ -228,15 +242,34 @@ class LlamaCppModel:
         self.embed_stop: StopAtHiddenStates | None = None  # the embedding context's eval callback
         self._native = native = _llama_cpp().llama_cpp
         _init_backend(native)
+        # Where the layers go: the automatic count resolved with the GPUs llama.cpp lists
+        self._gpus = gpu_memory()
+        self.offload = sizing.plan_offload(self.info, self.n_ctx, params, self._gpus)
+        self._gpus_chosen = sizing.chosen_gpus(self._gpus, params.device)
+        self.n_gpu_layers = self.offload.n_gpu_layers
+        self.notice: str | None = None
+        if params.device not in (sizing.DEVICE_AUTO, sizing.DEVICE_CPU) and not self._gpus_chosen:
+            self.notice = self.offload.describe()  # the device chosen is gone: said, on the CPU
+        self._load_stopped = False  # the progress callback asked llama.cpp to stop (a cancel)
         try:
-            self._model = self._load_weights(native, params, progress)
-            self.vocab = native.llama_model_get_vocab(self._model)
-            self._ctx = self._new_context(native, params)
+            try:
+                self._load_model(native, params, progress)
+            except EngineError as e:
+                if not self.n_gpu_layers or self._load_stopped:
+                    raise
+                self._fall_back_to_cpu(native, params, progress, e)
             if params.mmproj:
                 self.projector = self._load_projector(params.mmproj)
         except BaseException:
             self.close()
             raise
+        log.info(
+            "Loaded %s with %d GPU layers (%s): %s",
+            Path(self.path).name,
+            self.n_gpu_layers,
+            ", ".join(self.offload.devices) if self.n_gpu_layers else "CPU",
+            self.offload.describe() if not self.notice else self.notice,
+        )
         native.llama_set_abort_callback(self._ctx, self.abort.callback, self.abort.data)
         self.memory = native.llama_get_memory(self._ctx)
         self.n_vocab = int(native.llama_vocab_n_tokens(self.vocab))
@@ -264,7 +297,40 @@ class LlamaCppModel:
             has_fim=self.has_fim,
             load_seconds=self.load_seconds,
             vision=self.projector is not None,
+            n_gpu_layers=self.n_gpu_layers,
+            gpu_devices=self.offload.devices if self.n_gpu_layers else (),
+            placement="cpu" if self.notice else self.offload.placement,
+            notice=self.notice,
         )
+
+    def _load_model(
+        self, native: Any, params: LoadParams, progress: Callable[[float], bool] | None
+    ) -> None:
+        """The weights and the context, with ``self.n_gpu_layers`` layers on the GPU."""
+        self._model = self._load_weights(native, params, progress)
+        self.vocab = native.llama_model_get_vocab(self._model)
+        self._ctx = self._new_context(native, params)
+
+    def _fall_back_to_cpu(
+        self,
+        native: Any,
+        params: LoadParams,
+        progress: Callable[[float], bool] | None,
+        error: EngineError,
+    ) -> None:
+        """The GPU failed while the model loaded (its weights or its context): free what was
+        made and load again with every layer on the CPU, saying so in ``self.notice``."""
+        log.warning(
+            "Loading %s with %d layers on %s failed (%s); loading it on the CPU",
+            Path(self.path).name,
+            self.n_gpu_layers,
+            ", ".join(self.offload.devices) or "the GPU",
+            error,
+        )
+        self.close()
+        self.n_gpu_layers = 0
+        self._load_model(native, params, progress)
+        self.notice = gpu_fallback_notice(self.offload.devices, Path(self.path).name)
 
     def _load_projector(self, path: str) -> Projector:
         from app.engine.vision import Projector, ProjectorError
@@ -279,7 +345,10 @@ class LlamaCppModel:
         self, native: Any, params: LoadParams, progress: Callable[[float], bool] | None
     ) -> Any:
         mparams = native.llama_model_default_params()
-        mparams.n_gpu_layers = params.n_gpu_layers if params.n_gpu_layers >= 0 else 0x7FFFFFFF
+        devices = self._device_list()  # alive during the load: llama.cpp copies the list
+        if devices is not None:
+            mparams.devices = ctypes.cast(devices, ctypes.c_void_p)
+        mparams.n_gpu_layers = self.n_gpu_layers
         mparams.use_mmap = params.use_mmap
         mparams.use_mlock = params.use_mlock
         callback = None
@@ -287,21 +356,39 @@ class LlamaCppModel:
 
             def on_progress(fraction: float, _user_data: Any) -> bool:
                 try:
-                    return bool(progress(float(fraction)))
+                    going_on = bool(progress(float(fraction)))
                 except Exception:
                     log.exception("A load progress callback raised; loading goes on")
                     return True
+                self._load_stopped = self._load_stopped or not going_on
+                return going_on
 
             callback = native.llama_progress_callback(on_progress)  # alive during the load
             mparams.progress_callback = callback
         model = native.llama_model_load_from_file(self.path.encode("utf-8"), mparams)
-        del callback
+        del callback, devices
         if not model:
             raise EngineError(
                 f"llama.cpp could not load {Path(self.path).name}. The file may be damaged or "
                 "use an architecture this build of llama.cpp does not support."
             )
         return model
+
+    def _device_list(self) -> Any:
+        """``llama_model_params.devices``: None (llama.cpp's choice: every GPU) when layers
+        may go to every GPU; else the NULL-terminated list of the one device chosen
+        (``LoadParams.device``), or an empty one when nothing goes to a GPU ("CPU only", a
+        chosen device that is not there, a fall-back), so llama.cpp touches no GPU at all."""
+        chosen = self.offload.device
+        if self.n_gpu_layers and chosen == sizing.DEVICE_AUTO:
+            return None
+        handle = backends.device_handle(chosen) if self.n_gpu_layers else None
+        if self.n_gpu_layers and handle is None:  # listed a moment ago; not now
+            log.warning("llama.cpp lists no device %s now; loading on the CPU", chosen)
+            self.n_gpu_layers = 0
+        if handle is None and not self._gpus:
+            return None  # no GPU at all: llama.cpp's own choice is the CPU
+        return (ctypes.c_void_p * 2)(handle, None)
 
     def _context_params(self, native: Any, params: LoadParams) -> Any:
         c = native.llama_context_default_params()

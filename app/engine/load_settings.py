@@ -43,7 +43,8 @@ def kv_cache_type_id(name: KVCacheType) -> int:
 
 
 def load_params(settings: Settings) -> LoadParams:
-    """The load parameters chosen in the Settings dialog (0 means automatic)."""
+    """The load parameters chosen in the Settings dialog (0 means automatic; GPU layers: -2),
+    and the back-end chosen on its Hardware page."""
     cache = kv_cache_type(settings.get("load.cache_type"))
     return LoadParams(
         n_ctx=settings.get("load.n_ctx") or None,
@@ -58,4 +59,5 @@ def load_params(settings: Settings) -> LoadParams:
         cache_type_v=cache,
         n_parallel=max(1, settings.get("load.parallel")),
         cache_ram_mb=max(0, settings.get("load.cache_ram_mb")),
+        device=settings.get("load.device") or "auto",
     )

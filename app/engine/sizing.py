@@ -354,6 +354,9 @@ def plan_context(info: GGUFInfo, params: LoadParams, available: int) -> ContextP
 
 # ``n_gpu_layers`` meaning "as many as fit" (-1 is llama.cpp's "all", 0 "none").
 AUTO_GPU_LAYERS: Final = -2
+# ``LoadParams.device``: every GPU llama.cpp lists, or none; any other value names one device.
+DEVICE_AUTO: Final = "auto"
+DEVICE_CPU: Final = "cpu"
 # Free GPU memory left to the driver, other programs and ggml's own buffers per device.
 GPU_RESERVE: Final = 512 * 1024 * 1024
 
@@ -374,6 +377,14 @@ class GpuMemory:
     total: int
 
 
+def chosen_gpus(gpus: Sequence[GpuMemory], device: str) -> tuple[GpuMemory, ...]:
+    """The GPUs a load with ``LoadParams.device`` may use: all of them ("auto"), none
+    ("cpu"), or the one so named (none when it is not there)."""
+    if device == DEVICE_AUTO:
+        return tuple(gpus)
+    return tuple(g for g in gpus if g.name == device)
+
+
 @dataclass(frozen=True, slots=True)
 class OffloadPlan:
     """Where a model's layers go: see :func:`plan_offload`."""
@@ -384,7 +395,8 @@ class OffloadPlan:
     gpu_bytes: int  # weights and KV cache on the GPU, plus its compute buffer when used
     gpu_free: int  # what the GPUs have free, less GPU_RESERVE each
     automatic: bool  # chosen by free memory, not by --gpu-layers or the setting
-    devices: tuple[str, ...] = ()
+    devices: tuple[str, ...] = ()  # the GPUs the layers may go to
+    device: str = DEVICE_AUTO  # the back-end choice (Settings → Hardware, --device)
 
     @property
     def label(self) -> str:
@@ -394,6 +406,13 @@ class OffloadPlan:
         """One sentence for ``ember info`` and the fit badge's tooltip."""
         label = self.label[0].upper() + self.label[1:]
         chosen = "" if self.automatic else " (as set by --gpu-layers or the setting)"
+        if self.device == DEVICE_CPU:
+            return f"{label}: chosen in Settings → Hardware (--device cpu)."
+        if not self.devices and self.device != DEVICE_AUTO:
+            return (
+                f"{label}: {self.device}, the device chosen in Settings → Hardware "
+                "(--device), is not present."
+            )
         if not self.devices:
             return f"{label}: llama.cpp found no GPU."
         where = ", ".join(self.devices)
@@ -422,12 +441,15 @@ def plan_offload(
 ) -> OffloadPlan:
     """How many layers llama.cpp should offload at ``n_ctx`` tokens of context.
 
-    ``params.n_gpu_layers`` other than ``AUTO_GPU_LAYERS`` is the user's choice and is kept
-    (-1: all). Automatic: with no GPU, none; else the most layers (the last ones first, as
-    llama.cpp assigns them; all of them plus the output layer is "fits on the GPU") whose
-    weights, KV cache and compute buffer fit in the GPUs' free memory less ``GPU_RESERVE``
-    each. llama.cpp splits layers over several GPUs by their free memory: pooled here.
+    ``gpus`` are the GPUs llama.cpp lists; ``params.device`` narrows them (:func:`chosen_gpus`:
+    "cpu" or a device that is not there leaves none). ``params.n_gpu_layers`` other than
+    ``AUTO_GPU_LAYERS`` is the user's choice and is kept (-1: all). Automatic: with no GPU,
+    none; else the most layers (the last ones first, as llama.cpp assigns them; all of them
+    plus the output layer is "fits on the GPU") whose weights, KV cache and compute buffer fit
+    in the GPUs' free memory less ``GPU_RESERVE`` each. llama.cpp splits layers over several
+    GPUs by their free memory: pooled here.
     """
+    gpus = chosen_gpus(gpus, params.device)
     n_layer = info.block_count or 0
     devices = tuple(g.name for g in gpus)
     free = sum(max(0, g.free - GPU_RESERVE) for g in gpus)
@@ -446,7 +468,7 @@ def plan_offload(
         n = low
     placement: Placement = "gpu" if n >= every else "partial" if n > 0 else "cpu"
     need = _gpu_need(info, n_ctx, params, n)
-    return OffloadPlan(n, n_layer, placement, need, free, automatic, devices)
+    return OffloadPlan(n, n_layer, placement, need, free, automatic, devices, params.device)
 
 
 # --- will it fit? --------------------------------------------------------------------------

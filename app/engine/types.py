@@ -33,7 +33,9 @@ class LoadParams:
     """How a model is loaded. ``None`` means "pick a sensible default for this machine"."""
 
     n_ctx: int | None = None
-    n_gpu_layers: int = 0
+    # Layers offloaded to the GPU: -2 automatic (as many as fit in free GPU memory,
+    # app.engine.sizing.AUTO_GPU_LAYERS), -1 all, 0 none (CPU only), N that many.
+    n_gpu_layers: int = -2
     n_threads: int | None = None
     n_threads_batch: int | None = None
     n_batch: int = 512
@@ -55,6 +57,9 @@ class LoadParams:
     cache_ram_mb: int = DEFAULT_CACHE_RAM_MB
     # a vision projector (mmproj GGUF) loaded with the model: chats may then carry images
     mmproj: str | None = None
+    # Where layers may be offloaded: "auto" (every GPU llama.cpp lists), "cpu" (none), or one
+    # device's name ("Vulkan0"): that device only (Settings → Hardware, ``--device``)
+    device: str = "auto"
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,6 +199,14 @@ class LoadedModel:
     has_fim: bool
     load_seconds: float
     vision: bool = False  # loaded with a vision projector: chats may carry images
+    # Where the layers went: the count llama.cpp was given (automatic resolved, 0 after a
+    # fall-back to the CPU), the GPUs it could use, and one sentence saying so
+    n_gpu_layers: int = 0
+    gpu_devices: tuple[str, ...] = ()
+    placement: str = ""
+    # One sentence for the person when the load did not go as asked (a GPU that failed and
+    # the CPU that took over); the app shows it, ``ember run`` prints it, the API logs it
+    notice: str | None = None
 
 
 # ---- events ---------------------------------------------------------------------------------
