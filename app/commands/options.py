@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import get_args
 
 from app.cli import CliError
+from app.engine.sizing import AUTO_GPU_LAYERS, DEVICE_AUTO, DEVICE_CPU
 from app.engine.types import (
     DEFAULT_CACHE_RAM_MB,
     DEFAULT_PARALLEL,
@@ -38,10 +39,18 @@ def add_load_flags(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--gpu-layers",
-        type=int,
-        default=0,
-        metavar="N",
-        help="layers to offload to the GPU (-1: all)",
+        type=gpu_layers,
+        default=AUTO_GPU_LAYERS,
+        metavar="auto|N|-1",
+        help="layers to offload to the GPU: auto (default: as many as fit in its free memory), "
+        "N, -1 (all) or 0 (none)",
+    )
+    g.add_argument(
+        "--device",
+        default=DEVICE_AUTO,
+        metavar="auto|cpu|NAME",
+        help="where layers may be offloaded: auto (default: every GPU llama.cpp finds), cpu, "
+        "or one device as `ember info --hardware` lists it (Vulkan0)",
     )
     g.add_argument("--batch", type=int, default=512, metavar="N", help="prompt batch size")
     g.add_argument(
@@ -90,6 +99,21 @@ def add_load_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
+def gpu_layers(text: str) -> int:
+    """``--gpu-layers``: "auto" (AUTO_GPU_LAYERS), -1 (all) or a count of layers."""
+    if text.strip().lower() == "auto":
+        return AUTO_GPU_LAYERS
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not auto, -1 or a number of layers"
+        ) from None
+    if value < -1:
+        raise argparse.ArgumentTypeError(f"{value} layers: give auto, -1 (all) or 0 or more")
+    return value
+
+
 def load_params(args: argparse.Namespace) -> LoadParams:
     """The load flags as given (``--mmproj`` or none); :func:`model_load_params` adds the
     projector the library keeps beside a model."""
@@ -106,7 +130,14 @@ def load_params(args: argparse.Namespace) -> LoadParams:
         n_parallel=max(1, args.parallel),
         cache_ram_mb=max(0, args.cache_ram),
         mmproj=str(args.mmproj) if getattr(args, "mmproj", None) else None,
+        device=_device(getattr(args, "device", DEVICE_AUTO)),
     )
+
+
+def _device(text: str) -> str:
+    """``--device``: auto and cpu in any case; a device's name as given."""
+    lowered = text.strip().lower()
+    return lowered if lowered in (DEVICE_AUTO, DEVICE_CPU) else text.strip()
 
 
 def add_sampling_flags(p: argparse.ArgumentParser) -> None:

@@ -173,6 +173,8 @@ def run(args: argparse.Namespace) -> int:
     worker = EngineWorker()
     try:
         loaded: LoadedModel = worker.load(str(path), params).result()
+        if loaded.notice:  # the GPU failed and the CPU took over: said, never silent
+            print(f"ember: {loaded.notice}", file=sys.stderr, flush=True)
         if args.prompt is not None:
             if args.raw:
                 final = _stream(worker.submit(CompletionRequest(args.prompt, sampling)), sys.stdout)
