@@ -156,6 +156,9 @@ class LoadHandle:
     def sink(self, event: Event) -> None:
         if not isinstance(event, Finished | Failed):
             return
+        loaded = event.result if isinstance(event, Finished) else None
+        if isinstance(loaded, LoadedModel) and loaded.notice:  # the CPU took over from the GPU
+            log.warning("%s: %s", self.model_id, loaded.notice)
         with self._lock:
             self._final = event
             waiters, self._waiters = self._waiters, []

@@ -103,9 +103,22 @@ def ps_entry(
         "digest": digest(entry),
         "details": details(entry, info),
         "expires_at": LOADED_FOR_GOOD,
-        "size_vram": 0 if loaded.params.n_gpu_layers == 0 else entry.size_bytes,
+        "size_vram": size_vram(entry.size_bytes, loaded, info),
         "context_length": loaded.n_ctx,
     }
+
+
+def size_vram(size: int, loaded: LoadedModel, info: gguf.GGUFInfo | None) -> int:
+    """The model's bytes on the GPU, as Ollama's ``size_vram``: by the layers llama.cpp was
+    given (automatic resolved, 0 after a fall-back to the CPU), not by the setting (-2, -1).
+    Layers and the output layer are taken as equal shares of the file."""
+    layers = loaded.n_gpu_layers
+    if layers <= 0:
+        return 0
+    every = (info.block_count or 0) + 1 if info is not None else 0
+    if every <= 1 or layers >= every:
+        return size
+    return size * layers // every
 
 
 def capabilities(info: gguf.GGUFInfo | None, embedding_only: bool) -> list[str]:

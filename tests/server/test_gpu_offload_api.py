@@ -1,0 +1,85 @@
+"""The API and offloading: Ollama's ``size_vram`` counts the layers llama.cpp was given (the
+automatic count resolved, not the setting's -2), and a load where the CPU took over from a
+failed GPU is logged with its one sentence."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.engine import llamacpp
+from app.engine.gguf import GGUFInfo, read_gguf
+from app.engine.llamacpp import LlamaCppModel
+from app.engine.sizing import AUTO_GPU_LAYERS, GpuMemory
+from app.engine.types import EngineError, LoadedModel, LoadParams
+from app.engine.worker import EngineWorker
+from app.server.catalog import CatalogModel
+from app.server.gateway import Gateway
+from app.server.ollama.shapes import ps_entry, size_vram
+
+SIZE = 253_000_000
+
+
+def _loaded(n_gpu_layers: int, asked: int = AUTO_GPU_LAYERS) -> LoadedModel:
+    return LoadedModel(
+        model_id="gemma",
+        path="/m/gemma.gguf",
+        n_ctx=2048,
+        n_ctx_train=32768,
+        n_threads=2,
+        params=LoadParams(n_gpu_layers=asked),
+        chat_template=None,
+        has_fim=False,
+        load_seconds=0.1,
+        n_gpu_layers=n_gpu_layers,
+    )
+
+
+@pytest.fixture(scope="module")
+def gemma(gemma_path: Path) -> GGUFInfo:
+    return read_gguf(gemma_path)
+
+
+def test_size_vram_counts_the_layers_llama_cpp_was_given(gemma: GGUFInfo) -> None:
+    entry = CatalogModel("gemma", "/m/gemma.gguf", size_bytes=SIZE)
+    # automatic, resolved to none (no GPU, or nothing fit): nothing in VRAM, though -2 != 0
+    assert ps_entry("gemma", entry, _loaded(0), gemma)["size_vram"] == 0
+    assert ps_entry("gemma", entry, _loaded(19), gemma)["size_vram"] == SIZE  # all + output
+    assert size_vram(SIZE, _loaded(19, asked=-1), gemma) == SIZE
+    assert size_vram(SIZE, _loaded(0, asked=-1), gemma) == 0  # "all" asked, the CPU took over
+    assert size_vram(SIZE, _loaded(9), gemma) == SIZE * 9 // 19
+    assert size_vram(SIZE, _loaded(5), None) == SIZE  # no header: the model is on the GPU
+
+
+@pytest.fixture
+def worker() -> Iterator[EngineWorker]:
+    w = EngineWorker()
+    yield w
+    w.shutdown()
+
+
+def test_the_api_logs_that_the_cpu_took_over(
+    worker: EngineWorker,
+    gemma_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    monkeypatch.setattr(llamacpp, "gpu_memory", lambda: (GpuMemory("Vulkan0", 8 << 30, 8 << 30),))
+    original = LlamaCppModel._load_weights
+
+    def failing_on_gpu(self: LlamaCppModel, *args: Any) -> Any:
+        if self.n_gpu_layers > 0:
+            raise EngineError("llama.cpp could not allocate the model's buffers on Vulkan0.")
+        return original(self, *args)
+
+    monkeypatch.setattr(LlamaCppModel, "_load_weights", failing_on_gpu)
+    gateway = Gateway(worker, load_params=LoadParams(n_ctx=512, n_parallel=1))
+    with caplog.at_level(logging.WARNING, logger="app.server.gateway"):
+        loaded = gateway.load(str(gemma_path), "gemma").wait(120)
+    assert loaded.n_gpu_layers == 0 and loaded.notice
+    gateway_lines = [r.getMessage() for r in caplog.records if r.name == "app.server.gateway"]
+    assert gateway_lines == [f"gemma: {loaded.notice}"]
