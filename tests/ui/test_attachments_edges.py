@@ -100,10 +100,14 @@ def test_stopping_while_the_files_are_prepared_stops_preparing_them(
     flags: list[threading.Event] = []
 
     def prepare(
-        history: Sequence[Message], budget: int, conversation_id: str, cancel: threading.Event
+        history: Sequence[Message],
+        budget: int,
+        conversation_id: str,
+        cancel: threading.Event,
+        **kwargs: Any,
     ) -> AttachedPrompt:
         if flags:  # the next answer's files: prepared as usual
-            return real(history, budget, conversation_id, cancel)
+            return real(history, budget, conversation_id, cancel, **kwargs)
         flags.append(cancel)
         started.set()
         cancel.wait(WAIT_MS / 1000)
