@@ -242,9 +242,11 @@ class ChatPane(QWidget):
         self._refresh_empty_state()
 
     @Slot(object)
-    def _on_model_loaded(self, _loaded: LoadedModel) -> None:
+    def _on_model_loaded(self, loaded: LoadedModel) -> None:
         self._refresh_empty_state()
         self.composer.focus_input()
+        if loaded.notice:  # the GPU failed and the CPU took over: said, never silent
+            self.banner.show_message("warning", loaded.notice)
 
     @Slot(str, object)
     def _on_load_failed(self, path: str, error: EngineError) -> None:

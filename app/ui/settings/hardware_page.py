@@ -2,6 +2,12 @@
 and the back-end that drives it, and llama.cpp's system info: what ``ember info --hardware``
 prints (the rows come from :func:`app.engine.backends.describe`).
 
+Above them, the back-end choice (as LM Studio's runtimes): "Automatic" (the GPUs llama.cpp
+finds, else the CPU), "CPU only", or one GPU device; saved as ``load.device`` and applied the
+next time a model loads (``ember run/serve --device`` is the same choice). A device chosen
+before but not found now stays chosen, marked "not found", so the choice is never changed
+behind the person's back (the load then runs on the CPU and says so in the fit badge).
+
 Loading the back-ends may take a moment (a GPU driver starts): it runs off the GUI thread when
 the page is first shown; "Refresh" reads the devices' free memory again.
 
@@ -14,10 +20,20 @@ from typing import Any
 
 from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtGui import QShowEvent
-from PySide6.QtWidgets import QFormLayout, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QComboBox,
+    QFormLayout,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
 
+from app.config import Settings
 from app.engine import backends
-from app.engine.backends import Hardware
+from app.engine.backends import Device, Hardware
+from app.engine.sizing import DEVICE_AUTO, DEVICE_CPU
 from app.ui import theme
 from app.ui.settings.provider_editor import text_label
 from app.ui.tasks import run_in_background
@@ -28,8 +44,9 @@ class HardwarePage(QWidget):
 
     hardware_read = Signal(object)
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, settings: Settings | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
+        self.settings = settings
         layout = QVBoxLayout(self)
         layout.setContentsMargins(28, 22, 28, 22)
         layout.setSpacing(12)
@@ -43,6 +60,20 @@ class HardwarePage(QWidget):
                 wrap=True,
             )
         )
+        self.backend = QComboBox(self)
+        self.backend.setObjectName("load_device")
+        self.backend.setMinimumWidth(220)
+        self.backend.setMaximumWidth(420)
+        self.backend.setToolTip(
+            "Where models run. Automatic offloads as many layers as fit to the GPUs llama.cpp "
+            "finds, and uses the CPU when there is none. Applies the next time a model loads."
+        )
+        self._fill_backends(())
+        self.backend.currentIndexChanged.connect(self._on_backend_changed)
+        choice = QFormLayout()
+        choice.setLabelAlignment(Qt.AlignmentFlag.AlignLeft)
+        choice.addRow(theme.form_label("Run models on", self.backend, self), self.backend)
+        layout.addLayout(choice)
         self.status = text_label("Reading the hardware…", "FieldHelp", self, wrap=True)
         layout.addWidget(self.status)
         self.form = QFormLayout()
@@ -79,7 +110,30 @@ class HardwarePage(QWidget):
             return
         self.show_hardware(hw)
 
+    def _chosen(self) -> str:
+        return str(self.settings.get("load.device")) if self.settings else DEVICE_AUTO
+
+    def _fill_backends(self, gpus: tuple[Device, ...]) -> None:
+        """Automatic, CPU only, each GPU; the saved choice selected (kept if not found)."""
+        chosen = self._chosen() or DEVICE_AUTO
+        self.backend.blockSignals(True)
+        self.backend.clear()
+        self.backend.addItem("Automatic (the GPU, else the CPU)", DEVICE_AUTO)
+        self.backend.addItem("CPU only", DEVICE_CPU)
+        for dev in gpus:
+            self.backend.addItem(f"{dev.name}: {dev.description} ({dev.backend})", dev.name)
+        if self.backend.findData(chosen) < 0:
+            self.backend.addItem(f"{chosen} (not found)", chosen)
+        self.backend.setCurrentIndex(self.backend.findData(chosen))
+        self.backend.blockSignals(False)
+
+    @Slot(int)
+    def _on_backend_changed(self, _index: int) -> None:
+        if self.settings is not None:
+            self.settings.set("load.device", str(self.backend.currentData()))
+
     def show_hardware(self, hw: Hardware) -> None:
+        self._fill_backends(hw.gpus)
         while self.form.rowCount():
             self.form.removeRow(0)
         for key, value in backends.describe(hw):

@@ -10,10 +10,18 @@ Signals: ``theme_chosen(str)``, ``reload_model_requested()``, ``providers_change
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from PySide6.QtCore import QRectF, QSize, Qt, QTimer, QUrl, Signal, Slot
-from PySide6.QtGui import QColor, QDesktopServices, QIcon, QPainter, QPainterPath, QPixmap
+from PySide6.QtGui import (
+    QColor,
+    QDesktopServices,
+    QIcon,
+    QPainter,
+    QPainterPath,
+    QPixmap,
+    QValidator,
+)
 from PySide6.QtWidgets import (
     QButtonGroup,
     QCheckBox,
@@ -40,6 +48,7 @@ from PySide6.QtWidgets import (
 from app.config import Settings, paths
 from app.engine.load_settings import KV_CACHE_CHOICES
 from app.engine.providers import ProviderRegistry
+from app.engine.sizing import AUTO_GPU_LAYERS
 from app.engine.types import LoadedModel
 from app.tools.manager import ToolManager
 from app.ui import theme
@@ -60,6 +69,33 @@ PAGES = (
     ("Data", "folder"),
 )
 MAX_PARALLEL = 16
+
+
+class GpuLayersSpin(QSpinBox):
+    """GPU layers: -2 reads "Automatic", -1 "All layers" (typed in either case too)."""
+
+    LABELS: ClassVar[dict[int, str]] = {AUTO_GPU_LAYERS: "Automatic", -1: "All layers"}
+
+    def textFromValue(self, value: int) -> str:  # noqa: N802 (Qt's name)
+        return self.LABELS.get(value, str(value))
+
+    def valueFromText(self, text: str) -> int:  # noqa: N802 (Qt's name)
+        for value, label in self.LABELS.items():
+            if text.strip().lower() == label.lower():
+                return value
+        try:
+            return int(text.strip())
+        except ValueError:
+            return self.value()
+
+    def validate(self, text: str, pos: int) -> tuple[QValidator.State, str, int]:
+        typed = text.strip().lower()
+        for label in self.LABELS.values():
+            if typed == label.lower():
+                return QValidator.State.Acceptable, text, pos
+            if typed and label.lower().startswith(typed):
+                return QValidator.State.Intermediate, text, pos
+        return super().validate(text, pos)
 
 
 def _page(title: str, subtitle: str) -> tuple[QWidget, QVBoxLayout]:
@@ -181,7 +217,7 @@ class SettingsDialog(QDialog):
             self._defaults_page(),
             self.providers_page,
             self.tools_page,
-            HardwarePage(),
+            HardwarePage(self.settings),
             self._data_page(),
         ):
             scroll = QScrollArea(self.pages)
@@ -254,7 +290,12 @@ class SettingsDialog(QDialog):
         form = _form()
         self.n_ctx = self._spin("load.n_ctx", 0, 1_048_576, 512, "Automatic (up to 8,192)")
         self.n_threads = self._spin("load.n_threads", 0, 256, 1, "Automatic (one per core)")
-        self.n_gpu_layers = self._spin("load.n_gpu_layers", -1, 1000, 1, "All layers")
+        self.n_gpu_layers = self._spin("load.n_gpu_layers", -2, 1000, 1, None, kind=GpuLayersSpin)
+        self.n_gpu_layers.setToolTip(
+            "Automatic: as many layers as fit in the GPU's free memory (none without a GPU). "
+            "Settings → Hardware chooses which GPU, or the CPU only. Applies the next time a "
+            "model loads."
+        )
         self.n_batch = self._spin("load.n_batch", 32, 8192, 32, None)
         self.parallel = self._spin("load.parallel", 1, MAX_PARALLEL, 1, "1 (one at a time)")
         self.parallel.setToolTip(
@@ -365,9 +406,16 @@ class SettingsDialog(QDialog):
     # -- helpers --------------------------------------------------------------------------
 
     def _spin(
-        self, key: str, minimum: int, maximum: int, step: int, special: str | None
+        self,
+        key: str,
+        minimum: int,
+        maximum: int,
+        step: int,
+        special: str | None,
+        *,
+        kind: type[QSpinBox] = QSpinBox,
     ) -> QSpinBox:
-        spin = QSpinBox(self)
+        spin = kind(self)
         spin.setObjectName(key.replace(".", "_"))
         spin.setRange(minimum, maximum)
         spin.setSingleStep(step)
