@@ -145,21 +145,25 @@ def decode_text(data: bytes, job: Job) -> str:
             raise NotTextError(job.name)
     decoder = codecs.getincrementaldecoder(encoding)()
     parts: list[str] = []
+    held = ""  # a part's final "\r", which may start a "\r\n" the next part ends
     try:
         for start in range(0, len(data), READ_STEP):
             end = start + READ_STEP
-            parts.append(decoder.decode(data[start:end], final=end >= len(data)))
+            part = held + decoder.decode(data[start:end], final=end >= len(data))
+            # per part, not once over the whole text: one str.replace over 50 MB holds the
+            # GIL long enough for the window to stutter while a big file is read
+            held = "\r" if part.endswith("\r") else ""
+            parts.append(part[: len(part) - len(held)].replace("\r\n", "\n"))
             job.add_chars(len(parts[-1]))
             job.step(min(end, len(data)), len(data))
-        parts.append(decoder.decode(b"", final=True))
+        parts.append(held + decoder.decode(b"", final=True))
     except UnicodeDecodeError as e:
         raise NotTextError(
             job.name, "text that is not UTF-8" if e.start > 0 else "binary data"
         ) from e
-    text = "".join(parts)
-    if encoding == "utf-16" and "\x00" in text:
+    if encoding == "utf-16" and any("\x00" in part for part in parts):
         raise NotTextError(job.name)
-    return text.replace("\r\n", "\n")
+    return "".join(parts)
 
 
 _HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from app.attachments import extract as extract_module
 from app.attachments.document import Limits
 from app.attachments.errors import (
     AttachmentCancelledError,
@@ -295,3 +296,15 @@ def test_a_missing_file_and_a_folder(tmp_path: Path) -> None:
     (tmp_path / "dir.txt").mkdir()
     with pytest.raises(UnreadableError):
         extract(tmp_path / "dir.txt")
+
+
+@pytest.mark.parametrize("step", [1, 2, 3, 4, 7])
+def test_crlf_becomes_lf_wherever_the_read_steps_split_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, step: int
+) -> None:
+    """The text is decoded (and its line ends normalized) a step at a time, so a "\\r\\n" may
+    straddle two steps; a lone "\\r" stays."""
+    monkeypatch.setattr(extract_module, "READ_STEP", step)
+    path = tmp_path / "notes.txt"
+    path.write_bytes("one\r\ntwo\r\n\r\nthrée\rfour\r\n€\r".encode())
+    assert extract(path).sections[0].text == "one\ntwo\n\nthrée\rfour\n€\r"
