@@ -196,7 +196,8 @@ def run(args: argparse.Namespace) -> int:
             _finish_line(final, args.json)
             return 0 if isinstance(final, Finished) else 1
         banner = (
-            f"Chatting with {loaded.model_id} ({loaded.n_ctx} tokens of context). "
+            f"Chatting with {loaded.model_id} ({loaded.n_ctx} tokens of context, on "
+            f"{loaded.runs_on}). "
             "Type /help for help, /bye to leave."
         )
         if args.mcp is None:

@@ -249,7 +249,8 @@ def run(args: argparse.Namespace) -> int:
                 except TimeoutError:
                     continue
                 print(
-                    f"Model {loaded.model_id} ready ({loaded.n_ctx} tokens of context).",
+                    f"Model {loaded.model_id} ready ({loaded.n_ctx} tokens of context, on "
+                    f"{loaded.runs_on}).",
                     file=sys.stderr,
                     flush=True,
                 )

@@ -208,6 +208,13 @@ class LoadedModel:
     # the CPU that took over); the app shows it, ``ember run`` prints it, the API logs it
     notice: str | None = None
 
+    @property
+    def runs_on(self) -> str:
+        """Where the layers run, for a status line: "the CPU", "Vulkan0 (19 layers)"."""
+        if self.n_gpu_layers <= 0 or not self.gpu_devices:
+            return "the CPU"
+        return f"{', '.join(self.gpu_devices)} ({self.n_gpu_layers} layers)"
+
 
 # ---- events ---------------------------------------------------------------------------------
 

@@ -16,7 +16,8 @@ from app.commands.options import add_load_flags, load_params
 from app.engine import llamacpp
 from app.engine.llamacpp import LlamaCppModel
 from app.engine.sizing import AUTO_GPU_LAYERS, GpuMemory
-from app.engine.types import EngineError
+from app.engine.types import EngineError, LoadedModel, LoadParams
+from tests.helpers.cli import ember
 
 GPU = (GpuMemory("Vulkan0", 8 * 1024**3, 8 * 1024**3),)
 
@@ -88,3 +89,22 @@ def test_run_says_on_stderr_that_the_cpu_took_over(
         f"ember: Loading {gemma_path.name} on the GPU (Vulkan0) failed, so it runs on the CPU "
         "instead.\n"
     ) in err
+
+
+def test_run_says_where_the_model_runs(gemma_path: Path) -> None:
+    r = ember("run", str(gemma_path), "-c", "512", "--parallel", "1")  # interactive, no input
+    assert r.returncode == 0, r.stderr
+    assert f"Chatting with {gemma_path} (512 tokens of context, on the CPU)." in r.stderr
+
+
+def _loaded(n_gpu_layers: int = 0, gpu_devices: tuple[str, ...] = ()) -> LoadedModel:
+    return LoadedModel(
+        "m", "/m.gguf", 512, 512, 2, LoadParams(), None, False, 0.0,
+        n_gpu_layers=n_gpu_layers, gpu_devices=gpu_devices,
+    )  # fmt: skip
+
+
+def test_runs_on_names_the_devices_and_layers() -> None:
+    assert _loaded().runs_on == "the CPU"
+    assert _loaded(19, ("Vulkan0",)).runs_on == "Vulkan0 (19 layers)"
+    assert _loaded(0, ("Vulkan0",)).runs_on == "the CPU"
