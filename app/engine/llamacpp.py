@@ -28,11 +28,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import psutil
 
-from app.engine import backends, gguf, sizing
+from app.engine import backends, sizing
 from app.engine.backends import gpu_memory  # a module global: tests patch it here
+from app.engine.batch import Batch
 from app.engine.callbacks import AbortFlag, StopAtHiddenStates
 from app.engine.load_settings import kv_cache_type_id
 from app.engine.media import MEDIA_MARKER, NO_PROJECTOR, MediaPrompt, image_prompt
+from app.engine.model_file import choose_n_ctx, inspect_model_file
 from app.engine.sampling import Sampler, VocabIndex
 from app.engine.sizing import available_memory  # a module global: tests patch it here
 from app.engine.templates import ChatTemplate, RenderedPrompt
@@ -44,11 +46,7 @@ from app.engine.types import (
     EngineError,
     LoadedModel,
     LoadParams,
-    ModelFileError,
-    ModelNotFoundError,
-    NotGGUFError,
     SamplingParams,
-    TruncatedModelError,
 )
 
 if TYPE_CHECKING:
@@ -112,31 +110,6 @@ def default_threads() -> int:
 # ---- loading --------------------------------------------------------------------------------
 
 
-def inspect_model_file(path: str) -> gguf.GGUFInfo:
-    """Read and validate the GGUF header, turning format problems into clear engine errors."""
-    if not Path(path).is_file():
-        raise ModelNotFoundError(f"No model file at {path}. Check the path, or run `ember ls`.")
-    try:
-        return gguf.read_gguf(path)
-    except gguf.NotGGUFError as e:
-        raise NotGGUFError(str(e)) from e
-    except gguf.GGUFTruncatedError as e:
-        raise TruncatedModelError(str(e)) from e
-    except gguf.GGUFError as e:
-        raise ModelFileError(str(e)) from e
-
-
-def choose_n_ctx(info: gguf.GGUFInfo, params: LoadParams, available: int) -> int:
-    """The context to load with: the user's choice if memory allows, else the default capped
-    by the trained length and by memory. Raises OutOfMemoryError naming what would fit.
-    The rule itself is :func:`app.engine.sizing.plan_context`."""
-    plan = sizing.plan_context(info, params, available)
-    n_ctx = plan.check()
-    if not plan.automatic and n_ctx > plan.trained:
-        log.warning("Context %d exceeds the model's trained %d", n_ctx, plan.trained)
-    return n_ctx
-
-
 _backend_ready = threading.Lock()
 _backend_started: list[bool] = []
 
@@ -159,56 +132,6 @@ def gpu_fallback_notice(devices: Sequence[str], name: str) -> str:
     """The one sentence said when the GPU fails during a load and the CPU takes over."""
     where = ", ".join(devices) or "the GPU"
     return f"Loading {name} on the GPU ({where}) failed, so it runs on the CPU instead."
-
-
-class Batch:
-    """A ``llama_batch`` whose arrays are numpy arrays owned here, so a step fills it with a few
-    vectorised assignments (one sequence id per token). Never passed to ``llama_batch_free``."""
-
-    def __init__(self, native: Any, capacity: int) -> None:
-        self.capacity = capacity
-        self.token = np.zeros(capacity, dtype=np.int32)
-        self.pos = np.zeros(capacity, dtype=np.int32)
-        self.n_seq_id = np.ones(capacity, dtype=np.int32)
-        self.seq = np.zeros(capacity, dtype=np.int32)
-        self.logits = np.zeros(capacity, dtype=np.int8)
-        i32 = ctypes.POINTER(ctypes.c_int32)
-        self._seq_ptrs = (i32 * capacity)()
-        base = self.seq.ctypes.data
-        for i in range(capacity):
-            self._seq_ptrs[i] = ctypes.cast(base + 4 * i, i32)
-        b = self.native = native.llama_batch()
-        b.n_tokens = 0
-        b.token = self.token.ctypes.data_as(i32)
-        b.embd = ctypes.POINTER(ctypes.c_float)()
-        b.pos = self.pos.ctypes.data_as(i32)
-        b.n_seq_id = self.n_seq_id.ctypes.data_as(i32)
-        b.seq_id = ctypes.cast(self._seq_ptrs, ctypes.POINTER(i32))
-        b.logits = self.logits.ctypes.data_as(ctypes.POINTER(ctypes.c_int8))
-        self.n = 0
-
-    def clear(self) -> None:
-        self.n = 0
-
-    def add(self, seq: int, tokens: Sequence[int], start_pos: int, output_last: bool) -> int:
-        """Append ``tokens`` of sequence ``seq`` at positions from ``start_pos``; the last one
-        gets logits if ``output_last``. Returns the batch index of the last token."""
-        n, k = self.n, len(tokens)
-        if n + k > self.capacity:
-            raise ValueError("batch overflow")
-        end = n + k
-        self.token[n:end] = tokens
-        self.pos[n:end] = np.arange(start_pos, start_pos + k, dtype=np.int32)
-        self.seq[n:end] = seq
-        self.logits[n:end] = 0
-        if output_last:
-            self.logits[end - 1] = 1
-        self.n = end
-        return end - 1
-
-    def ready(self) -> Any:
-        self.native.n_tokens = self.n
-        return self.native
 
 
 class LlamaCppModel:
