@@ -16,16 +16,18 @@ from __future__ import annotations
 import logging
 import os
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from app.engine import backends
 from app.engine.backends import Hardware
-from app.engine.types import CompletionRequest, LoadParams, SamplingParams
+from app.engine.sizing import AUTO_GPU_LAYERS
+from app.engine.types import CompletionRequest, LoadedModel, LoadParams, SamplingParams
 from app.engine.worker import EngineWorker
 from tests.engine.test_backends import best_variant
-from tests.helpers.cli import ember
+from tests.helpers.cli import EMBER, ember
 
 pytestmark = pytest.mark.vulkan
 
@@ -99,3 +101,75 @@ def test_ember_info_hardware_lists_lavapipe_and_keeps_stderr_clean(hardware: Har
     assert "llvmpipe" in rows["Device Vulkan0"] and "(gpu, Vulkan); " in rows["Device Vulkan0"]
     verbose = ember("-v", "info", "--hardware")
     assert "llama.cpp: load_backend: loaded Vulkan backend from " in verbose.stderr
+
+
+def _load_logged(
+    gemma_path: Path, params: LoadParams, caplog: pytest.LogCaptureFixture
+) -> tuple[LoadedModel, list[str]]:
+    """Load with ``params`` and return what was loaded and llama.cpp's device assignments."""
+    worker = EngineWorker()
+    try:
+        with caplog.at_level(logging.DEBUG, logger="llama.cpp"):
+            loaded = worker.load(str(gemma_path), params).result(600)
+    finally:
+        worker.shutdown()
+    logs = [r.getMessage() for r in caplog.records if r.name == "llama.cpp"]
+    caplog.clear()
+    assert isinstance(loaded, LoadedModel)
+    return loaded, [line for line in logs if "assigned to device" in line or "offloaded" in line]
+
+
+def test_automatic_offload_puts_every_layer_on_lavapipe(
+    hardware: Hardware, gemma_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No flag, no setting: the default (automatic) layers go to the Vulkan device."""
+    params = LoadParams(n_ctx=512, n_parallel=1, flash_attn=False)
+    assert params.n_gpu_layers == AUTO_GPU_LAYERS
+    loaded, lines = _load_logged(gemma_path, params, caplog)
+    assert (loaded.n_gpu_layers, loaded.gpu_devices, loaded.placement) == (19, ("Vulkan0",), "gpu")
+    assert loaded.notice is None
+    assert any("offloaded 19/19 layers to GPU" in line for line in lines), lines
+    assigned = [line for line in lines if "assigned to device" in line]
+    assert len(assigned) == 19 and all("Vulkan0" in line for line in assigned), assigned
+
+
+def test_the_back_end_choice_reaches_llama_cpp(
+    hardware: Hardware, gemma_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """One device named: llama.cpp gets that device alone (llama_model_params.devices);
+    CPU only: an empty device list, every layer on the CPU even with -1 asked."""
+    one = LoadParams(n_ctx=512, n_parallel=1, flash_attn=False, device="Vulkan0")
+    loaded, lines = _load_logged(gemma_path, one, caplog)
+    assert loaded.n_gpu_layers == 19 and loaded.gpu_devices == ("Vulkan0",)
+    assert any("offloaded 19/19 layers to GPU" in line for line in lines), lines
+    cpu = LoadParams(n_ctx=512, n_parallel=1, flash_attn=False, n_gpu_layers=-1, device="cpu")
+    loaded, lines = _load_logged(gemma_path, cpu, caplog)
+    assert (loaded.n_gpu_layers, loaded.placement) == (0, "cpu")
+    assert not any("Vulkan0" in line for line in lines), lines
+    assert any("offloaded 0/19 layers to GPU" in line for line in lines), lines
+
+
+def test_a_vulkan_device_that_cannot_allocate_falls_back_to_the_cpu(
+    hardware: Hardware, gemma_path: Path
+) -> None:
+    """For real: ggml-vulkan told that no buffer may exceed 1 MiB fails to allocate the
+    model's buffers mid-load; ``ember run`` loads it again on the CPU, says so in one line on
+    stderr, and answers as the CPU does."""
+    env = {**os.environ, "GGML_VK_FORCE_MAX_BUFFER_SIZE": str(1024 * 1024)}
+    argv = ["run", str(gemma_path), "-c", "512", "--parallel", "1", "--no-flash-attn"]
+    r = subprocess.run(
+        [*EMBER, *argv, "--temp", "0", "-n", "4", "--raw", PROMPT],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert r.returncode == 0, r.stderr
+    sentence = (
+        f"ember: Loading {gemma_path.name} on the GPU (Vulkan0) failed, so it runs on the CPU "
+        "instead."
+    )
+    assert sentence in r.stderr.splitlines(), r.stderr
+    assert r.stdout.strip()
