@@ -4,10 +4,15 @@
   ``-DGGML_NATIVE=OFF`` plus AVX2/FMA/F16C, on Apple silicon with Metal. The wheel is built once
   per (version, flags) into ``~/.cache/ember/wheels/`` and reused by every checkout, because
   pip's own wheel cache ignores CMAKE_ARGS and could hand back a native build.
+* ``EMBER_LLAMA_BUILD`` chooses the llama.cpp build on Linux and Windows: ``portable`` (the
+  default above: one CPU back-end, AVX2, about 6 minutes on 2 cores), ``runtime`` (back-ends
+  chosen at run time: every CPU variant from SSE4.2 to AVX-512/AMX plus Vulkan, made by
+  scripts/build_llama.py; about 28 minutes, what release bundles carry) or ``runtime-cpu``
+  (the same without Vulkan). macOS always builds with Metal.
 * A stamp file records what the environment was built from; nothing is reinstalled while the
   stamp matches.
 
-Usage: python3 scripts/bootstrap.py [--extras dev]
+Usage: [EMBER_LLAMA_BUILD=runtime] python3 scripts/bootstrap.py [--extras dev]
 """
 
 from __future__ import annotations
@@ -56,6 +61,17 @@ def cmake_args() -> str:
     return "-DGGML_NATIVE=OFF"
 
 
+LLAMA_BUILDS = ("portable", "runtime", "runtime-cpu")
+
+
+def llama_build() -> str:
+    """Which llama.cpp build (``EMBER_LLAMA_BUILD``); macOS keeps its Metal build."""
+    build = os.environ.get("EMBER_LLAMA_BUILD", "portable").strip() or "portable"
+    if build not in LLAMA_BUILDS:
+        raise SystemExit(f"EMBER_LLAMA_BUILD={build!r}: choose one of {', '.join(LLAMA_BUILDS)}")
+    return "portable" if sys.platform == "darwin" else build
+
+
 def run(cmd: list[str], env: dict[str, str] | None = None) -> None:
     log(" ".join(cmd))
     subprocess.run(cmd, check=True, env=env)
@@ -78,7 +94,8 @@ def ensure_system_libs() -> None:
 
 
 def llama_wheel() -> Path:
-    flags = cmake_args()
+    build = llama_build()
+    flags = cmake_args() if build == "portable" else build
     key = hashlib.sha256(
         f"{LLAMA_CPP_VERSION} {flags} {sys.version_info[:2]}".encode()
     ).hexdigest()[:12]
@@ -86,6 +103,8 @@ def llama_wheel() -> Path:
     wheels = sorted(cache.glob("llama_cpp_python-*.whl"))
     if wheels:
         return wheels[-1]
+    if build != "portable":
+        return runtime_wheel(cache, vulkan=build == "runtime")
     cache.mkdir(parents=True, exist_ok=True)
     log(f"building llama-cpp-python {LLAMA_CPP_VERSION} with CMAKE_ARGS={flags!r} (a few minutes)")
     env = {
@@ -115,12 +134,29 @@ def llama_wheel() -> Path:
     return sorted(cache.glob("llama_cpp_python-*.whl"))[-1]
 
 
+def runtime_wheel(cache: Path, vulkan: bool) -> Path:
+    """The wheel with back-ends chosen at run time, built by scripts/build_llama.py into a
+    partial folder and moved into ``cache`` once it is whole."""
+    log(f"building llama-cpp-python {LLAMA_CPP_VERSION} with run-time back-ends (tens of minutes)")
+    tmp = cache.with_name(cache.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    cmd = [sys.executable, str(ROOT / "scripts" / "build_llama.py")]
+    cmd += ["--python", str(venv_python()), "--out", str(tmp)]
+    run(cmd if vulkan else [*cmd, "--no-vulkan"])
+    cache.mkdir(parents=True, exist_ok=True)
+    for whl in tmp.glob("*.whl"):
+        whl.replace(cache / whl.name)
+    shutil.rmtree(tmp, ignore_errors=True)
+    return sorted(cache.glob("llama_cpp_python-*.whl"))[-1]
+
+
 def stamp_text(extras: str) -> str:
     pyproject = (ROOT / "pyproject.toml").read_bytes()
     parts = [
         hashlib.sha256(pyproject).hexdigest(),
         LLAMA_CPP_VERSION,
         cmake_args(),
+        llama_build(),
         extras,
         sys.version,
     ]

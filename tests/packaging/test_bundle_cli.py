@@ -100,3 +100,26 @@ def test_attached_documents_are_read_by_the_bundled_converters(
     assert "Traceback" not in result.stderr
     for path in good:
         assert path.name not in result.stderr, result.stderr
+
+
+def test_the_bundled_back_ends_load_from_the_unpacked_bundle(
+    bundle: Bundle, tmp_path: Path
+) -> None:
+    """`ember info --hardware` from the bundle, in a bare environment: llama.cpp's back-ends
+    come from the bundle's own llama_cpp/lib (never the build's venv), every back-end module
+    the build had is packaged (a DL build: one per CPU variant, Vulkan), the CPU is a device,
+    and nothing failed to load."""
+    from app.engine.backends import library_dir
+
+    result = bundle.run_cli(tmp_path, "info", "--hardware", "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    lib = Path(report["library_dir"]).resolve()
+    assert lib.is_relative_to(bundle.root.resolve()), lib
+    assert report["errors"] == []
+    assert any(d["kind"] == "cpu" for d in report["devices"])
+    built = {p.name for p in library_dir().glob("*ggml-*") if "." in p.name}
+    modules = {n for n in built if not re.search(r"\.so\.\d", n)}
+    assert modules <= {p.name for p in lib.iterdir()}
+    if report["dynamic"]:  # a DL build: the variant ggml scored best for this CPU is in use
+        assert report["cpu_variant"] not in ("", "built in")
