@@ -18,17 +18,29 @@ import pytest
 from app.engine import backends
 from app.engine.backends import BackendError
 
-# ggml's x86 CPU variants and the /proc/cpuinfo flags each needs (ggml/src/CMakeLists.txt)
+# ggml's x86 CPU variants and the /proc/cpuinfo flags each needs (ggml/src/CMakeLists.txt,
+# ggml_add_cpu_backend_variant: SSE42 AVX F16C FMA AVX2 BMI2 AVX512 AVX512_VBMI AVX512_VNNI
+# AVX512_BF16 AMX_TILE AMX_INT8 AVX_VNNI); every one, or a CPU with more gets the wrong answer
+_HASWELL = {"sse4_2", "avx", "f16c", "fma", "avx2", "bmi2"}
+_SKYLAKEX = {*_HASWELL, "avx512f"}
 VARIANTS: dict[str, set[str]] = {
     "x64": set(),
     "sse42": {"sse4_2"},
     "sandybridge": {"sse4_2", "avx"},
     "ivybridge": {"sse4_2", "avx", "f16c"},
     "piledriver": {"sse4_2", "avx", "f16c", "fma"},
-    "haswell": {"sse4_2", "avx", "f16c", "fma", "avx2", "bmi2"},
-    "skylakex": {"sse4_2", "avx", "f16c", "fma", "avx2", "bmi2", "avx512f"},
-    "alderlake": {"sse4_2", "avx", "f16c", "fma", "avx2", "bmi2", "avx_vnni"},
-    "icelake": {"avx2", "bmi2", "avx512f", "avx512vbmi", "avx512_vnni", "fma", "f16c"},
+    "haswell": _HASWELL,
+    "skylakex": _SKYLAKEX,
+    "cannonlake": {*_SKYLAKEX, "avx512vbmi"},
+    "cascadelake": {*_SKYLAKEX, "avx512_vnni"},
+    "icelake": {*_SKYLAKEX, "avx512vbmi", "avx512_vnni"},
+    "cooperlake": {*_SKYLAKEX, "avx512_vnni", "avx512_bf16"},
+    "zen4": {*_SKYLAKEX, "avx512vbmi", "avx512_vnni", "avx512_bf16"},
+    "alderlake": {*_HASWELL, "avx_vnni"},
+    "sapphirerapids": {
+        *_SKYLAKEX,
+        *("avx512vbmi", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_int8"),
+    },
 }
 
 
