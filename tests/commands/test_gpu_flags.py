@@ -92,7 +92,7 @@ def test_run_says_on_stderr_that_the_cpu_took_over(
 
 
 def test_run_says_where_the_model_runs(gemma_path: Path) -> None:
-    r = ember("run", str(gemma_path), "-c", "512", "--parallel", "1")  # interactive, no input
+    r = ember("run", str(gemma_path), "-c", "512", "--parallel", "1", "--device", "cpu")
     assert r.returncode == 0, r.stderr
     assert f"Chatting with {gemma_path} (512 tokens of context, on the CPU)." in r.stderr
 
