@@ -242,8 +242,9 @@ class LlamaCppModel:
         error: EngineError,
     ) -> None:
         """The GPU failed while the model loaded (its weights or its context): free what was
-        made and load again with every layer on the CPU, saying so in ``self.notice``."""
-        log.warning(
+        made and load again with every layer on the CPU, saying so in ``self.notice`` (which
+        the caller shows: logged here at INFO, so ``ember run`` says it once)."""
+        log.info(
             "Loading %s with %d layers on %s failed (%s); loading it on the CPU",
             Path(self.path).name,
             self.n_gpu_layers,

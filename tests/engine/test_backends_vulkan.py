@@ -172,4 +172,5 @@ def test_a_vulkan_device_that_cannot_allocate_falls_back_to_the_cpu(
         "instead."
     )
     assert sentence in r.stderr.splitlines(), r.stderr
+    assert r.stderr.count("so it runs on the CPU instead") == 1  # once, not again as a log line
     assert r.stdout.strip()

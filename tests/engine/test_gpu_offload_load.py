@@ -160,7 +160,7 @@ def test_a_gpu_that_fails_loading_the_weights_falls_back_to_the_cpu(
 ) -> None:
     _gpus(monkeypatch, BIG_GPU)
     calls = _failing_on_gpu(monkeypatch, "_load_weights")
-    with caplog.at_level(logging.WARNING, logger="app.engine.llamacpp"):
+    with caplog.at_level(logging.INFO, logger="app.engine.llamacpp"):
         loaded = worker.load(str(gemma_path), PARAMS).result(120)
     assert calls == [GEMMA_EVERY, 0]  # tried on the GPU, then again with 0 GPU layers
     assert loaded.notice == (
