@@ -282,3 +282,21 @@ def test_the_back_end_choice_narrows_the_gpus(gemma_info: Any) -> None:
     assert "CUDA0, the device chosen in Settings → Hardware (--device), is not present" in (
         gone.describe()
     )
+
+
+def test_a_settings_file_without_the_key_gets_automatic_an_explicit_choice_stays(
+    tmp_path: Path,
+) -> None:
+    """settings.json holds what a person set: an older file without ``load.n_gpu_layers`` gets
+    the new default, one that says 0 (chosen when 0 was the default too) keeps it."""
+    import json
+
+    from app.config import Settings
+
+    untouched = tmp_path / "untouched.json"
+    untouched.write_text(json.dumps({"version": 1, "load.n_ctx": 4096}))
+    assert Settings(untouched).get("load.n_gpu_layers") == AUTO_GPU_LAYERS
+    chosen = tmp_path / "chosen.json"
+    chosen.write_text(json.dumps({"version": 1, "load.n_gpu_layers": 0}))
+    assert Settings(chosen).get("load.n_gpu_layers") == 0
+    assert json.loads(chosen.read_text())["load.n_gpu_layers"] == 0  # not rewritten
