@@ -121,7 +121,7 @@ class HardwarePage(QWidget):
         self.backend.addItem("Automatic (the GPU, else the CPU)", DEVICE_AUTO)
         self.backend.addItem("CPU only", DEVICE_CPU)
         for dev in gpus:
-            self.backend.addItem(f"{dev.name}: {dev.description} ({dev.backend})", dev.name)
+            self.backend.addItem(f"{dev.name}: {dev.description}", dev.name)
         if self.backend.findData(chosen) < 0:
             self.backend.addItem(f"{chosen} (not found)", chosen)
         self.backend.setCurrentIndex(self.backend.findData(chosen))
