@@ -21,6 +21,8 @@ from tests.helpers.net import free_port
 from tests.server.test_ollama_port import fake_ollama
 from tests.ui.test_server_pane import nothing_listens, start, wait_state
 
+WAIT_MS = 120_000  # a failsafe for a busy machine, never reached when it works
+
 
 def server_window(make_window: Callable[[], MainWindow], port: int) -> MainWindow:
     window = make_window()
@@ -59,7 +61,7 @@ def test_the_ollama_snippet_really_works_and_is_logged(
     assert f"OLLAMA_BASE_URL={root} open-webui serve" in webui and key in webui
 
     panel = page.log_panel
-    qtbot.waitUntil(lambda: panel.model.rowCount() == 1, timeout=5000)
+    qtbot.waitUntil(lambda: panel.model.rowCount() == 1, timeout=WAIT_MS)
     (record,) = window.server.request_log.records()
     assert record.path == "/api/chat" and record.status == 200 and record.completion_tokens
 
@@ -75,9 +77,9 @@ def test_the_ollama_port_setting_listens_there_too(
     assert page.form.ollama_port.isChecked()
     start(qtbot, window)
     controller = window.server
-    qtbot.waitUntil(lambda: len(controller.ollama_urls) == 2, timeout=10_000)
+    qtbot.waitUntil(lambda: len(controller.ollama_urls) == 2, timeout=WAIT_MS)
     both = f"http://127.0.0.1:{port} and http://127.0.0.1:{extra}"
-    qtbot.waitUntil(lambda: both in page.ollama_label.text(), timeout=5000)
+    qtbot.waitUntil(lambda: both in page.ollama_label.text(), timeout=WAIT_MS)
     with ollama.Client(host=f"http://127.0.0.1:{extra}") as client:
         assert client.list().models is not None
 
@@ -85,7 +87,7 @@ def test_the_ollama_port_setting_listens_there_too(
     assert window.services.settings.get("server.ollama_port") == 0
     assert page.restart_notice.isVisibleTo(page)
     qtbot.mouseClick(page.restart_button, Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: not page.restart_notice.isVisibleTo(page), timeout=20_000)
+    qtbot.waitUntil(lambda: not page.restart_notice.isVisibleTo(page), timeout=WAIT_MS)
     wait_state(qtbot, controller, "running")
     assert controller.ollama_urls == [f"http://127.0.0.1:{port}"]
     assert nothing_listens(extra)
@@ -102,7 +104,7 @@ def test_a_taken_ollama_port_is_said_and_the_main_port_serves(
         page.form.load()
         start(qtbot, window)
         qtbot.waitUntil(
-            lambda: "taken by Ollama itself" in page.ollama_label.text(), timeout=10_000
+            lambda: "taken by Ollama itself" in page.ollama_label.text(), timeout=WAIT_MS
         )
     assert window.server.state == "running"
     assert "--ollama-port" not in page.ollama_label.text()
