@@ -34,7 +34,7 @@ from app.engine.batch import Batch
 from app.engine.callbacks import AbortFlag, StopAtHiddenStates
 from app.engine.load_settings import kv_cache_type_id
 from app.engine.media import MEDIA_MARKER, NO_PROJECTOR, MediaPrompt, image_prompt
-from app.engine.model_file import choose_n_ctx, inspect_model_file
+from app.engine.model_file import choose_n_ctx, inspect_model_file, set_load_mode
 from app.engine.sampling import Sampler, VocabIndex
 from app.engine.sizing import available_memory  # a module global: tests patch it here
 from app.engine.templates import ChatTemplate, RenderedPrompt
@@ -273,8 +273,7 @@ class LlamaCppModel:
         if devices is not None:
             mparams.devices = ctypes.cast(devices, ctypes.c_void_p)
         mparams.n_gpu_layers = self.n_gpu_layers
-        mparams.use_mmap = params.use_mmap
-        mparams.use_mlock = params.use_mlock
+        set_load_mode(mparams, params)
         callback = None
         if progress is not None:
 
