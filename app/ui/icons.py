@@ -84,6 +84,11 @@ _SHAPES: dict[str, str] = {
         'height="5" rx="1"/><path d="M9.5 3v3M14.5 3v3M9.5 18v3M14.5 18v3M3 9.5h3M3 14.5h3'
         'M18 9.5h3M18 14.5h3"/>'
     ),
+    "gpu": (  # a graphics card: its board, fan and connector
+        '<rect x="2.5" y="6" width="19" height="10.5" rx="1.5"/>'
+        '<circle cx="9.5" cy="11.25" r="2.75"/>'
+        '<path d="M15.5 9.5h3M15.5 13h3M6 16.5v2.5M10 16.5v2.5M14 16.5v2.5"/>'
+    ),
     "close": '<path d="M6.5 6.5l11 11M17.5 6.5l-11 11"/>',
     "alert": (
         '<path d="M10.3 4.6L3.2 17.2c-.7 1.3.2 2.8 1.7 2.8h14.2c1.5 0 2.4-1.5 1.7-2.8L13.7 4.6'

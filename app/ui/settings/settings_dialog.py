@@ -65,7 +65,7 @@ PAGES = (
     ("Chat defaults", "chat"),
     ("Providers", "cloud"),
     ("Tools", "spark"),
-    ("Hardware", "chip"),
+    ("Hardware", "gpu"),
     ("Data", "folder"),
 )
 MAX_PARALLEL = 16
