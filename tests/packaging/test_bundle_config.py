@@ -60,6 +60,9 @@ def test_what_stays_in_the_bundle(dest: str, kept: bool) -> None:
     assert cfg.keep_in_bundle(dest) is kept
 
 
+RUNTIME_MODULES = ["libggml-cpu-x64.so", "libggml-cpu-haswell.so", "libggml-vulkan.so"]
+
+
 @pytest.mark.parametrize(
     ("files", "expected"),
     [
@@ -72,13 +75,19 @@ def test_what_stays_in_the_bundle(dest: str, kept: bool) -> None:
             ["default.metallib", "libllama.0.dylib", "libllama.dylib"],
         ),
         (["llama.dll", "ggml.dll", "llama.lib", "README.txt"], ["ggml.dll", "llama.dll"]),
+        (  # the run-time back-ends build: every CPU variant and Vulkan are modules (no sonames)
+            [*RUNTIME_MODULES, "libllama.so", "libllama.so.0", "libggml-base.so.0.25.3"],
+            sorted([*RUNTIME_MODULES, "libllama.so", "libllama.so.0"]),
+        ),
+        (["llama.dll", "ggml-cpu-haswell.dll", "ggml-vulkan.dll"], None),
     ],
 )
 def test_llama_libraries_go_where_llama_cpp_looks(
-    tmp_path: Path, files: list[str], expected: list[str]
+    tmp_path: Path, files: list[str], expected: list[str] | None
 ) -> None:
     for name in files:
         (tmp_path / name).write_bytes(b"x")
+    expected = sorted(files) if expected is None else expected
     found = cfg.llama_binaries(tmp_path)
     assert sorted(Path(src).name for src, _ in found) == expected
     assert {dest for _, dest in found} == {"llama_cpp/lib"}
