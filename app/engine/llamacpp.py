@@ -67,7 +67,9 @@ EMBED_CHUNK = 128
 EMBED_MAX_TOKENS = 8192
 
 _native_log = logging.getLogger("llama.cpp")
-_ABORTED_STATUS = ("compute status: 1", "failed with error 1")  # GGML_STATUS_ABORTED
+# What llama.cpp logs as errors when our abort flag stops a decode (GGML_STATUS_ABORTED, and
+# llama_decode's own "2: aborted"): a cancel, not a fault
+_ABORTED_STATUS = ("compute status: 1", "failed with error 1", "failed to decode, ret = 2")
 _log_callbacks: list[Any] = []  # keeps the ctypes callback alive: C holds only a pointer
 
 
