@@ -70,15 +70,14 @@ class HardwarePage(QWidget):
         )
         self._fill_backends(())
         self.backend.currentIndexChanged.connect(self._on_backend_changed)
-        choice = QFormLayout()
-        choice.setLabelAlignment(Qt.AlignmentFlag.AlignLeft)
-        choice.addRow(theme.form_label("Run models on", self.backend, self), self.backend)
-        layout.addLayout(choice)
+        # one form, so the choice and what was found share a column: the choice is row 0
+        self.form = QFormLayout()
+        self.form.setLabelAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
+        self.form.setVerticalSpacing(10)
+        self.form.addRow(theme.form_label("Run models on", self.backend, self), self.backend)
+        layout.addLayout(self.form)
         self.status = text_label("Reading the hardware…", "FieldHelp", self, wrap=True)
         layout.addWidget(self.status)
-        self.form = QFormLayout()
-        self.form.setLabelAlignment(Qt.AlignmentFlag.AlignLeft)
-        layout.addLayout(self.form)
         row = QHBoxLayout()
         self.refresh_button = QPushButton("Refresh", self)
         self.refresh_button.clicked.connect(self._on_refresh_clicked)
@@ -134,12 +133,18 @@ class HardwarePage(QWidget):
 
     def show_hardware(self, hw: Hardware) -> None:
         self._fill_backends(hw.gpus)
-        while self.form.rowCount():
-            self.form.removeRow(0)
+        while self.form.rowCount() > 1:  # what was found before; the choice stays
+            self.form.removeRow(1)
+        top = Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop
         for key, value in backends.describe(hw):
             label = QLabel(value, self)
             label.setWordWrap(True)
+            label.setAlignment(top)
             label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-            self.form.addRow(theme.form_label(key, label, self), label)
+            # read-only text, not inputs: each name level with its value's first line (a
+            # form_label as tall as a wrapped value's size hint left uneven gaps)
+            name = QLabel(key, self)
+            name.setAlignment(top)
+            self.form.addRow(name, label)
         self.status.hide()
         self.hardware_read.emit(hw)
