@@ -478,6 +478,8 @@ class EngineWorker:
             nonlocal reported
             if job.cancelled.is_set():
                 return False  # llama.cpp stops reading and the load fails: reported as cancelled
+            if fraction < reported - PROGRESS_STEP:
+                reported = -1.0  # reading again from the start: the CPU after a GPU that failed
             if fraction - reported >= PROGRESS_STEP or (fraction >= 1.0 > reported):
                 reported = fraction
                 job.emit(LoadProgress(job.id, min(1.0, max(0.0, fraction))))

@@ -300,3 +300,26 @@ def test_a_settings_file_without_the_key_gets_automatic_an_explicit_choice_stays
     chosen.write_text(json.dumps({"version": 1, "load.n_gpu_layers": 0}))
     assert Settings(chosen).get("load.n_gpu_layers") == 0
     assert json.loads(chosen.read_text())["load.n_gpu_layers"] == 0  # not rewritten
+
+
+def test_a_load_read_again_after_a_failed_gpu_reports_its_progress_from_the_start() -> None:
+    """After a GPU fails mid-load the weights are read again on the CPU: the progress the app
+    shows starts again from 0 instead of staying where the failed try stopped."""
+    from app.engine.types import LoadProgress, LoadRequest
+    from tests.helpers.scripted_model import ScriptedModel
+
+    def two_tries(request: LoadRequest, progress: Any) -> ScriptedModel:
+        for fraction in (0.2, 0.5, 0.7):  # the GPU try, which fails here
+            progress(fraction)
+        for fraction in (0.0, 0.3, 0.6, 1.0):  # the CPU try
+            progress(fraction)
+        return ScriptedModel(request)
+
+    worker = EngineWorker(model_factory=two_tries)
+    try:
+        events: list[Any] = []
+        worker.submit(LoadRequest("m.gguf", LoadParams()), events.append).wait(30)
+    finally:
+        worker.shutdown()
+    fractions = [e.fraction for e in events if isinstance(e, LoadProgress)]
+    assert fractions == [0.2, 0.5, 0.7, 0.0, 0.3, 0.6, 1.0]
