@@ -74,7 +74,8 @@ class AttachmentChips(QWidget):
             chip = QLabel(f"{entry['name']}  ·  {detail}", self)
             chip.setObjectName("MessageAttachment")
             chip.setToolTip(_stored_place(entry))
-            self._row.addWidget(chip)
+            # as tall as its text beside a taller picture, not stretched to the picture's height
+            self._row.addWidget(chip, 0, Qt.AlignmentFlag.AlignVCenter)
             self.chips.append(chip)
         self.setVisible(bool(entries))
 
