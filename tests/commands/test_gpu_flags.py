@@ -13,13 +13,10 @@ import pytest
 from app.cli import main
 from app.commands import info as info_cmd
 from app.commands.options import add_load_flags, load_params
-from app.engine import llamacpp
-from app.engine.llamacpp import LlamaCppModel
-from app.engine.sizing import AUTO_GPU_LAYERS, GpuMemory
-from app.engine.types import EngineError, LoadedModel, LoadParams
+from app.engine.sizing import AUTO_GPU_LAYERS
+from app.engine.types import LoadedModel, LoadParams
 from tests.helpers.cli import ember
-
-GPU = (GpuMemory("Vulkan0", 8 * 1024**3, 8 * 1024**3),)
+from tests.helpers.gpu import GPU, failing_gpu
 
 
 def _parse(*argv: str) -> argparse.Namespace:
@@ -72,15 +69,7 @@ def test_info_offloads_automatically_and_follows_device(
 def test_run_says_on_stderr_that_the_cpu_took_over(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], gemma_path: Path
 ) -> None:
-    monkeypatch.setattr(llamacpp, "gpu_memory", lambda: GPU)
-    original = LlamaCppModel._load_weights
-
-    def failing_on_gpu(self: LlamaCppModel, *args: Any) -> Any:
-        if self.n_gpu_layers > 0:
-            raise EngineError("llama.cpp could not allocate the model's buffers on Vulkan0.")
-        return original(self, *args)
-
-    monkeypatch.setattr(LlamaCppModel, "_load_weights", failing_on_gpu)
+    failing_gpu(monkeypatch)
     argv = ["run", str(gemma_path), "-c", "512", "--parallel", "1", "--temp", "0", "-n", "3"]
     assert main([*argv, "Say hi"]) == 0
     out, err = capsys.readouterr()

@@ -7,19 +7,17 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from app.engine import llamacpp
 from app.engine.gguf import GGUFInfo, read_gguf
-from app.engine.llamacpp import LlamaCppModel
-from app.engine.sizing import AUTO_GPU_LAYERS, GpuMemory
-from app.engine.types import EngineError, LoadedModel, LoadParams
+from app.engine.sizing import AUTO_GPU_LAYERS
+from app.engine.types import LoadedModel, LoadParams
 from app.engine.worker import EngineWorker
 from app.server.catalog import CatalogModel
 from app.server.gateway import Gateway
 from app.server.ollama.shapes import ps_entry, size_vram
+from tests.helpers.gpu import failing_gpu
 
 SIZE = 253_000_000
 
@@ -68,15 +66,7 @@ def test_the_api_logs_that_the_cpu_took_over(
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    monkeypatch.setattr(llamacpp, "gpu_memory", lambda: (GpuMemory("Vulkan0", 8 << 30, 8 << 30),))
-    original = LlamaCppModel._load_weights
-
-    def failing_on_gpu(self: LlamaCppModel, *args: Any) -> Any:
-        if self.n_gpu_layers > 0:
-            raise EngineError("llama.cpp could not allocate the model's buffers on Vulkan0.")
-        return original(self, *args)
-
-    monkeypatch.setattr(LlamaCppModel, "_load_weights", failing_on_gpu)
+    failing_gpu(monkeypatch)
     gateway = Gateway(worker, load_params=LoadParams(n_ctx=512, n_parallel=1))
     with caplog.at_level(logging.WARNING, logger="app.server.gateway"):
         loaded = gateway.load(str(gemma_path), "gemma").wait(120)

@@ -12,7 +12,6 @@ nothing fetched) when it does not.
 
 from __future__ import annotations
 
-import base64
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -32,6 +31,7 @@ from app.server.runner import ServerRunner
 from tests.commands.test_run_images import model_folder
 from tests.engine.test_vision import png
 from tests.helpers.projector import IMAGE_TOKENS
+from tests.server.test_images import data_url, image_messages
 
 PICTURE = png(32, 24)
 fetched: list[str] = []
@@ -105,29 +105,14 @@ def model_id(library: LibraryCatalog) -> str:
 def ask(base_url: str, model: str, image_url: str) -> Any:
     with openai.OpenAI(base_url=base_url, api_key="x", max_retries=0) as client:
         return client.chat.completions.create(
-            model=model,
-            messages=[
-                {
-                    "role": "user",
-                    "content": [
-                        {"type": "text", "text": "What is this?"},
-                        {"type": "image_url", "image_url": {"url": image_url}},
-                    ],
-                }
-            ],
-            max_tokens=2,
-            temperature=0,
+            model=model, messages=image_messages(image_url), max_tokens=2, temperature=0
         )
-
-
-def data_url() -> str:
-    return "data:image/png;base64," + base64.b64encode(PICTURE).decode("ascii")
 
 
 def test_a_library_model_loaded_just_in_time_takes_its_projector(
     library: LibraryCatalog, vision_url: str
 ) -> None:
-    r = ask(vision_url, model_id(library), data_url())
+    r = ask(vision_url, model_id(library), data_url(PICTURE))
     assert r.usage is not None and r.usage.prompt_tokens > IMAGE_TOKENS
 
 
@@ -154,6 +139,23 @@ def test_image_urls_off_is_a_400_and_nothing_is_fetched(
 def test_projectors_off_loads_text_only_and_an_image_is_a_400(library: LibraryCatalog) -> None:
     for base_url in serve(library, ServerConfig(port=0), projectors=False):
         with pytest.raises(openai.BadRequestError) as caught:
-            ask(base_url, model_id(library), data_url())
+            ask(base_url, model_id(library), data_url(PICTURE))
         assert caught.value.code == "model_not_vision"
         assert "image" in str(caught.value.message)
+
+
+def test_an_image_request_streams_with_its_usage(library: LibraryCatalog, vision_url: str) -> None:
+    with openai.OpenAI(base_url=vision_url, api_key="x", max_retries=0) as client:
+        stream = client.chat.completions.create(
+            model=model_id(library),
+            messages=image_messages(data_url(PICTURE)),
+            max_tokens=3,
+            temperature=0,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        chunks = list(stream)
+    assert chunks[0].choices[0].delta.role == "assistant"
+    assert chunks[-2].choices[0].finish_reason in ("length", "stop")
+    usage = chunks[-1].usage
+    assert usage is not None and usage.prompt_tokens > IMAGE_TOKENS

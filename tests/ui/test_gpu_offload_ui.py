@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from PySide6.QtCore import Qt
@@ -14,18 +13,17 @@ from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
 from app.config import Settings
-from app.engine import backends, llamacpp
+from app.engine import backends
 from app.engine.backends import Device, Hardware
-from app.engine.llamacpp import LlamaCppModel
 from app.engine.load_settings import load_params
-from app.engine.sizing import AUTO_GPU_LAYERS, GpuMemory
-from app.engine.types import EngineError, LoadedModel
+from app.engine.sizing import AUTO_GPU_LAYERS
+from app.engine.types import LoadedModel
 from app.engine.worker import EngineWorker
 from app.ui.main_window import MainWindow
 from app.ui.settings.hardware_page import HardwarePage
 from app.ui.settings.settings_dialog import SettingsDialog
+from tests.helpers.gpu import GIB, failing_gpu, fake_gpu
 
-GIB = 1024**3
 VULKAN0 = Device("Vulkan0", "AMD Radeon RX 7600", "Vulkan", "gpu", 7 * GIB, 8 * GIB)
 CPU = Device("CPU", "Test CPU", "CPU", "cpu", 16 * GIB, 24 * GIB)
 
@@ -134,15 +132,7 @@ def test_the_chat_says_when_the_cpu_took_over_from_the_gpu(
     gemma_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(llamacpp, "gpu_memory", lambda: (GpuMemory("Vulkan0", 8 * GIB, 8 * GIB),))
-    original = LlamaCppModel._load_weights
-
-    def failing_on_gpu(self: LlamaCppModel, *args: Any) -> Any:
-        if self.n_gpu_layers > 0:
-            raise EngineError("llama.cpp could not allocate the model's buffers on Vulkan0.")
-        return original(self, *args)
-
-    monkeypatch.setattr(LlamaCppModel, "_load_weights", failing_on_gpu)
+    failing_gpu(monkeypatch)
     window = make_window()
     loaded = _load(qtbot, window, gemma_path)
     banner = window.chat.banner
@@ -159,7 +149,7 @@ def test_cpu_only_in_settings_applies_to_the_next_load(
     gemma_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(llamacpp, "gpu_memory", lambda: (GpuMemory("Vulkan0", 8 * GIB, 8 * GIB),))
+    fake_gpu(monkeypatch)
     window = make_window()
     window.services.settings.set("load.device", "cpu")
     loaded = _load(qtbot, window, gemma_path)
