@@ -120,10 +120,6 @@ def run(args: argparse.Namespace) -> int:
         worst = max(worst, stall if ok else float("inf"))
     sources = getattr(finished[0], "metadata", {}).get("sources", []) if finished else []
     print(f"sources of the answer: {[s.get('where') for s in sources][:3]}")
-    if finished:
-        print(
-            "metadata:", {k: str(v)[:120] for k, v in getattr(finished[0], "metadata", {}).items()}
-        )
     window.close()
     services.close()
     worker.shutdown()

@@ -32,9 +32,9 @@ from app.engine import backends, sizing
 from app.engine.backends import gpu_memory  # a module global: tests patch it here
 from app.engine.batch import Batch
 from app.engine.callbacks import AbortFlag, StopAtHiddenStates
-from app.engine.load_settings import kv_cache_type_id
+from app.engine.load_settings import kv_cache_type_id, set_load_mode
 from app.engine.media import MEDIA_MARKER, NO_PROJECTOR, MediaPrompt, image_prompt
-from app.engine.model_file import choose_n_ctx, inspect_model_file, set_load_mode
+from app.engine.model_file import choose_n_ctx, inspect_model_file
 from app.engine.sampling import Sampler, VocabIndex
 from app.engine.sizing import available_memory  # a module global: tests patch it here
 from app.engine.templates import ChatTemplate, RenderedPrompt

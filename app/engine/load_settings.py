@@ -3,14 +3,15 @@
 The app's loader, the Models page's fit badge and the API server (when the app serves it) load
 with :func:`load_params`, so they agree on the context, batch, flash attention and cache type.
 The KV cache types are derived from :data:`~app.engine.types.KVCacheType`; llama.cpp's ids for
-them come from the ggml type table (:func:`kv_cache_type_id`), not from a copy.
+them come from the ggml type table (:func:`kv_cache_type_id`), not from a copy. How the weights
+are read (mmap, mlock) becomes llama.cpp's ``load_mode`` here too (:func:`set_load_mode`).
 
 No Qt: the GUI, the CLI and the server import it alike.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final, get_args
+from typing import TYPE_CHECKING, Any, Final, get_args
 
 from app.engine.ggml_types import ggml_type
 from app.engine.types import KVCacheType, LoadParams
@@ -40,6 +41,27 @@ def kv_cache_type(value: object) -> KVCacheType:
 def kv_cache_type_id(name: KVCacheType) -> int:
     """llama.cpp's ``ggml_type`` id for a KV cache type (``type_k``/``type_v``)."""
     return ggml_type(name).id
+
+
+# llama.cpp's ``enum llama_load_mode`` (llama-cpp-python 0.3.36 has no use_mmap/use_mlock)
+LOAD_MODE_AUTO, LOAD_MODE_NONE, LOAD_MODE_MLOCK, LOAD_MODE_MMAP_MLOCK = -1, 0, 2, 3
+
+
+def load_mode(params: LoadParams) -> int:
+    """How llama.cpp reads the weights: its own choice (memory-mapped where it can) by default;
+    ``--no-mmap`` reads them into memory, ``--mlock`` keeps them there (mapped or read)."""
+    if params.use_mlock:
+        return LOAD_MODE_MMAP_MLOCK if params.use_mmap else LOAD_MODE_MLOCK
+    return LOAD_MODE_AUTO if params.use_mmap else LOAD_MODE_NONE
+
+
+def set_load_mode(mparams: Any, params: LoadParams) -> None:
+    """Put ``params``' mmap and mlock choices into ``llama_model_params``: ``load_mode`` in this
+    llama.cpp, the two flags in one that still has them."""
+    if hasattr(mparams, "load_mode"):
+        mparams.load_mode = load_mode(params)
+    else:
+        mparams.use_mmap, mparams.use_mlock = params.use_mmap, params.use_mlock
 
 
 def load_params(settings: Settings) -> LoadParams:

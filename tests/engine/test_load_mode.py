@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from app.engine.model_file import (
+from app.engine.load_settings import (
     LOAD_MODE_AUTO,
     LOAD_MODE_MLOCK,
     LOAD_MODE_MMAP_MLOCK,

@@ -67,7 +67,9 @@ from app.ui.engine_session import EngineSession, model_name
 from app.ui.task_runner import tasks
 
 if TYPE_CHECKING:
-    from app.attachments.embedder import Embedders
+    from collections.abc import Callable
+
+    from app.attachments.embedder import Embedder, Embedders
     from app.config import Settings
 
 log = logging.getLogger(__name__)
@@ -317,9 +319,22 @@ class AnswerRunner(QObject):
         if answer.system_prompt:
             budget -= self.counter.count_or_estimate(answer.system_prompt) + PER_MESSAGE_OVERHEAD
         answer.preparing = StopFlag()
+        find_embedder = None
+        if self.embedders is not None and self.settings is not None:
+            from app.attachments.embedder import embedding_choice
+
+            # read here, on the GUI thread that owns the engine session; called on the task
+            find_embedder = functools.partial(
+                self.embedders.get,
+                embedding_choice(self.settings),
+                self.engine.worker,
+                self.engine.loaded,
+                answer.preparing,
+            )
         tasks().submit(
             functools.partial(
-                self._prepared_prompt,
+                _prepared_prompt,
+                find_embedder,
                 list(answer.history),
                 budget,
                 answer.conversation_id,
@@ -331,19 +346,6 @@ class AnswerRunner(QObject):
             token=answer.preparing,
             name="attachments for an answer",
         )
-
-    def _prepared_prompt(
-        self, history: list[Message], budget: int, conversation_id: str, cancel: StopFlag
-    ) -> AttachedPrompt:
-        """On a task thread: the embedder the user chose (it may load an embedding GGUF the
-        first time), then prepare_prompt with it."""
-        embedder = None
-        if self.embedders is not None and self.settings is not None:
-            from app.attachments.embedder import embedding_choice
-
-            choice = embedding_choice(self.settings)
-            embedder = self.embedders.get(choice, self.engine.worker, self.engine.loaded, cancel)
-        return prepare_prompt(history, budget, conversation_id, cancel, embedder=embedder)
 
     def _on_attached_prepared(self, answer: Answer, attached: AttachedPrompt) -> None:
         answer.attached = attached
@@ -521,3 +523,16 @@ def _stats(usage: Any, timings: Any, reason: str) -> dict[str, Any]:
         "generation_seconds": round(timings.generation_seconds, 3),
         "finish_reason": reason,
     }
+
+
+def _prepared_prompt(
+    find_embedder: Callable[[], Embedder | None] | None,
+    history: list[Message],
+    budget: int,
+    conversation_id: str,
+    cancel: StopFlag,
+) -> AttachedPrompt:
+    """On a task thread: the embedder the user chose (it may load an embedding GGUF the first
+    time, or look for one in the library), then prepare_prompt with it."""
+    embedder = find_embedder() if find_embedder is not None else None
+    return prepare_prompt(history, budget, conversation_id, cancel, embedder=embedder)
