@@ -77,6 +77,8 @@ class Hardware:
     cpu_features: tuple[str, ...]  # what the CPU code in use was built for ("AVX2", ...)
     system_info: str  # llama_print_system_info()
     errors: tuple[str, ...] = field(default=())  # what could not be read, one sentence each
+    # GPU modules of the build that did not load here, each with the system's reason
+    not_loaded: tuple[str, ...] = field(default=())
 
     @property
     def gpus(self) -> tuple[Device, ...]:
@@ -117,6 +119,45 @@ def library_dir() -> Path:
             "llama-cpp-python is not installed: run `python3 scripts/bootstrap.py` (see README)."
         )
     return Path(next(iter(spec.submodule_search_locations))) / "lib"
+
+
+# A GPU back-end's module (``libggml-vulkan.so``, ``ggml-cuda.dll``), not the CPU's or the core
+_GPU_MODULE = re.compile(r"^(?:lib)?ggml-(?!cpu|base)([a-z0-9]+)\.(?:so|dll|dylib)$")
+# The name a module's back-end registers under, where it is not the module's (case aside)
+_REGISTERED_AS = {"hip": "rocm"}
+# What to install when a module's system library is missing
+_DRIVER_HINTS = {
+    "vulkan": " Install the GPU driver and the Vulkan loader (libvulkan1 and "
+    "mesa-vulkan-drivers on Debian and Ubuntu, vulkan-loader on Fedora and Arch; on Windows "
+    "the GPU maker's driver); until then models run on the CPU.",
+    "cuda": " Install NVIDIA's driver; until then models run on the CPU.",
+}
+
+
+def not_loaded(lib_dir: Path, registered: tuple[str, ...]) -> tuple[str, ...]:
+    """A sentence for each GPU module in ``lib_dir`` that registered no back-end, with the
+    system's reason (ggml skips a module that fails to open without saying why): most often
+    the driver's library it links against is missing, such as ``libvulkan.so.1``, which the
+    bundle leaves to the system. Opening it again here only reads the loader's error."""
+    names = {name.lower() for name in registered}
+    out = []
+    paths = sorted(lib_dir.iterdir()) if lib_dir.is_dir() else []
+    for path in paths:
+        match = _GPU_MODULE.match(path.name)
+        if match is None or path.is_symlink():
+            continue
+        module = match.group(1)
+        if _REGISTERED_AS.get(module, module) in names:
+            continue
+        try:
+            ctypes.CDLL(str(path))
+        except OSError as e:
+            why = str(e).replace(f"{path}: ", "").strip() or type(e).__name__
+            reason = f"{why}.{_DRIVER_HINTS.get(module, '')}"
+        else:
+            reason = "it opens, but registered no back-end."
+        out.append(f"{path.name}: {reason}")
+    return tuple(out)
 
 
 def has_cpu_variants(lib_dir: Path) -> bool:
@@ -291,9 +332,25 @@ class _DlInfo(ctypes.Structure):
 
 
 def _library_of(addr: int) -> str | None:
-    """The file of the shared library that holds ``addr`` (dladdr; None on Windows)."""
+    """The file of the shared library that holds ``addr`` (dladdr; on Windows the module that
+    GetModuleHandleExW finds for the address)."""
     if sys.platform == "win32":
-        return None
+        from ctypes import wintypes
+
+        kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)
+        from_address, unchanged_refcount = 0x4, 0x2  # GET_MODULE_HANDLE_EX_FLAG_*
+        handle = wintypes.HMODULE()
+        get_handle = kernel32.GetModuleHandleExW
+        get_handle.argtypes = [wintypes.DWORD, ctypes.c_void_p, ctypes.POINTER(wintypes.HMODULE)]
+        get_handle.restype = wintypes.BOOL
+        if not get_handle(from_address | unchanged_refcount, addr, ctypes.byref(handle)):
+            return None
+        buffer = ctypes.create_unicode_buffer(32768)
+        file_name = kernel32.GetModuleFileNameW
+        file_name.argtypes = [wintypes.HMODULE, wintypes.LPWSTR, wintypes.DWORD]
+        file_name.restype = wintypes.DWORD
+        length = file_name(handle, buffer, len(buffer))
+        return buffer.value[:length] or None
     try:
         dladdr = ctypes.CDLL(None).dladdr
     except AttributeError:
@@ -362,15 +419,17 @@ def hardware(lib_dir: Path | None = None) -> Hardware:
             errors.append(f"{what}: {e}")
             return default
 
+    registered = ggml.backends()
     return Hardware(
         library_dir=str(ggml.lib_dir),
         dynamic=ggml.dynamic,
-        backends=ggml.backends(),
+        backends=registered,
         devices=ggml.devices(),
         cpu_variant=attempt("CPU variant", ggml.cpu_variant, "unknown"),
         cpu_features=attempt("CPU features", ggml.cpu_features, ()),
         system_info=attempt("system info", ggml.system_info, ""),
         errors=tuple(errors),
+        not_loaded=not_loaded(ggml.lib_dir, registered) if ggml.dynamic else (),
     )
 
 
@@ -415,5 +474,6 @@ def describe(hw: Hardware) -> list[tuple[str, str]]:
     if not hw.gpus:
         rows.append(("GPU", "none found: models run on the CPU"))
     rows += [("System info", hw.system_info or "unknown"), ("Library", hw.library_dir)]
+    rows += [("Not loaded", sentence) for sentence in hw.not_loaded]
     rows += [("Could not read", error) for error in hw.errors]
     return rows

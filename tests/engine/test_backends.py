@@ -137,3 +137,56 @@ def test_the_process_holds_one_libggml_whichever_loads_first(order: str) -> None
     files = json.loads(out)
     stems = {re.sub(r"\.so.*", ".so", Path(f).name) for f in files}
     assert len(files) == len(stems), files  # libggml.so.0 and libggml-base.so.0, once each
+
+
+def _shared_library(tmp_path: Path, name: str, needs: str | None = None) -> Path:
+    """A real shared library ``name`` (linked against ``needs``, which is then deleted)."""
+    source = tmp_path / "module.c"
+    source.write_text("int ember_module_marker(void) { return 1; }\n")
+    args = ["cc", "-shared", "-fPIC", "-o", str(tmp_path / name), str(source)]
+    if needs:
+        dependency = _shared_library(tmp_path, f"lib{needs}.so")
+        args += [f"-L{tmp_path}", "-Wl,--no-as-needed", f"-l{needs}"]
+    subprocess.run(args, check=True, capture_output=True)
+    if needs:
+        dependency.unlink()
+    return tmp_path / name
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="builds an ELF module with cc")
+def test_a_gpu_module_whose_driver_library_is_missing_is_named_with_the_reason(
+    tmp_path: Path,
+) -> None:
+    """ggml skips a back-end module that fails to open without saying why; the Hardware page
+    and `ember info --hardware` say which and why (here: as when libvulkan.so.1 is absent)."""
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    _shared_library(lib, "libggml-vulkan.so", needs="ember-missing-driver")
+    _shared_library(lib, "libggml-cuda.so")  # opens, but is no back-end
+    _shared_library(lib, "libggml-cpu-haswell.so")  # CPU variants not chosen stay quiet
+    _shared_library(lib, "libggml-base.so")
+    (lib / "libggml-rpc.so").write_bytes(b"not an ELF file" * 100)
+    cuda, rpc, vulkan = backends.not_loaded(lib, ("CPU",))  # in file-name order
+    assert vulkan.startswith("libggml-vulkan.so: ")
+    assert "libember-missing-driver.so: cannot open shared object file" in vulkan
+    assert "Install the GPU driver and the Vulkan loader (libvulkan1" in vulkan
+    assert cuda == "libggml-cuda.so: it opens, but registered no back-end."
+    assert rpc == "libggml-rpc.so: invalid ELF header."
+    # registered back-ends are not reported, whatever the case of their names
+    assert backends.not_loaded(lib, ("CPU", "Vulkan", "CUDA", "RPC")) == ()
+
+
+def test_modules_that_did_not_load_are_rows_of_the_report() -> None:
+    hw = backends.Hardware(
+        library_dir="/x",
+        dynamic=True,
+        backends=("CPU",),
+        devices=(),
+        cpu_variant="haswell",
+        cpu_features=("AVX2",),
+        system_info="CPU : AVX2 = 1",
+        not_loaded=("libggml-vulkan.so: libvulkan.so.1: cannot open shared object file.",),
+    )
+    rows = dict(backends.describe(hw))
+    assert rows["Not loaded"].startswith("libggml-vulkan.so: libvulkan.so.1")
+    assert rows["GPU"] == "none found: models run on the CPU"
