@@ -288,9 +288,18 @@ def filter_toc(toc: list[TocEntry]) -> list[TocEntry]:
     return [entry for entry in toc if keep_in_bundle(entry[0])]
 
 
+# The Vulkan loader belongs to the system, with the drivers it finds: PyInstaller collects it
+# as a dependency of llama.cpp's Vulkan module, and a bundled copy would sit in front of the
+# user's newer loader (and its layers). Without one on the system the module does not load,
+# `ember info --hardware` says why, and models run on the CPU.
+_SYSTEM_LIBRARIES = re.compile(r"(?:libvulkan\.so(?:\.\d+)*|vulkan-1\.dll)", re.IGNORECASE)
+
+
 def keep_in_bundle(dest: str) -> bool:
     """Whether a collected file (by its destination inside the bundle) is kept."""
     path = dest.replace("\\", "/")
+    if _SYSTEM_LIBRARIES.fullmatch(path.rsplit("/", 1)[-1]):
+        return False
     if not _QT_ROOT.match(path):
         return True
     if path.startswith("PySide6/Qt/translations/"):

@@ -58,6 +58,8 @@ def test_bundle_holds_llama_cpp_and_only_the_qt_ember_uses(bundle: Bundle) -> No
     assert not [n for n in names if "qgtk3" in n]
     assert not folders & {"sqldrivers", "qmltooling", "translations", "designer", "tls"}
     assert not [n for n in names if n.endswith(".pyi")], "typing stubs are not needed"
+    system = re.compile(r"libvulkan\.so(\.\d+)*|vulkan-1\.dll")  # the system's, with its drivers
+    assert not [n for n in names if system.fullmatch(n)]
 
 
 @pytest.mark.slow

@@ -54,6 +54,10 @@ icons = _load("icons")
         ("PySide6/Qt/translations/qtbase_de.qm", False),
         ("PySide6/Qt/lib/libQt6Core.so.6", True),
         ("llama_cpp/lib/libllama.so", True),
+        ("llama_cpp/lib/libggml-vulkan.so", True),
+        ("llama_cpp\\lib\\ggml-vulkan.dll", True),
+        ("libvulkan.so.1", False),  # the system's Vulkan loader, found with its drivers
+        ("vulkan-1.dll", False),
     ],
 )
 def test_what_stays_in_the_bundle(dest: str, kept: bool) -> None:
