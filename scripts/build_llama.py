@@ -177,7 +177,7 @@ def part_of(line: str) -> str | None:
 
 def build(src: Path, python: str, out: Path, flags: list[str], log_path: Path) -> dict[str, float]:
     env = {**os.environ, "CMAKE_ARGS": " ".join(flags)}
-    env.setdefault("CMAKE_BUILD_PARALLEL_LEVEL", "2")
+    env.setdefault("CMAKE_BUILD_PARALLEL_LEVEL", str(os.cpu_count() or 2))
     cmd = [
         python,
         "-m",
