@@ -473,7 +473,7 @@ def describe(hw: Hardware) -> list[tuple[str, str]]:
         rows.append((f"Device {dev.name}", what))
     if not hw.gpus:
         rows.append(("GPU", "none found: models run on the CPU"))
-    rows += [("System info", hw.system_info or "unknown"), ("Library", hw.library_dir)]
     rows += [("Not loaded", sentence) for sentence in hw.not_loaded]
+    rows += [("System info", hw.system_info or "unknown"), ("Library", hw.library_dir)]
     rows += [("Could not read", error) for error in hw.errors]
     return rows
