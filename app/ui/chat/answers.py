@@ -63,6 +63,7 @@ from app.ui.chat.context import (
 )
 from app.ui.chat.tool_answers import ToolAnswers
 from app.ui.chat.tool_turn import ToolSetup, ToolTurn
+from app.ui.chat.waiting_label import THINKING
 from app.ui.engine_session import EngineSession, model_name
 from app.ui.task_runner import tasks
 
@@ -112,6 +113,7 @@ class Answer:
     turn: ToolTurn | None = None  # the tool loop writing this answer
     attached: AttachedPrompt | None = None  # the attached files' text, once prepared
     preparing: StopFlag | None = None  # set to stop preparing it
+    waiting: str = THINKING  # what its message says until its text comes (waiting_label.py)
 
     @property
     def remote(self) -> bool:
@@ -137,7 +139,8 @@ class AnswerRunner(QObject):
     ``context_notice(str conversation_id, str message_id, int dropped, int n_ctx)`` when older
     turns were left out; ``finished(str conversation_id, Message | None)`` once an answer is
     finished and saved (None: saving it failed); ``problem(str kind, str text)`` when the
-    engine itself broke.
+    engine itself broke; ``waiting_changed(str conversation_id, str message_id, str text)``
+    what the answer's message says until its text comes (``Answer.waiting``).
     """
 
     text_added = Signal(str, str, str)
@@ -147,6 +150,7 @@ class AnswerRunner(QObject):
     message_saved = Signal(str, object, bool)
     approval_requested = Signal(str, object)
     call_finished = Signal(str, object)
+    waiting_changed = Signal(str, str, str)
 
     def __init__(
         self,
@@ -181,6 +185,12 @@ class AnswerRunner(QObject):
 
     def all(self) -> list[Answer]:
         return list(self._answers.values())
+
+    def set_waiting(self, answer: Answer, text: str) -> None:
+        if text != answer.waiting and self._answers.get(answer.conversation_id) is answer:
+            answer.waiting = text
+            if answer.message_id:
+                self.waiting_changed.emit(answer.conversation_id, answer.message_id, text)
 
     def local_models_in_use(self) -> set[str]:
         """Paths of the local models the running answers use or wait for."""

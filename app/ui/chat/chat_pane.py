@@ -97,6 +97,7 @@ class ChatPane(QWidget):
         c.message_changed.connect(self._on_message_changed)
         c.stream_text.connect(self._on_stream_text)
         c.context_notice.connect(self._on_context_notice)
+        c.answer_waiting.connect(self.view.set_waiting)
         c.busy_changed.connect(self.composer.set_busy)
         c.context_changed.connect(self.composer.set_context)
         c.problem.connect(self._on_problem)

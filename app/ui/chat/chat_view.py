@@ -53,6 +53,7 @@ class ChatView(QScrollArea):
         self._older_scheduled = False
         self._last_answer: MessageWidget | None = None
         self._pending: Message | None = None  # an answer whose widget is built next turn
+        self._waiting: tuple[str, str] | None = None  # (message id, what its answer waits for)
         # A timer, not QTimer.singleShot(0, ...): that posts an event, handled before any
         # timer or paint is due, so it ran in the same stretch as the send.
         self._pending_timer = QTimer(self)
@@ -117,6 +118,7 @@ class ChatView(QScrollArea):
         """Show a branch; keeps the widgets of the beginning it shares with the one on screen."""
         self._build_pending()  # _widgets in step with _messages again
         self._streaming_id = streaming_id
+        self._waiting = None
         keep = 0
         limit = min(len(self._messages), len(messages))
         while keep < limit and self._messages[keep].id == messages[keep].id:
@@ -188,6 +190,14 @@ class ChatView(QScrollArea):
         widget = self.widget_for(message_id)
         if widget is not None:
             widget.append_stream(text)
+
+    def set_waiting(self, message_id: str, text: str) -> None:
+        """What the answer ``message_id`` waits for until its text comes (waiting_label.py);
+        kept for its widget when that is built later."""
+        self._waiting = (message_id, text)
+        for widget in self._widgets:
+            if widget.message.id == message_id:
+                widget.set_waiting(text)
 
     def set_renderer(self, renderer: MarkdownRenderer) -> None:
         self._renderer = renderer
@@ -271,6 +281,8 @@ class ChatView(QScrollArea):
         )
         widget.action_requested.connect(self.action_requested)
         widget.edit_submitted.connect(self.edit_submitted)
+        if self._waiting is not None and self._waiting[0] == message.id:
+            widget.set_waiting(self._waiting[1])
         return widget
 
     def _add_widget(self, message: Message) -> MessageWidget:

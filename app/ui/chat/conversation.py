@@ -39,6 +39,7 @@ from app.ui.chat.chat_record import with_gui_keys, with_partial_stats
 from app.ui.chat.context import PER_MESSAGE_OVERHEAD, PROMPT_OVERHEAD, TokenCounter, estimate_tokens
 from app.ui.chat.drafts import DraftKeeper
 from app.ui.chat.tool_turn import ToolSetup
+from app.ui.chat.waiting_label import THINKING
 from app.ui.engine_session import EngineSession
 from app.ui.settings import presets
 
@@ -68,7 +69,9 @@ class ConversationController(QObject):
     should refresh); ``branch_changed(list[Message], str | None streaming_id)``;
     ``message_added(Message, bool streaming)``; ``message_changed(Message)``;
     ``stream_text(str message_id, str text)`` (the open chat's answer only);
-    ``context_notice(str message_id, int dropped, int n_ctx)``; ``busy_changed(bool)`` whether
+    ``context_notice(str message_id, int dropped, int n_ctx)``; ``answer_waiting(str
+    message_id, str text)`` what the open chat's answer waits for until its text comes
+    (waiting_label.py); ``busy_changed(bool)`` whether
     the open chat is answering (also when another chat is opened);
     ``context_changed(int used, int n_ctx)`` (n_ctx 0: no model, ``UNKNOWN_CONTEXT``: a remote
     model of unknown context); ``problem(str kind, str text)`` with kind need_model, busy,
@@ -93,6 +96,7 @@ class ConversationController(QObject):
     message_changed = Signal(object)
     stream_text = Signal(str, str)
     context_notice = Signal(str, int, int)
+    answer_waiting = Signal(str, str)
     busy_changed = Signal(bool)
     context_changed = Signal(int, int)
     problem = Signal(str, str)
@@ -123,6 +127,7 @@ class ConversationController(QObject):
         self._draft_text = ""
         self.answers.text_added.connect(self._on_answer_text)
         self.answers.context_notice.connect(self._on_answer_context_notice)
+        self.answers.waiting_changed.connect(self._on_answer_waiting)
         self.answers.finished.connect(self._on_answer_finished)
         self.answers.problem.connect(self.problem)
         self.answers.message_saved.connect(self._on_answer_message_saved)
@@ -260,6 +265,8 @@ class ConversationController(QObject):
             ]
         self.conversation_opened.emit(conversation)
         self.branch_changed.emit(list(self.branch), streaming_id)
+        if answer is not None and answer.message_id and answer.waiting != THINKING:
+            self.answer_waiting.emit(answer.message_id, answer.waiting)
         self.busy_changed.emit(answer is not None)
         self.draft_restored.emit(self.drafts.text_for(conversation))
         self.refresh_context()
@@ -437,6 +444,11 @@ class ConversationController(QObject):
     ) -> None:
         if conversation_id == self.conversation_id:
             self.context_notice.emit(message_id, dropped, n_ctx)
+
+    @Slot(str, str, str)
+    def _on_answer_waiting(self, conversation_id: str, message_id: str, text: str) -> None:
+        if conversation_id == self.conversation_id:
+            self.answer_waiting.emit(message_id, text)
 
     @Slot(str, object)
     def _on_answer_finished(self, conversation_id: str, message: Message | None) -> None:

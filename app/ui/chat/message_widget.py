@@ -33,6 +33,7 @@ from app.ui.chat.message_attachments import (
 )
 from app.ui.chat.message_body import MarkdownBody
 from app.ui.chat.tool_message import ToolMessageView
+from app.ui.chat.waiting_label import WaitingLabel
 
 ACTIONS = ("copy", "edit", "regenerate", "delete", "previous", "next")
 _ACTIONS = {  # action: icon, tooltip, object name
@@ -131,10 +132,6 @@ class MessageWidget(QFrame):
         else:
             self._build_assistant(renderer)
         self._build_footer()
-        self._dots = 0
-        self._thinking_timer = QTimer(self)
-        self._thinking_timer.setInterval(400)
-        self._thinking_timer.timeout.connect(self._on_thinking_tick)
         self.set_message(message, streaming=streaming)
 
     # -- construction ---------------------------------------------------------------------
@@ -176,8 +173,7 @@ class MessageWidget(QFrame):
         self.notice.setObjectName("ContextNotice")
         self.notice.setWordWrap(True)
         self.notice.hide()
-        self.thinking = QLabel("Thinking", self)
-        self.thinking.setObjectName("Thinking")
+        self.thinking = WaitingLabel(self)  # while a streaming answer has no text yet
         self.body = MarkdownBody(renderer, self)
         self.status_label = QLabel(self)
         self.status_label.setObjectName("StatusChip")
@@ -416,11 +412,16 @@ class MessageWidget(QFrame):
         if self.sources_line is not None:
             self.sources_line.set_sources(sources, left)
 
+    def set_waiting(self, text: str) -> None:
+        """What the answer waits for until its text comes (waiting_label.py)."""
+        if not self.is_user:
+            self.thinking.set_what(text)
+            self._refresh_thinking()
+
     def _refresh_thinking(self) -> None:
         if self.body is None:
             return
-        waiting = self.streaming and not self.body.text
-        self.thinking.setVisible(waiting)
+        self.thinking.run(self.streaming and not self.body.text)
         show_body = bool(self.body.text) or not self.streaming
         if show_body and self.body.isHidden() and self.width() >= MIN_HINT_WIDTH:
             # Shown at the width it will have: shown in its default size, its first text
@@ -428,15 +429,6 @@ class MessageWidget(QFrame):
             margins = self._layout.contentsMargins() + self._column.contentsMargins()
             self.body.resize(self.width() - margins.left() - margins.right(), 0)
         self.body.setVisible(show_body)
-        if waiting and not self._thinking_timer.isActive():
-            self._thinking_timer.start()
-        elif not waiting:
-            self._thinking_timer.stop()
-
-    @Slot()
-    def _on_thinking_tick(self) -> None:
-        self._dots = (self._dots + 1) % 4
-        self.thinking.setText("Thinking" + "." * self._dots)
 
     def _refresh_siblings(self) -> None:
         count = self.message.sibling_count

@@ -8,6 +8,12 @@ message under the last result. The runner's ``message_saved`` tells the chat abo
 saved mid-answer. Calls wait for the person (``approval_requested``; ``decide`` answers); Esc
 cancels (``AnswerRunner.stop``).
 
+What the person sees while no text streams: the streaming message says "Starting <server>…"
+while the chat's servers connect, nothing while a server's command line waits on its card
+(the card asks), "Thinking" while the model reads; a call waits and runs on its card (the
+message that made it shows the call); once a round's results are all saved, the next round's
+message streams at once (it says "Thinking" while the model reads the results).
+
 The MCP servers are the runner's ``manager`` (made on first use, stopped at quit).
 """
 
@@ -24,6 +30,7 @@ from app.chats.tool_messages import call_metadata, chat_messages, result_metadat
 from app.engine.types import ChatMessage, Failed, FinalEvent, LoadedModel
 from app.ui.chat.chat_record import save_partial_stats
 from app.ui.chat.tool_turn import CommandRequest, ToolTurn
+from app.ui.chat.waiting_label import THINKING
 
 if TYPE_CHECKING:  # the tools are imported with their first use, not at start-up
     from app.tools.loop import Engine, ToolCall
@@ -42,6 +49,7 @@ class ToolAnswers(QObject):
         self._manager: ToolManager | None = None
         self._calls: dict[str, ToolCall] = {}  # call id -> the call, until its result is saved
         self._rounds: dict[str, FinalEvent] = {}  # conversation id -> its answer's last round
+        self._due: dict[str, int] = {}  # conversation id -> results of its round still to come
         self.engine: Engine | None = None  # None: the session's engine worker
 
     @property
@@ -78,6 +86,7 @@ class ToolAnswers(QObject):
         turn.text.connect(self._on_text)
         turn.message.connect(self._on_message)
         turn.round_finished.connect(self._on_round_finished)
+        turn.starting.connect(self._on_starting)
         turn.approval_requested.connect(self._on_approval_requested)
         turn.call_finished.connect(self._on_call_finished)
         turn.done.connect(self._on_done)
@@ -143,9 +152,17 @@ class ToolAnswers(QObject):
         if answer is not None:
             self._rounds[answer.conversation_id] = final
 
+    @Slot(list)
+    def _on_starting(self, servers: list[str]) -> None:
+        answer = self._answer_of(self.sender())
+        if answer is not None:
+            text = f"Starting {', '.join(servers)}…" if servers else THINKING
+            self.runner.set_waiting(answer, text)
+
     def _save_calls(self, answer: Answer, calls: list[dict[str, Any]]) -> None:
         from app.ui.chat.answers import _stats
 
+        self._due[answer.conversation_id] = len(calls)
         message_id = self.ensure_streaming(answer)
         self.runner.save(answer)
         metadata = {"model": answer.model, "model_path": answer.model_path, **call_metadata(calls)}
@@ -179,12 +196,19 @@ class ToolAnswers(QObject):
             answer.conversation_id, "tool", str(message.get("content") or ""), metadata=metadata
         )
         self.runner.message_saved.emit(answer.conversation_id, saved, False)
+        due = self._due.get(answer.conversation_id, 0) - 1
+        self._due[answer.conversation_id] = due
+        if due <= 0:  # the model reads the results now: its next message shows it thinking
+            del self._due[answer.conversation_id]
+            self.ensure_streaming(answer)
 
     @Slot(object)
     def _on_approval_requested(self, call: ToolCall | CommandRequest) -> None:
         answer = self._answer_of(self.sender())
         if answer is not None and answer.turn is not None:
             answer.turn.pending = call
+            if isinstance(call, CommandRequest):  # its card asks: the message says nothing
+                self.runner.set_waiting(answer, "")
             self.runner.approval_requested.emit(answer.conversation_id, call)
 
     @Slot(object)
@@ -192,6 +216,8 @@ class ToolAnswers(QObject):
         answer = self._answer_of(self.sender())
         if not isinstance(call, CommandRequest):  # a command line has no result to save
             self._calls[call.id] = call
+        elif answer is not None:
+            self.runner.set_waiting(answer, THINKING)
         if answer is not None:
             self.runner.call_finished.emit(answer.conversation_id, call)
 
@@ -205,6 +231,7 @@ class ToolAnswers(QObject):
             return
         answer.turn = None
         self._rounds.pop(answer.conversation_id, None)
+        self._due.pop(answer.conversation_id, None)
         self.ensure_streaming(answer)  # the answer's own message, also when a call ended it
         from app.tools.loop import LoopResult
 

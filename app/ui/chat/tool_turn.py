@@ -13,9 +13,11 @@ cancels the loop and calls nothing back).
 
 Signals (GUI thread): ``text(str)``; ``message(dict)`` each message the loop adds (an assistant
 message with ``tool_calls``, a ``tool`` result, the answer); ``round_finished(FinalEvent)``
-each round the model wrote, before its message; ``approval_requested(ToolCall |
-CommandRequest)``; ``call_finished(ToolCall | CommandRequest)`` (a command request once it is
-decided); ``done(object)`` a LoopResult, or an exception when the servers could not be reached.
+each round the model wrote, before its message; ``starting(list[str])`` the chat's servers
+that are not up yet, before they are connected to (``[]`` once they are);
+``approval_requested(ToolCall | CommandRequest)``; ``call_finished(ToolCall |
+CommandRequest)`` (a command request once it is decided); ``done(object)`` a LoopResult, or an
+exception when the servers could not be reached.
 """
 
 from __future__ import annotations
@@ -97,6 +99,7 @@ class ToolTurn(QObject):
     text = Signal(str)
     message = Signal(dict)
     round_finished = Signal(object)
+    starting = Signal(list)
     approval_requested = Signal(object)
     call_finished = Signal(object)
     done = Signal(object)
@@ -186,9 +189,14 @@ class ToolTurn(QObject):
                     servers.remove(server.name)
                 if self.loop.control.cancelled:
                     return LoopResult(cancelled=True)
+            down = [name for name in servers if self._manager.known_tools(name) is None]
+            if down:
+                self.starting.emit(down)
             self.loop.toolbox = self._manager.toolbox(
                 servers, exclude=setup.tools_off, wait=self.loop.control.wait
             )
+            if down:
+                self.starting.emit([])
             return self.loop.run(messages)
         except concurrent.futures.CancelledError:  # Esc while the servers were connecting
             return LoopResult(cancelled=True)
