@@ -17,9 +17,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from app.engine.types import ChatMessage
+from app.engine.types import ChatMessage, content_text
 
 PER_MESSAGE_OVERHEAD = 8  # role markers a chat template adds around each message
 PROMPT_OVERHEAD = 16  # BOS, the generation prompt
@@ -40,12 +39,7 @@ def answer_room(n_ctx: int, max_tokens: int | None) -> int:
 
 def message_text(message: ChatMessage) -> str:
     """The text a message contributes (the text parts of a list of content parts)."""
-    content: Any = message.get("content")
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-    return ""
+    return content_text(message.get("content"))
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,7 +42,7 @@ from app.engine.template_sandbox import (
     budget_for,
     deactivate,
 )
-from app.engine.types import BadRequestError, ChatMessage
+from app.engine.types import BadRequestError, ChatMessage, content_text
 
 FALLBACK_STOP = ("\nUser:", "\nAssistant:")
 
@@ -199,7 +199,7 @@ class ChatTemplate:
 def _fallback(messages: list[ChatMessage], add_generation_prompt: bool) -> str:
     parts: list[str] = []
     for m in messages:
-        content = (m.get("content") or "").strip()
+        content = content_text(m.get("content")).strip()
         role = m.get("role", "user")
         if role == "system":
             if content:

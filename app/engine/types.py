@@ -88,7 +88,10 @@ class SamplingParams:
 
 class ChatMessage(TypedDict, total=False):
     role: str
-    content: str | None
+    # Text, or OpenAI content parts ({"type": "text", "text": ...}, {"type": "image_url", ...})
+    # for a remote provider. The local engine gets text: images become media markers in it and
+    # their bytes go in ChatRequest.images.
+    content: str | list[dict[str, Any]] | None
     name: str
     tool_calls: list[dict[str, Any]]
     tool_call_id: str
@@ -414,3 +417,14 @@ class Model(Protocol):
     def embed(
         self, inputs: list[str], normalize: bool, cancelled: Callable[[], bool]
     ) -> tuple[list[list[float]], int]: ...
+
+
+def content_text(content: object) -> str:
+    """A message's text: its content, or its text parts one per line (other parts and
+    anything that is not content give nothing)."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return ""
+    texts = (p.get("text") for p in content if isinstance(p, dict) and p.get("type") == "text")
+    return "\n".join(str(text) for text in texts if text is not None)

@@ -32,6 +32,7 @@ from app.engine.types import (
     Finished,
     Request,
     SamplingParams,
+    content_text,
 )
 from app.engine.worker import Job
 from app.server.output import ChatOutput
@@ -165,7 +166,7 @@ class LoopResult:
         last = self.messages[-1] if self.messages else None
         if last is None or last.get("role") != "assistant" or last.get("tool_calls"):
             return ""
-        return last.get("content") or ""
+        return content_text(last.get("content"))
 
 
 @dataclass(slots=True)

@@ -79,7 +79,7 @@ def test_fit_messages_keeps_system_and_newest_and_drops_whole_turns() -> None:
     assert plan.prompt_tokens <= 512 - 64
     # as many turns as fit are kept: the newest dropped turn would not have fit
     newest_dropped = messages[1 + plan.dropped - 2 : 1 + plan.dropped]
-    cost = sum(_words(m.get("content") or "") + PER_MESSAGE_OVERHEAD for m in newest_dropped)
+    cost = sum(_words(message_text(m)) + PER_MESSAGE_OVERHEAD for m in newest_dropped)
     assert plan.prompt_tokens + cost > 512 - 64
 
 
@@ -105,7 +105,7 @@ def test_fit_messages_drops_a_tool_exchange_with_its_question() -> None:
 
 
 def test_fit_messages_without_a_system_prompt_and_with_content_parts() -> None:
-    parts: ChatMessage = {"role": "user", "content": [{"type": "text", "text": "a b c"}]}  # type: ignore[typeddict-item]
+    parts: ChatMessage = {"role": "user", "content": [{"type": "text", "text": "a b c"}]}
     assert message_text(parts) == "a b c"
     plan = fit_messages([parts], _words, n_ctx=256, max_tokens=None)
     assert plan.fits and plan.dropped == 0 and plan.messages == [parts]

@@ -19,6 +19,7 @@ from app.engine.types import (
     Finished,
     LoadParams,
     SamplingParams,
+    content_text,
 )
 from app.engine.worker import EngineWorker
 from tests.engine.real_chat_templates import GEMMA_2, LLAMA_3_1, QWEN_2_5
@@ -55,6 +56,19 @@ def test_fallback_transcript() -> None:
     )
     assert out.text == "Be kind.\n\nUser: Hi\nAssistant: Hello!\nUser: Bye\nAssistant:"
     assert out.uses_fallback and out.stop == FALLBACK_STOP
+
+
+def test_the_fallback_reads_the_text_of_content_parts() -> None:
+    """Content parts (as a provider's messages carry them) give their text parts, one per line."""
+    parts: list[dict[str, Any]] = [
+        {"type": "text", "text": "What is this?"},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
+        {"type": "text", "text": "Answer briefly."},
+    ]
+    out = ChatTemplate(None).render([{"role": "user", "content": parts}])
+    assert out.text == "User: What is this?\nAnswer briefly.\nAssistant:"
+    assert content_text(parts) == "What is this?\nAnswer briefly."
+    assert content_text(None) == "" and content_text("plain") == "plain"
 
 
 @pytest.mark.parametrize(
