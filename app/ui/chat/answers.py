@@ -14,7 +14,9 @@ most the last half second of an answer, and an interrupted answer still shows it
 
 Attached files: when the history holds questions with files, their text (whole, or the
 passages relevant to the question) is prepared on a worker thread (attached_prompt.py) before
-the history is fitted; the answer records its sources.
+the history is fitted; the answer records its sources. Meanwhile its message says how far the
+question's long files are indexed and embedded ("Reading report.pdf… 40%"); Stop stops that
+at its next step (the engine's embedding job is cancelled).
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ from app.ui.bridge import JobHandle
 from app.ui.chat.attached_prompt import (
     IMAGE_TOKENS,
     AttachedPrompt,
+    ReadingProgress,
+    documents_of,
     needs_preparing,
     prepare_prompt,
 )
@@ -63,9 +67,10 @@ from app.ui.chat.context import (
 )
 from app.ui.chat.tool_answers import ToolAnswers
 from app.ui.chat.tool_turn import ToolSetup, ToolTurn
-from app.ui.chat.waiting_label import THINKING
+from app.ui.chat.waiting_label import THINKING, reading_text
 from app.ui.engine_session import EngineSession, model_name
-from app.ui.task_runner import tasks
+from app.ui.relay import Relay
+from app.ui.task_runner import Task, tasks
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -113,6 +118,7 @@ class Answer:
     turn: ToolTurn | None = None  # the tool loop writing this answer
     attached: AttachedPrompt | None = None  # the attached files' text, once prepared
     preparing: StopFlag | None = None  # set to stop preparing it
+    prepared: Task | None = None  # the task preparing it
     waiting: str = THINKING  # what its message says until its text comes (waiting_label.py)
 
     @property
@@ -174,6 +180,7 @@ class AnswerRunner(QObject):
         self._save_timer = QTimer(self)
         self._save_timer.setInterval(SAVE_INTERVAL_MS)
         self._save_timer.timeout.connect(self.save_all)
+        self._reading = Relay(self._on_reading, self)  # attached files' progress (a task's)
         self.tools = ToolAnswers(self)
         engine.model_loaded.connect(self._on_model_loaded)
         engine.load_failed.connect(self._on_model_load_failed)
@@ -328,7 +335,10 @@ class AnswerRunner(QObject):
         """The attached files' text, read and retrieved on a worker thread; then _submit."""
         if answer.system_prompt:
             budget -= self.counter.count_or_estimate(answer.system_prompt) + PER_MESSAGE_OVERHEAD
-        answer.preparing = StopFlag()
+        answer.preparing = flag = StopFlag()
+        names = [str(e.get("name")) for e in documents_of(answer.history[-1])]
+        if names:
+            self.set_waiting(answer, reading_text(names, 0, 0))
         find_embedder = None
         if self.embedders is not None and self.settings is not None:
             from app.attachments.embedder import embedding_choice
@@ -341,24 +351,32 @@ class AnswerRunner(QObject):
                 self.engine.loaded,
                 answer.preparing,
             )
-        tasks().submit(
+        answer.prepared = tasks().submit(
             functools.partial(
                 _prepared_prompt,
                 find_embedder,
                 list(answer.history),
                 budget,
                 answer.conversation_id,
-                answer.preparing,
+                flag,
+                progress=ReadingProgress(self._reading.send, flag, names),
             ),
             functools.partial(self._on_attached_prepared, answer),
             functools.partial(self._on_attached_failed, answer),
             receiver=self,
-            token=answer.preparing,
+            token=flag,
             name="attachments for an answer",
         )
 
+    def _on_reading(self, update: tuple[StopFlag, str]) -> None:
+        flag, text = update
+        for answer in self.all():
+            if answer.preparing is flag and answer.attached is None:  # still reading
+                self.set_waiting(answer, text)
+
     def _on_attached_prepared(self, answer: Answer, attached: AttachedPrompt) -> None:
         answer.attached = attached
+        self.set_waiting(answer, THINKING)
         if answer.remote:
             self._submit_remote(answer)
         else:
@@ -541,8 +559,12 @@ def _prepared_prompt(
     budget: int,
     conversation_id: str,
     cancel: StopFlag,
+    *,
+    progress: ReadingProgress,
 ) -> AttachedPrompt:
     """On a task thread: the embedder the user chose (it may load an embedding GGUF the first
     time, or look for one in the library), then prepare_prompt with it."""
     embedder = find_embedder() if find_embedder is not None else None
-    return prepare_prompt(history, budget, conversation_id, cancel, embedder=embedder)
+    return prepare_prompt(
+        history, budget, conversation_id, cancel, embedder=embedder, progress=progress
+    )

@@ -21,7 +21,7 @@ keeps; a model that cannot take them gets ``text_only``, which names them under 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,7 +32,7 @@ from app.attachments.context import (
     excerpt_text,  # the core's own formats, so a rebuilt question reads as the first time
     whole_text,
 )
-from app.attachments.document import CancelFlag, Document
+from app.attachments.document import CancelFlag, Document, Progress
 from app.attachments.embedder import Embedder
 from app.attachments.errors import AttachmentError
 from app.attachments.image import entry_bytes, is_image_entry
@@ -40,6 +40,7 @@ from app.chats.models import Message
 from app.engine.fitting import PER_MESSAGE_OVERHEAD, estimate_tokens
 from app.engine.media import MEDIA_MARKER
 from app.ui.chat.attaching import cached_document
+from app.ui.chat.waiting_label import reading_text
 
 SHOWN_WHOLE_CHARS = 2000  # of a whole document, kept with the answer to show as its passage
 # Context positions an image is counted as before the engine says: Gemma 3's projector takes
@@ -80,6 +81,24 @@ class AttachedPrompt:
         if not names:
             return self
         return dataclasses.replace(self, left_out=[*self.left_out, left_out_for_room(names)])
+
+
+@dataclass(slots=True)
+class ReadingProgress:
+    """``prepare_prompt``'s progress for the answer's message: ``send((key, text))`` ("Reading
+    report.pdf… 40%", waiting_label.py) each time the percent grows. Called on the task's
+    thread: give it a Relay's ``send``."""
+
+    send: Callable[[object], None]
+    key: object  # which answer
+    names: list[str]  # of the question's documents
+    percent: int = -1
+
+    def __call__(self, done: int, total: int) -> None:
+        percent = done * 100 // total if total > 0 else 0
+        if percent > self.percent:
+            self.percent = percent
+            self.send((self.key, reading_text(self.names, done, total)))
 
 
 def left_out_for_room(names: list[str]) -> str:
@@ -135,11 +154,14 @@ def prepare_prompt(
     cancel: CancelFlag | None = None,
     *,
     embedder: Embedder | None = None,
+    progress: Progress | None = None,
 ) -> AttachedPrompt:
     """``history`` ends with the question; ``budget``: tokens for the messages (the context
     less the system prompt, the template's overhead and the answer's room). With an
-    ``embedder`` the question's passages are chosen by meaning too (BM25 and vectors fused)."""
-    prompt = _with_documents(history, budget, conversation_id, cancel, embedder)
+    ``embedder`` the question's passages are chosen by meaning too (BM25 and vectors fused).
+    ``progress`` reports the indexing (and embedding) of the question's long documents, as
+    ``build_context`` does."""
+    prompt = _with_documents(history, budget, conversation_id, cancel, embedder, progress=progress)
     contents, left_out, images = dict(prompt.contents), list(prompt.left_out), {}
     names: list[str] = []
     for message in history:
@@ -165,6 +187,8 @@ def _with_documents(
     conversation_id: str,
     cancel: CancelFlag | None,
     embedder: Embedder | None,
+    *,
+    progress: Progress | None = None,
 ) -> AttachedPrompt:
     contents: dict[str, str] = {}
     left_out: list[str] = []
@@ -189,6 +213,7 @@ def _with_documents(
         conversation_id,
         cancel=cancel,
         embedder=embedder,
+        progress=progress,
     )
     if documents:
         contents[question.id] = context.prompt(question.content)
