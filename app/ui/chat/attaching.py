@@ -4,8 +4,11 @@ removed, and its problem in one sentence.
 
 ``AttachmentTray`` (GUI thread) holds them for the open composer; the chat controller takes the
 ready ones when the message is sent (``take_ready``) and records them in the user message's
-metadata (``metadata_entry``). Documents just read are kept in a small cache by their hash, so
-the first answer does not read them again (``cached_document``).
+metadata (``metadata_entry``). Like a draft's text, files not sent belong to the chat they were
+attached in (``show_chat``): another chat shows its own, and coming back shows them again
+(still being read meanwhile); kept for the session, not across a restart. Documents just read
+are kept in a small cache by their hash, so the first answer does not read them again
+(``cached_document``).
 
 Images (PNG, JPEG; a picture pasted from the clipboard too) are stored the same way and
 checked as the engine checks them (``app.attachments.image``); a small thumbnail is made on
@@ -74,6 +77,7 @@ class PendingFile:
     task: Task | None = None
     image: ImageFile | None = None  # once read, for an image
     data: bytes | None = None  # an image pasted from the clipboard (it has no file)
+    chat: str | None = None  # the conversation it was attached in (None: a new chat)
 
     @property
     def name(self) -> str:
@@ -228,7 +232,8 @@ class AttachmentTray(QObject):
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
-        self._files: dict[int, PendingFile] = {}
+        self._files: dict[int, PendingFile] = {}  # of every chat
+        self._chat: str | None = None  # the chat whose files are on show (None: a new chat)
         self._next_key = 1
         self._pasted = 0
         self._image_refusal = ""
@@ -238,20 +243,22 @@ class AttachmentTray(QObject):
 
     @property
     def files(self) -> list[PendingFile]:
-        return list(self._files.values())
+        """The open chat's files."""
+        return [f for f in self._files.values() if f.chat == self._chat]
 
     def file(self, key: int) -> PendingFile | None:
-        return self._files.get(key)
+        found = self._files.get(key)
+        return found if found is not None and found.chat == self._chat else None
 
     @property
     def reading(self) -> list[PendingFile]:
-        return [f for f in self._files.values() if f.state == "reading"]
+        return [f for f in self.files if f.state == "reading"]
 
     # -- changes --------------------------------------------------------------------------
 
     @property
     def images(self) -> list[PendingFile]:
-        return [f for f in self._files.values() if f.is_image]
+        return [f for f in self.files if f.is_image]
 
     @property
     def image_refusal(self) -> str:
@@ -263,18 +270,30 @@ class AttachmentTray(QObject):
             self._image_refusal = text
             self.image_refusal_changed.emit(text)
 
+    def show_chat(self, chat: str | None) -> None:
+        """``chat`` is open (None: a new chat): its files are on show, the others wait."""
+        if chat != self._chat:
+            self._chat = chat
+            self.files_changed.emit()
+
+    def adopt(self, chat: str) -> None:
+        """The new chat on show became the conversation ``chat``: its files go with it."""
+        for pending in self.files:
+            pending.chat = chat
+        self._chat = chat
+
     def add_image_data(self, data: bytes) -> int:
         """Attach an image that has no file (pasted from the clipboard, as PNG); its key."""
         self._pasted += 1
         pending = PendingFile(self._next_key, Path(PASTED_NAME.format(self._pasted)), len(data))
-        pending.data = data
+        pending.data, pending.chat = data, self._chat
         self._start(pending)
         self.files_changed.emit()
         return pending.key
 
     def add_paths(self, paths: list[Path]) -> list[int]:
         """Start reading these files (one already here is not added twice); their keys."""
-        known = {f.path for f in self._files.values()}
+        known = {f.path for f in self.files}
         keys: list[int] = []
         for given in paths:
             path = Path(given)
@@ -285,7 +304,7 @@ class AttachmentTray(QObject):
                 size = path.stat().st_size
             except OSError:
                 size = 0
-            pending = PendingFile(self._next_key, path, size)
+            pending = PendingFile(self._next_key, path, size, chat=self._chat)
             keys.append(pending.key)
             self._start(pending)
         if keys:
@@ -322,7 +341,7 @@ class AttachmentTray(QObject):
         """The read files' metadata entries, for the message being sent; the tray empties
         (files with an error are left out, as their chips said)."""
         entries: list[dict[str, Any]] = []
-        for f in self._files.values():
+        for f in self.files:
             if f.state != "ready" or f.stored is None:
                 continue
             if f.image is not None:
@@ -333,11 +352,13 @@ class AttachmentTray(QObject):
         return entries
 
     def clear(self) -> None:
-        if not self._files:
+        """The open chat's files go."""
+        shown = self.files
+        if not shown:
             return
-        for pending in self._files.values():
+        for pending in shown:
             self._stop(pending)
-        self._files.clear()
+            del self._files[pending.key]
         self.files_changed.emit()
 
     def _stop(self, pending: PendingFile) -> None:

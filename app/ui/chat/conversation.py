@@ -256,6 +256,7 @@ class ConversationController(QObject):
         self.models.select_engine_model()
         self.models.pick_chat_model()
         self.settings.set("ui.last_conversation", conversation.id if conversation else "")
+        self.attachments.show_chat(conversation.id if conversation else None)
         answer = self.answer
         streaming_id = answer.message_id if answer is not None else None
         if answer is not None:
@@ -353,6 +354,7 @@ class ConversationController(QObject):
                 title_from(text), model=model, system_prompt=system_prompt, settings=blob
             )
             self.drafts.forget_new_chat()
+            self.attachments.adopt(self.conversation.id)  # as its files, if any
             self.settings.set("ui.last_conversation", self.conversation.id)
             self.conversation_opened.emit(self.conversation)
         elif not self.branch and self.conversation.title == DEFAULT_TITLE:
