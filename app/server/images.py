@@ -177,7 +177,7 @@ async def _fetch(client: httpx.AsyncClient, url: str, where: str, seconds: float
         reason = str(e) or type(e).__name__
         raise _fetch_error(where, f"cannot fetch {url[:200]}: {reason}.") from None
     try:
-        inspect_image(data)
+        await asyncio.to_thread(inspect_image, data)  # it inflates a PNG's data: off the loop
     except ImageError as e:
         raise _fetch_error(where, f"{url[:200]}: {e.message}", "invalid_image") from None
     return data

@@ -173,7 +173,8 @@ async def chat(request: Request) -> Response:
         return await _load_or_unload(
             request, body.model, body.keep_alive, note, "message", num_ctx=_num_ctx(body.options)
         )
-    openai_body = convert.chat_body(body)
+    # off the event loop: decoding and checking 16 images' data can take a second
+    openai_body = await asyncio.to_thread(convert.chat_body, body)
     openai_convert.check_chat(openai_body)
     await check_constraint(_as_format(openai_convert.chat_constraint(openai_body)))
     gateway = gateway_of(request)
@@ -227,7 +228,7 @@ async def generate(request: Request) -> Response:
         answer = GenerateAnswer(body.model, started, load_seconds, None)
         request_: engine.Request = job
     else:
-        openai_body = convert.generate_chat_body(body)
+        openai_body = await asyncio.to_thread(convert.generate_chat_body, body)
         openai_convert.check_chat(openai_body)
         await check_constraint(_as_format(openai_convert.chat_constraint(openai_body)))
         model, _entry, load_seconds = await resolve(

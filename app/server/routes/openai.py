@@ -127,7 +127,8 @@ async def chat_completions(request: Request, gateway: GatewayDep) -> Response:
         return remote
     body, note = await _parse(request, schemas.ChatCompletionRequest)
     await fetch_image_urls(body.messages, request.app.state.config.image_urls)
-    convert.check_chat(body)
+    # off the event loop: decoding and checking 16 images' data can take a second
+    await asyncio.to_thread(convert.check_chat, body)
     await check_constraint(convert.chat_constraint(body))
     model, meta = await _resolve(gateway, body.model, note)
     plan = convert.plan_chat(body, model, meta)
