@@ -144,6 +144,8 @@ class LoopHooks:
     approve: Callable[[ToolCall], Decision]
     on_text: Callable[[str], None] = lambda text: None
     on_call: Callable[[ToolCall], None] = lambda call: None
+    # a call about to run (allowed, now or always), after ``approve``; ``on_result`` follows
+    on_run: Callable[[ToolCall], None] = lambda call: None
     on_result: Callable[[ToolCall], None] = lambda call: None
     on_message: Callable[[ChatMessage], None] = lambda message: None
     # each round the model wrote to the end, before its message: its usage and timings
@@ -333,6 +335,7 @@ class ToolLoop:
             return error_output("the user did not allow this call.")
         if call.decision == "always":
             self.manager.config.set_always_allow(call.server, call.tool, True)
+        self.hooks.on_run(call)
         try:
             future = self.manager.call(call.server, call.tool, arguments, self.timeout)
         except ToolError as e:

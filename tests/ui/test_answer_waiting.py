@@ -5,12 +5,16 @@ Proves: while a server's command line waits on its card, the message says nothin
 "Thinking" under the card that asks), also after switching chats and back; after "Run it" it
 says "Starting time…" while the server connects; while a call waits for Allow and while it
 runs, no message thinks (the card says it); once the results are saved, the next round's
-message is there at once and says "Thinking" while the model reads them."""
+message is there at once and says "Thinking" while the model reads them. A call of a tool that
+is always allowed gets its card too while it runs (nothing showed that it ran), also after
+switching chats and back."""
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 from pytestqt.qtbot import QtBot
 
@@ -23,6 +27,7 @@ from app.ui.chat.tool_card import CommandCard, ToolCallCard
 from app.ui.chat.tool_turn import ToolSetup
 from app.ui.chat.waiting_label import THINKING
 from app.ui.main_window import MainWindow
+from tests.tools.conftest import sdk_server
 from tests.tools.scripted import ScriptedEngine, call_text
 from tests.ui.helpers import widget
 
@@ -102,3 +107,43 @@ def test_the_message_tells_what_the_answer_waits_for(
     stopped = finished.args[0]
     assert isinstance(stopped, Message) and stopped.id == last.message.id
     assert stopped.status == "stopped" and thinking(window) == []
+
+
+def test_a_call_always_allowed_shows_its_card_while_it_runs(
+    qtbot: QtBot, make_window: Callable[[], MainWindow], tmp_path: Path
+) -> None:
+    window = make_window()
+    server = sdk_server("slow", tmp_path / "markers")  # its "hang" runs until it is cancelled
+    McpConfig().add(dataclasses.replace(server, always_allow=frozenset({"hang"})))
+    controller, panel = window.controller, window.chat.tool_panel
+    controller.new_conversation()
+    controller.set_tool_setup(ToolSetup(("slow",), "auto"))
+    controller.answers.tools.engine = ScriptedEngine([call_text("hang", "{}"), "Done."])
+    asked: list[object] = []
+    controller.tool_approval_requested.connect(asked.append)
+
+    with qtbot.waitSignal(controller.tool_call_running, timeout=WAIT_MS) as running:
+        window.chat.composer.send_requested.emit("Wait for it.")
+    assert asked == []  # always allowed: nobody was asked
+    card = panel.cards.get(running.args[0].id)
+    assert isinstance(card, ToolCallCard)
+    qtbot.waitUntil(card.isVisible)  # shown by its layout in the next event-loop turn
+    assert card.title.text() == "hang · slow"
+    assert card.state.text() == "Running… (Esc stops it)" and not card.waiting
+    assert not card.allow_button.isVisible() and not card.deny_button.isVisible()
+    assert thinking(window) == []
+
+    conversation_id = controller.conversation_id
+    controller.new_conversation()
+    assert panel.cards == {}
+    controller.open_conversation(conversation_id)  # still running: its card is back
+    again = panel.cards.get(running.args[0].id)
+    assert isinstance(again, ToolCallCard) and again.state.text() == "Running… (Esc stops it)"
+    assert not again.waiting and thinking(window) == []
+
+    with qtbot.waitSignal(controller.answer_finished, timeout=WAIT_MS) as finished:
+        controller.stop()  # what Esc does
+    assert finished.args[0].status == "stopped"
+    qtbot.waitUntil(lambda: panel.cards == {}, timeout=WAIT_MS)
+    tool = next(m for m in controller.branch if m.role == "tool")
+    assert tool.content == "Error: the user cancelled this call."

@@ -155,6 +155,7 @@ class AnswerRunner(QObject):
     problem = Signal(str, str)
     message_saved = Signal(str, object, bool)
     approval_requested = Signal(str, object)
+    call_running = Signal(str, object)
     call_finished = Signal(str, object)
     waiting_changed = Signal(str, str, str)
 

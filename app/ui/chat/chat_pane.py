@@ -104,6 +104,7 @@ class ChatPane(QWidget):
         c.conversation_opened.connect(self._on_conversation_opened)
         c.draft_restored.connect(self._on_draft_restored)
         c.tool_approval_requested.connect(self.tool_panel.show_request)
+        c.tool_call_running.connect(self.tool_panel.show_running)
         c.tool_call_finished.connect(self.tool_panel.show_result)
         c.busy_changed.connect(self._on_busy_changed)
         c.settings_changed.connect(self._on_chat_settings_changed)

@@ -22,9 +22,10 @@ used without a total.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QObject, QTimer, Signal, Slot
+from PySide6.QtCore import QObject, QTimer, Signal, SignalInstance, Slot
 
 from app.chats.models import ChatStoreError, Conversation, Message, StoreDamagedError
 from app.chats.store import ChatStore
@@ -81,7 +82,8 @@ class ConversationController(QObject):
     model changed other than through its settings panel; ``draft_restored(str)`` the unsent
     text of the chat just opened, for the composer; ``tool_approval_requested(ToolCall)`` a
     tool call of the open chat waits for Allow once / Always / Deny (``decide_tool``);
-    ``tool_call_finished(ToolCall)`` it ran, was denied or failed.
+    ``tool_call_running(ToolCall)`` it runs; ``tool_call_finished(ToolCall)`` it ran, was
+    denied or failed.
     """
 
     conversation_opened = Signal(object)
@@ -89,6 +91,7 @@ class ConversationController(QObject):
     settings_changed = Signal()
     draft_restored = Signal(str)
     tool_approval_requested = Signal(object)
+    tool_call_running = Signal(object)
     tool_call_finished = Signal(object)
     conversations_changed = Signal()
     branch_changed = Signal(list, object)
@@ -131,8 +134,12 @@ class ConversationController(QObject):
         self.answers.finished.connect(self._on_answer_finished)
         self.answers.problem.connect(self.problem)
         self.answers.message_saved.connect(self._on_answer_message_saved)
-        self.answers.approval_requested.connect(self._on_tool_approval_requested)
-        self.answers.call_finished.connect(self._on_tool_call_finished)
+        for ours, theirs in (  # the open chat's tool calls, for the cards above the composer
+            (self.tool_approval_requested, self.answers.approval_requested),
+            (self.tool_call_running, self.answers.call_running),
+            (self.tool_call_finished, self.answers.call_finished),
+        ):
+            theirs.connect(functools.partial(self._on_tool_event, ours))
         engine.model_loaded.connect(self.refresh_context)
         engine.model_unloaded.connect(self.refresh_context)
         self.models = ChatModelSync(self)
@@ -271,8 +278,11 @@ class ConversationController(QObject):
         self.busy_changed.emit(answer is not None)
         self.draft_restored.emit(self.drafts.text_for(conversation))
         self.refresh_context()
-        if answer is not None and answer.turn is not None and answer.turn.pending is not None:
-            self.tool_approval_requested.emit(answer.turn.pending)  # still waiting for a yes
+        turn = answer.turn if answer is not None else None
+        if turn is not None and turn.pending is not None:
+            self.tool_approval_requested.emit(turn.pending)  # still waiting for a yes
+        elif turn is not None and turn.running_call is not None:
+            self.tool_call_running.emit(turn.running_call)
         if damage is not None:  # said after the chat is on screen (opening one clears notices)
             self._on_store_damaged(damage)
 
@@ -496,15 +506,9 @@ class ConversationController(QObject):
             self.branch.append(message)
             self.message_added.emit(message, streaming)
 
-    @Slot(str, object)
-    def _on_tool_approval_requested(self, conversation_id: str, call: object) -> None:
+    def _on_tool_event(self, ours: SignalInstance, conversation_id: str, call: object) -> None:
         if conversation_id == self.conversation_id:
-            self.tool_approval_requested.emit(call)
-
-    @Slot(str, object)
-    def _on_tool_call_finished(self, conversation_id: str, call: object) -> None:
-        if conversation_id == self.conversation_id:
-            self.tool_call_finished.emit(call)
+            ours.emit(call)
 
     # -- branches and messages ------------------------------------------------------------
 

@@ -10,9 +10,10 @@ cancels (``AnswerRunner.stop``).
 
 What the person sees while no text streams: the streaming message says "Starting <server>…"
 while the chat's servers connect, nothing while a server's command line waits on its card
-(the card asks), "Thinking" while the model reads; a call waits and runs on its card (the
-message that made it shows the call); once a round's results are all saved, the next round's
-message streams at once (it says "Thinking" while the model reads the results).
+(the card asks), "Thinking" while the model reads; a call waits and runs on its card, also one
+always allowed (``call_running``; the message that made it shows the call); once a round's
+results are all saved, the next round's message streams at once (it says "Thinking" while the
+model reads the results).
 
 The MCP servers are the runner's ``manager`` (made on first use, stopped at quit).
 """
@@ -88,6 +89,7 @@ class ToolAnswers(QObject):
         turn.round_finished.connect(self._on_round_finished)
         turn.starting.connect(self._on_starting)
         turn.approval_requested.connect(self._on_approval_requested)
+        turn.running.connect(self._on_running)
         turn.call_finished.connect(self._on_call_finished)
         turn.done.connect(self._on_done)
         turn.start(messages)
@@ -212,8 +214,17 @@ class ToolAnswers(QObject):
             self.runner.approval_requested.emit(answer.conversation_id, call)
 
     @Slot(object)
+    def _on_running(self, call: ToolCall) -> None:
+        answer = self._answer_of(self.sender())
+        if answer is not None and answer.turn is not None:
+            answer.turn.running_call = call
+            self.runner.call_running.emit(answer.conversation_id, call)
+
+    @Slot(object)
     def _on_call_finished(self, call: ToolCall | CommandRequest) -> None:
         answer = self._answer_of(self.sender())
+        if answer is not None and answer.turn is not None and answer.turn.running_call is call:
+            answer.turn.running_call = None
         if not isinstance(call, CommandRequest):  # a command line has no result to save
             self._calls[call.id] = call
         elif answer is not None:

@@ -2,7 +2,8 @@
 and the card of a call of the answer being written, while it waits for a decision and runs.
 
 ``ToolPanel`` is driven by the ConversationController: ``show_request(call)`` when a call waits
-for a decision (the card stays while it runs: Esc stops it), ``show_result(call)`` when it is
+for a decision (the card stays while it runs: Esc stops it), ``show_running(call)`` when a call
+runs (one always allowed gets its card then, without buttons), ``show_result(call)`` when it is
 done (the card goes: the chat shows the call and its result folded under it), ``clear()`` when
 another chat opens or a new answer begins. A server's command line waiting to be approved
 (a ``CommandRequest``) comes the same way, as a command card; one not run stays as a note
@@ -178,6 +179,12 @@ class ToolPanel(QWidget):
             self.cards_layout.addWidget(card)
             self.cards[call.id] = card
         return card
+
+    @Slot(object)
+    def show_running(self, call: Any) -> None:
+        card = self.show_request(call)
+        if isinstance(card, ToolCallCard) and card.waiting:  # not asked: always allowed
+            card.set_running()
 
     @Slot(object)
     def show_result(self, call: Any) -> None:

@@ -15,7 +15,8 @@ Signals (GUI thread): ``text(str)``; ``message(dict)`` each message the loop add
 message with ``tool_calls``, a ``tool`` result, the answer); ``round_finished(FinalEvent)``
 each round the model wrote, before its message; ``starting(list[str])`` the chat's servers
 that are not up yet, before they are connected to (``[]`` once they are);
-``approval_requested(ToolCall | CommandRequest)``; ``call_finished(ToolCall |
+``approval_requested(ToolCall | CommandRequest)``; ``running(ToolCall)`` a call runs now
+(allowed, now or always); ``call_finished(ToolCall |
 CommandRequest)`` (a command request once it is decided); ``done(object)`` a LoopResult, or an
 exception when the servers could not be reached.
 """
@@ -101,6 +102,7 @@ class ToolTurn(QObject):
     round_finished = Signal(object)
     starting = Signal(list)
     approval_requested = Signal(object)
+    running = Signal(object)
     call_finished = Signal(object)
     done = Signal(object)
 
@@ -127,6 +129,7 @@ class ToolTurn(QObject):
             hooks=LoopHooks(
                 approve=self._approve,
                 on_text=self.text.emit,
+                on_run=self.running.emit,
                 on_result=self.call_finished.emit,
                 on_message=self._on_message,
                 on_round=self.round_finished.emit,
@@ -143,6 +146,7 @@ class ToolTurn(QObject):
         self._question: _Question | None = None
         self.task: Task | None = None
         self.pending: ToolCall | CommandRequest | None = None  # waiting for a decision (GUI)
+        self.running_call: ToolCall | None = None  # the call running now (GUI)
         self.skipped: list[str] = []  # servers whose command line the person did not run
 
     def start(self, messages: list[ChatMessage]) -> None:
