@@ -95,7 +95,10 @@ def test_the_message_tells_what_the_answer_waits_for(
         card.allow_button.click()
         assert card.state.text() == "Running… (Esc stops it)"
         assert thinking(window) == []
-    qtbot.waitUntil(lambda: len(engine.requests) == 2, timeout=WAIT_MS)
+    # the next round asked (loop thread), the result and the new message saved (GUI thread)
+    qtbot.waitUntil(
+        lambda: len(engine.requests) == 2 and len(controller.branch) == 4, timeout=WAIT_MS
+    )
     roles = [m.role for m in controller.branch]
     assert roles == ["user", "assistant", "tool", "assistant"]
     last = streaming_widget(window)
