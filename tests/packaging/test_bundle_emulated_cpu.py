@@ -11,8 +11,8 @@ them, which a copy of the bundle without the AVX2 variants, run natively, cannot
 
 For each model, ggml must pick that model's variant (``libggml-cpu-sse42.so``, ``-sandybridge``,
 ``-ivybridge``, ``-piledriver``), and the greedy answer must equal a native run of a copy of the
-bundle that holds only that variant. The app also starts and quits cleanly (offscreen) on the
-Nehalem.
+bundle that holds only that variant. On the Nehalem, the app also starts and quits cleanly
+(offscreen), and ``ember serve`` answers a chat completion through the openai SDK.
 
 PyInstaller's Linux bootloader puts ``_internal`` on ``LD_LIBRARY_PATH`` and re-executes
 itself; qemu-user cannot follow an ``execve`` (the new program runs natively), so the emulated
@@ -44,9 +44,11 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import openai
 import pytest
 
-from tests.packaging.bundle import Bundle, open_bundle
+from tests.helpers.net import free_port, wait_for_health
+from tests.packaging.bundle import Bundle, mapped_files, open_bundle
 
 pytestmark = pytest.mark.emulated_cpu
 
@@ -148,17 +150,22 @@ def _run(
     )
 
 
-def emulated(
-    qemu: str, cpu: Cpu, bundle: Bundle, home: Path, *args: str, **extra: str
-) -> subprocess.CompletedProcess[str]:
-    """``ember ARGS`` on the emulated CPU, started as the bootloader's second stage."""
+def second_stage(bundle: Bundle, home: Path, **extra: str) -> dict[str, str]:
+    """The environment the bootloader's first stage gives its second (see the docstring)."""
     restarted = {
         "_PYI_ARCHIVE_FILE": str(bundle.cli),
         "_PYI_PARENT_PROCESS_LEVEL": "-1",
         "_PYI_LINUX_PROCESS_NAME": bundle.cli.name,
         "LD_LIBRARY_PATH": str(bundle.root / "_internal"),
     }
-    env = _env(bundle, home, **restarted, **extra)
+    return _env(bundle, home, **restarted, **extra)
+
+
+def emulated(
+    qemu: str, cpu: Cpu, bundle: Bundle, home: Path, *args: str, **extra: str
+) -> subprocess.CompletedProcess[str]:
+    """``ember ARGS`` on the emulated CPU, started as the bootloader's second stage."""
+    env = second_stage(bundle, home, **extra)
     return _run([qemu, "-cpu", cpu.model, str(bundle.cli), *args], env, home)
 
 
@@ -236,3 +243,49 @@ def test_the_app_starts_and_quits_cleanly_on_the_oldest_cpu(
     assert result.returncode == 0, f"{result.stdout}\n{result.stderr}\n{text}"
     assert "Traceback" not in result.stderr + text, f"{result.stderr}\n{text}"
     assert "Ember stopped" in text, text
+
+
+@pytest.mark.parametrize("cpu", [NEHALEM], ids=str, indirect=True)
+def test_the_api_answers_on_the_oldest_cpu(
+    qemu: str, cpu: Cpu, bundle: Bundle, gemma_path: Path, tmp_path: Path
+) -> None:
+    """``ember serve`` (uvicorn, the API, the engine's threads) on a CPU without AVX: one chat
+    completion through the openai SDK, then Ctrl+C stops it cleanly."""
+    port = free_port()
+    root = f"http://127.0.0.1:{port}"
+    home = tmp_path / "home"
+    home.mkdir()
+    args = ("serve", "--model", str(gemma_path), "--port", str(port), "-c", "1024")
+    process = subprocess.Popen(
+        [qemu, "-cpu", cpu.model, str(bundle.cli), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=second_stage(bundle, home),
+        cwd=home,
+    )
+    try:
+        wait_for_health(root, process, timeout=300)
+        client = openai.OpenAI(base_url=f"{root}/v1", api_key="unused", timeout=300)
+        model = client.models.list().data[0].id
+        reply = client.chat.completions.create(
+            model=model,
+            messages=[{"role": "user", "content": "Say hello."}],
+            max_tokens=4,
+            temperature=0,
+            logit_bias={"1": -100, "106": -100},  # no end of turn: text every time
+        )
+        assert reply.usage is not None and reply.usage.completion_tokens == 4, reply
+        assert reply.choices[0].message.content, reply
+        # the emulated process's files are mapped into qemu's: the variant for this CPU
+        cpu_code = {p.name for p in mapped_files(process.pid) if p.name.startswith("libggml-cpu")}
+        assert cpu_code == {f"libggml-cpu-{cpu.variant}.so"}, cpu_code
+        process.send_signal(signal.SIGINT)  # qemu passes it on to the emulated process
+        out, err = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 0, err
+    assert out.splitlines()[0] == f"Ember API at {root}/v1"
+    assert "Traceback" not in err, err
