@@ -68,6 +68,11 @@ class ChatView(QScrollArea):
         self.column = QWidget(canvas)
         self.column.setObjectName("ChatColumn")
         self.column.setMaximumWidth(COLUMN_WIDTH)
+        # They grow at the bottom as an answer streams: without static contents Qt repainted
+        # them whole each time, every message on screen with them, also when the reader had
+        # scrolled up to earlier ones (bench/gui_repaint.py). Children that move repaint.
+        for grows in (canvas, self.column):
+            grows.setAttribute(Qt.WidgetAttribute.WA_StaticContents, True)
         outer.addWidget(self.column)
         self._layout = ColumnLayout(self.column)
         self._layout.setContentsMargins(0, 24, 0, 24)
