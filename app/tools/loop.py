@@ -144,12 +144,13 @@ class LoopHooks:
     approve: Callable[[ToolCall], Decision]
     on_text: Callable[[str], None] = lambda text: None
     on_call: Callable[[ToolCall], None] = lambda call: None
-    # a call about to run (allowed, now or always), after ``approve``; ``on_result`` follows
-    on_run: Callable[[ToolCall], None] = lambda call: None
     on_result: Callable[[ToolCall], None] = lambda call: None
     on_message: Callable[[ChatMessage], None] = lambda message: None
     # each round the model wrote to the end, before its message: its usage and timings
     on_round: Callable[[FinalEvent], None] = lambda final: None
+    # a call about to run (allowed, now or always), after ``approve``; ``on_result`` follows
+    # (last: callers pass the fields above by position)
+    on_run: Callable[[ToolCall], None] = lambda call: None
 
 
 @dataclass(slots=True)
