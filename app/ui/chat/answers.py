@@ -240,6 +240,7 @@ class AnswerRunner(QObject):
             self._count_and_submit(answer)
         else:
             answer.waiting_for_model = True
+            self.set_waiting(answer, f"Loading {name}…")
             if self.engine.loading_path != model_path:
                 self.engine.load(model_path)
         return answer, streaming
@@ -266,6 +267,7 @@ class AnswerRunner(QObject):
     def _answer_with(self, answer: Answer, loaded: LoadedModel) -> None:
         answer.waiting_for_model = False
         answer.model_path, answer.model = loaded.path, model_name(loaded.path)
+        self.set_waiting(answer, THINKING)
         self._count_and_submit(answer)
 
     def _count_and_submit(self, answer: Answer) -> None:

@@ -1,8 +1,9 @@
 """What an answer that has no text yet is waiting for, in its message.
 
 ``THINKING`` (the default: the model reads the prompt or writes something it does not show yet;
-its dots move), or what the answer does first: "Reading report.pdf… 40%" (its attached files
-being indexed and embedded), "Starting time…" (the chat's MCP servers). Empty: nothing, because
+its dots move), or what the answer does first: "Loading gemma-3-4b…" (the chat's model),
+"Reading report.pdf… 40%" (its attached files being indexed and embedded), "Starting time…"
+(the chat's MCP servers). Empty: nothing, because
 a card above the composer says it (a server's command line waiting for "Run it").
 """
 
