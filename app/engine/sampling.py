@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from app.engine.types import BadRequestError, EngineError, SamplingParams
+from app.engine.types import BadRequestError, SamplingParams
 
 if TYPE_CHECKING:
     from app.engine.constraints import Grammar
@@ -233,8 +233,13 @@ class Sampler:
             self._model.grammar_seconds += time.perf_counter() - started
         native.llama_sampler_apply(self._chain, ctypes.byref(cur))
         if not 0 <= cur.selected < cur.size or cur.data[cur.selected].logit == -np.inf:
-            # accepting it would abort the process inside llama.cpp
-            raise EngineError("The grammar allows no token here: it cannot be completed.")
+            # accepting it would abort the process inside llama.cpp; the grammar is the
+            # request's (a character past U+10FFFF, an empty class): a 400, not our failure
+            raise BadRequestError(
+                "The grammar allows none of the model's tokens here, so the answer cannot go "
+                "on. Check the grammar: a character past U+10FFFF or an empty character class "
+                "matches nothing."
+            )
         return int(cur.data[cur.selected].id)
 
     def _sample_among_the_best(self, data: np.ndarray, cur: Any) -> int | None:

@@ -258,7 +258,7 @@ def _template_call(call: schemas.ToolCall) -> dict[str, Any]:
     """Templates (following Hugging Face) expect the arguments as an object, not a string."""
     try:
         arguments: Any = json.loads(call.function.arguments or "{}")
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested thousands deep
         arguments = call.function.arguments
     return {
         "id": call.id,

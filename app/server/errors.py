@@ -32,6 +32,10 @@ from app.engine.types import (
 
 log = logging.getLogger(__name__)
 
+JSON_TOO_DEEP_MESSAGE = (
+    "The JSON body is nested too deeply: this server reads arrays and objects up to about 200 "
+    "levels inside each other. Flatten the deepest part (a JSON schema, a tool's parameters)."
+)
 JSON_PARSE_MESSAGE = (
     "We could not parse the JSON body of your request. The API expects a JSON payload "
     "(Content-Type: application/json), but what was sent was not valid JSON."
@@ -152,6 +156,8 @@ def from_validation_errors(errors: Sequence[Any]) -> APIError:
         return APIError(400, "The request is invalid.")
     first = errors[0]
     kind = str(first.get("type", ""))
+    if kind == "json_invalid" and "recursion limit" in str(first.get("msg", "")):
+        return APIError(400, JSON_TOO_DEEP_MESSAGE)  # valid JSON, so say what is wrong with it
     if kind in ("json_invalid", "json_type"):
         return APIError(400, JSON_PARSE_MESSAGE)
     loc = tuple(first.get("loc", ()))

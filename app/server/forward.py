@@ -113,7 +113,7 @@ class RemoteForwarder:
             )
         try:
             data = json.loads(await response.aread())
-        except ValueError:
+        except (ValueError, RecursionError):
             raise APIError(
                 502, f"{provider.name} answered with something that is not JSON.",
                 code="bad_upstream", type="server_error",
@@ -171,7 +171,7 @@ async def _relabel_stream(lines: AsyncIterator[str], remote_id: str) -> AsyncIte
             if payload and payload != "[DONE]":
                 try:
                     chunk = json.loads(payload)
-                except ValueError:
+                except (ValueError, RecursionError):
                     chunk = None
                 if isinstance(chunk, dict) and "model" in chunk:
                     chunk["model"] = remote_id
@@ -188,7 +188,7 @@ def _upstream_error(
         headers["Retry-After"] = response.headers["retry-after"]
     try:
         data = json.loads(content)
-    except ValueError:
+    except (ValueError, RecursionError):
         data = None
     if isinstance(data, dict) and isinstance(data.get("error"), dict):
         err = data["error"]

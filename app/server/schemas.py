@@ -7,15 +7,19 @@ below the vocabulary size, FIM support) happen in the routes.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from app.engine.media import MEDIA_MARKER
 
+TOKEN_ID = re.compile(r"[0-9]{1,10}")
+
 
 class _Body(BaseModel):
-    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+    # NaN and Infinity (which Python's JSON writes) are numbers to no parameter here
+    model_config = ConfigDict(extra="ignore", populate_by_name=True, allow_inf_nan=False)
 
 
 # ---- messages -------------------------------------------------------------------------------
@@ -184,8 +188,11 @@ class _Sampling(_Body):
     @classmethod
     def _bias(cls, v: dict[str, float] | None) -> dict[str, float] | None:
         for key, value in (v or {}).items():
-            if not key.lstrip("-").isdigit() or int(key) < 0:
-                raise ValueError(f"keys must be token ids (non-negative integers), not {key!r}")
+            # ASCII digits only: str.isdigit() takes "²", which int() refuses; 10 digits
+            # cover any vocabulary, and int() refuses over 4,300 of them
+            if not TOKEN_ID.fullmatch(key):
+                shown = key if len(key) <= 20 else key[:20] + "…"
+                raise ValueError(f"keys must be token ids (non-negative integers), not {shown!r}")
             if not -100 <= value <= 100:
                 raise ValueError(f"values must be between -100 and 100, not {value} for {key}")
         return v

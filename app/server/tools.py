@@ -53,7 +53,7 @@ def call_as_text(name: str, arguments: str) -> str:
     cannot render ``tool_calls`` themselves)."""
     try:
         args: Any = json.loads(arguments) if arguments else {}
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested thousands deep
         args = arguments
     call = json.dumps({"name": name, "arguments": args}, ensure_ascii=False)
     return f"<tool_call>{call}</tool_call>"

@@ -81,7 +81,7 @@ class _Pieces:
             name, text = self.calls[index]
             try:
                 arguments: Any = json.loads(text or "{}")
-            except ValueError:
+            except (ValueError, RecursionError):  # RecursionError: nested thousands deep
                 arguments = None
             if not isinstance(arguments, dict):
                 arguments = {"arguments": text}
