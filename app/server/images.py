@@ -164,8 +164,6 @@ def _fetch_error(where: str, message: str, code: str = "image_url_fetch_failed")
 
 
 async def _fetch(client: httpx.AsyncClient, url: str, where: str, seconds: float) -> bytes:
-    import httpx
-
     try:
         async with asyncio.timeout(seconds):
             data = await _download(client, url, where)
@@ -173,7 +171,12 @@ async def _fetch(client: httpx.AsyncClient, url: str, where: str, seconds: float
         raise _fetch_error(
             where, f"the image at {url[:200]} did not arrive within {seconds:.0f} s."
         ) from None
-    except httpx.HTTPError as e:
+    except APIError:
+        raise
+    except Exception as e:
+        # httpx.HTTPError, and what a client-named URL or a redirect makes httpx raise outside
+        # it: InvalidURL ("http://[::1/"), an IDNAError ("https://xn--/"), an ExceptionGroup
+        # holding an OverflowError (port 99999)
         reason = str(e) or type(e).__name__
         raise _fetch_error(where, f"cannot fetch {url[:200]}: {reason}.") from None
     try:
