@@ -1,7 +1,7 @@
 """Images attached to a message, for a model with a vision projector.
 
 An image is stored like a document (hash-named, in EMBER_HOME/attachments) and checked in
-Python by the engine's own :func:`~app.engine.vision.inspect_image` (PNG or JPEG, its size
+Python by the engine's own :func:`~app.engine.image_bounds.inspect_image` (PNG or JPEG, its size
 from the header, within the limits the engine takes), so a chip says what is wrong before the
 message is sent rather than the engine after. No pixels are decoded here.
 """
@@ -14,7 +14,7 @@ from typing import Any
 
 from app.attachments.errors import AttachmentError, UnreadableError
 from app.attachments.store import safe_suffix, stored_path
-from app.engine.vision import MAX_IMAGE_BYTES, ImageError, inspect_image
+from app.engine.image_bounds import MAX_IMAGE_BYTES, ImageError, inspect_image
 
 IMAGE_SUFFIXES = frozenset({".png", ".jpg", ".jpeg"})
 IMAGE_KIND = "image"

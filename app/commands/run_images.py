@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Final
 
 from app.cli import CliError
+from app.engine.image_bounds import MAX_IMAGE_BYTES, MAX_IMAGES, ImageError, inspect_image
 from app.engine.media import MEDIA_MARKER
-from app.engine.vision import MAX_IMAGE_BYTES, MAX_IMAGES, ImageError, inspect_image
 
 IMAGE_SUFFIXES: Final = (".png", ".jpg", ".jpeg")
 

@@ -21,7 +21,7 @@ import base64
 import binascii
 from typing import TYPE_CHECKING
 
-from app.engine.vision import MAX_IMAGE_BYTES, MAX_IMAGES, ImageError, inspect_image
+from app.engine.image_bounds import MAX_IMAGE_BYTES, MAX_IMAGES, ImageError, inspect_image
 from app.server import schemas
 from app.server.errors import APIError
 

@@ -23,15 +23,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from app.engine.image_bounds import MAX_IMAGE_BYTES, ImageError, inspect_image
 from app.engine.types import BadRequestError
-from app.engine.vision import (
-    MAX_IMAGE_BYTES,
-    ImageError,
-    Projector,
-    ProjectorError,
-    decode_embeddings,
-    inspect_image,
-)
+from app.engine.vision import Projector, ProjectorError, decode_embeddings
 from tests.helpers.projector import (
     IMAGE_TOKENS,
     TEXT_N_EMBD,

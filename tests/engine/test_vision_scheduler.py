@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from app.engine import scheduler as scheduler_module
+from app.engine.image_bounds import inspect_image
 from app.engine.llamacpp import LlamaCppModel
 from app.engine.media import MEDIA_MARKER, ImageItem, MediaPrompt, pseudo_token
 from app.engine.types import (
@@ -30,7 +31,6 @@ from app.engine.types import (
     SamplingParams,
     Started,
 )
-from app.engine.vision import inspect_image
 from app.engine.worker import EngineWorker, Job
 from tests.engine.test_vision import png
 from tests.helpers.projector import IMAGE_TOKENS, write_projector

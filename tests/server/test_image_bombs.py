@@ -29,7 +29,7 @@ import openai
 import pytest
 from PIL import Image
 
-from app.engine import vision
+from app.engine import image_bounds
 from app.engine.types import LoadParams
 from app.engine.worker import EngineWorker
 from app.server import images
@@ -77,7 +77,7 @@ def png_bomb(inflated_mb: int) -> bytes:
     ihdr = struct.pack(">IIBBBBB", 32, 32, 8, 2, 0, 0, 0)
     idat = zlib.compress(bytes(inflated_mb * 1024 * 1024), 9)
     chunks = _chunk(b"IHDR", ihdr) + _chunk(b"IDAT", idat) + _chunk(b"IEND", b"")
-    return vision.PNG_SIGNATURE + chunks
+    return image_bounds.PNG_SIGNATURE + chunks
 
 
 def jpeg(size: tuple[int, int], progressive: bool) -> bytes:
@@ -158,7 +158,7 @@ def test_a_png_bomb_on_ollamas_chat_is_a_400_in_its_shape(base_url: str) -> None
     ids=["png-interlaced-rgba", "png-16-bit", "png-palette-interlaced", "png-1-bit", "jpeg-prog"],
 )
 def test_real_images_the_checks_read_still_answer(client: openai.OpenAI, image: bytes) -> None:
-    media_type = "image/png" if image.startswith(vision.PNG_SIGNATURE) else "image/jpeg"
+    media_type = "image/png" if image.startswith(image_bounds.PNG_SIGNATURE) else "image/jpeg"
     assert ask(client, data_url(image, media_type)).usage is not None
 
 
@@ -167,9 +167,9 @@ def test_images_are_checked_off_the_event_loop(
 ) -> None:
     threads: list[str] = []
 
-    def recording(data: bytes) -> vision.ImageInfo:
+    def recording(data: bytes) -> image_bounds.ImageInfo:
         threads.append(threading.current_thread().name)
-        return vision.inspect_image(data)
+        return image_bounds.inspect_image(data)
 
     monkeypatch.setattr(images, "inspect_image", recording)
     monkeypatch.setattr(ollama_images, "inspect_image", recording)

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from app.config import Settings
-from app.engine.vision import MAX_IMAGE_BYTES
+from app.engine.image_bounds import MAX_IMAGE_BYTES
 from app.server import schemas
 from app.server.config import ServerConfig, allow_image_urls
 from app.server.errors import APIError

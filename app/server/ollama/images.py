@@ -14,7 +14,7 @@ import base64
 import binascii
 from typing import Any
 
-from app.engine.vision import MAX_IMAGE_BYTES, ImageError, inspect_image
+from app.engine.image_bounds import MAX_IMAGE_BYTES, ImageError, inspect_image
 from app.server import schemas as openai
 from app.server.errors import APIError
 

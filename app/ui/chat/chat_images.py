@@ -13,10 +13,10 @@ import base64
 from collections.abc import Sequence
 from typing import Any
 
+from app.engine.image_bounds import JPEG_SIGNATURE
 from app.engine.media import MEDIA_MARKER
 from app.engine.providers import is_remote_id
 from app.engine.types import LoadedModel
-from app.engine.vision import JPEG_SIGNATURE
 from app.ui.engine_session import model_name
 
 

@@ -26,7 +26,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.engine.vision import MAX_IMAGE_BYTES
+from app.engine.image_bounds import MAX_IMAGE_BYTES
 from app.server.ollama import OLLAMA_PORT
 from app.ui import icons, theme
 from app.ui.server.controller import ALL_INTERFACES, LOOPBACK, ServerController
