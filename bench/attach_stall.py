@@ -33,14 +33,13 @@ if "QT_QPA_PLATFORM" not in os.environ and not os.environ.get("DISPLAY"):
     os.environ["QT_QPA_PLATFORM"] = "offscreen"
 os.environ.setdefault("EMBER_HOME", tempfile.mkdtemp(prefix="ember-bench-"))
 
-from gui_stream import TARGET_MS, Heartbeat, wait, wait_for  # noqa: E402
-
 from app.engine.types import LoadParams  # noqa: E402
 from app.ui.app import create_application  # noqa: E402
 from app.ui.engine_session import api_model_id  # noqa: E402
 from app.ui.main_window import MainWindow  # noqa: E402
 from app.ui.services import create_services  # noqa: E402
 from app.ui.theme import ThemeManager  # noqa: E402
+from bench.gui_stream import TARGET_MS, Heartbeat, wait, wait_for  # noqa: E402
 from tests.attachments import builders  # noqa: E402
 from tests.ui.parallel_fake import ParallelFakeWorker  # noqa: E402
 from tests.ui.test_attachments_chips import drop_files  # noqa: E402

@@ -1,0 +1,1 @@
+"""Benchmarks: each script prints ratios against a baseline measured in the same run."""
