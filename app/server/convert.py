@@ -36,6 +36,26 @@ ws     ::= | " " | "\n" [ \t]{0,20}
 
 COMPLETIONS_DEFAULT_MAX_TOKENS = 16  # OpenAI's default for /v1/completions
 
+# A token is at most this many characters (Gemma 3's longest is 31), so a prompt longer than
+# the context times this cannot fit. It is refused before the engine thread renders and
+# tokenizes it: 30 MB of text held every answer (the app's chats too) for 20 s there, and
+# 200,000 messages for over 3 minutes. Each message takes at least one token as well.
+MAX_CHARS_PER_TOKEN = 256
+
+
+def _check_prompt_size(chars: int, messages: int, model: LoadedModel, param: str) -> None:
+    n_ctx = model.n_ctx
+    if messages <= n_ctx and chars <= n_ctx * MAX_CHARS_PER_TOKEN:
+        return
+    what = f"{messages:,} messages" if messages > n_ctx else f"{chars:,} characters"
+    raise APIError(
+        400,
+        f"The prompt is {what}: more than a context of {n_ctx:,} tokens can hold. Shorten the "
+        "conversation or load the model with a larger context.",
+        param=param,
+        code="context_length_exceeded",
+    )
+
 
 def _check_common(body: schemas._Sampling) -> None:
     """Checks shared by chat and completions that pydantic cannot make alone."""
@@ -183,6 +203,8 @@ def plan_chat(body: schemas.ChatCompletionRequest, model: LoadedModel, meta: Mod
     mode, _named = tool_mode(body)
     functions = [t.function.model_dump(exclude_none=True) for t in body.tools or []]
     tools_for_template = [t.model_dump(exclude_none=True) for t in body.tools or []]
+    chars = sum(_message_chars(m) for m in body.messages) + len(json.dumps(tools_for_template))
+    _check_prompt_size(chars, len(body.messages), model, "messages")
     grammar, schema, source = chat_constraint(body)
     if source == "grammar":
         grammar = None  # sampling() takes the body's own grammar itself
@@ -254,6 +276,11 @@ def _chat_messages(messages: list[schemas.Message], native_tools: bool) -> list[
     return out
 
 
+def _message_chars(message: schemas.Message) -> int:
+    calls = message.tool_calls or []
+    return len(message.text() or "") + sum(len(c.function.arguments) + 40 for c in calls)
+
+
 def _template_call(call: schemas.ToolCall) -> dict[str, Any]:
     """Templates (following Hugging Face) expect the arguments as an object, not a string."""
     try:
@@ -303,6 +330,7 @@ def completion_request(
 ) -> engine.CompletionRequest:
     """The engine request for a body that passed :func:`check_completion` (``prompt``)."""
     _check_vocabulary(body, meta)
+    _check_prompt_size(len(prompt) + len(body.suffix or ""), 1, model, "prompt")
     if body.suffix is not None and not model.has_fim:
         raise APIError(
             400,

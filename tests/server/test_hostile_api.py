@@ -32,7 +32,7 @@ from app.server.gateway import Gateway
 from app.server.ollama.answers import _Pieces
 from app.server.output import Piece
 from app.server.runner import ServerRunner
-from tests.server.conftest import MODEL_ID
+from tests.server.conftest import MODEL_ID, N_CTX, Served
 
 MESSAGES = [{"role": "user", "content": "Hi"}]
 HEADERS = {"content-type": "application/json"}
@@ -186,3 +186,37 @@ def test_a_provider_answering_json_nested_thousands_deep_is_no_500(forwarding: s
         streamed = http.post("/v1/embeddings", json=body)  # passed through as it came
         assert streamed.status_code == 200 and streamed.text.endswith("data: [DONE]\n\n")
         assert http.get("/health").status_code == 200
+
+
+# ---- prompts no context can hold are refused before the engine renders or tokenizes them ----
+
+
+@pytest.mark.parametrize("case", ["30 MB prompt", "30 MB chat", "200,000 messages"])
+def test_a_prompt_no_context_can_hold_never_reaches_the_engine(
+    served: Served, http: httpx.Client, monkeypatch: pytest.MonkeyPatch, case: str
+) -> None:
+    """They held the engine thread (every answer, the app's chats too) for 20 s and over 3
+    minutes while llama.cpp tokenized them or the template rendered them, to find they do not
+    fit; a client that hung up could not stop that."""
+    submitted: list[object] = []
+    submit = served.gateway.submit
+
+    def recording(request: Any) -> Any:
+        submitted.append(request)
+        return submit(request)
+
+    monkeypatch.setattr(served.gateway, "submit", recording)
+    text = "word " * (6 * 1024 * 1024)
+    chat = "/v1/chat/completions"
+    bodies: dict[str, tuple[str, dict[str, Any]]] = {
+        "30 MB prompt": ("/v1/completions", {"prompt": text}),
+        "30 MB chat": (chat, {"messages": [{"role": "user", "content": text}]}),
+        "200,000 messages": (chat, {"messages": [{"role": "user", "content": ""}] * 200_000}),
+    }
+    path, body = bodies[case]
+    r = http.post(path, json={"model": MODEL_ID, "max_tokens": 2, **body})
+    assert r.status_code == 400, r.text
+    error = r.json()["error"]
+    assert error["code"] == "context_length_exceeded" and f"{N_CTX:,} tokens" in error["message"]
+    assert submitted == []
+    still_answers(http)
