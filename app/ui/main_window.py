@@ -85,6 +85,7 @@ class MainWindow(QMainWindow):
         self.server = ServerController(s, self)
         self.status = StatusBar(s.engine, self)
         self.status.attach_server(self.server)
+        self.status.attach_answers(self.controller.answers)  # also between tool calls
         self.setStatusBar(self.status)
         self.rail = NavRail(self)
         self._models_pane: ModelsPane | None = None  # built on first use (see models_pane)

@@ -5,6 +5,12 @@ chat writes its own), "3 answers running (2 for API clients)" when the API serve
 share the engine. In a narrow window the engine's text is cut short with "…" and the
 memory goes, so the API switch always stays whole.
 
+An answer with tools (``attach_answers``: the chats' ``AnswerRunner``) is not one engine job:
+between its rounds it says what it waits for, "Waiting for your approval to run NAME" (the
+dot amber, as for a load: it needs you), "Running NAME…", "Starting SERVER…", and it counts
+as generating while the model reads or writes (its rounds run on the engine worker directly,
+so they are not taken for an API client's).
+
 Signals: ``server_page_requested()`` when the API server's label is clicked.
 """
 
@@ -33,6 +39,7 @@ from app.ui.server.switch import ToggleSwitch
 
 if TYPE_CHECKING:
     from app.server.status import ServerStatus
+    from app.ui.chat.answers import AnswerRunner
     from app.ui.server.controller import ServerController
 
 MEMORY_INTERVAL_MS = 2000
@@ -168,6 +175,7 @@ class StatusBar(QStatusBar):
         self.server_toggle.label.clicked.connect(self.server_page_requested)
         self.server_toggle.switch.clicked.connect(self._on_server_switch_clicked)
         self.server: ServerController | None = None
+        self.answers: AnswerRunner | None = None
         self.addPermanentWidget(self.memory_label)
         self.addPermanentWidget(self.memory_separator)
         self.addPermanentWidget(self.server_toggle)
@@ -202,6 +210,15 @@ class StatusBar(QStatusBar):
         self.server_toggle.switch.setEnabled(True)
         self._on_server_status_changed(controller.status)
 
+    def attach_answers(self, runner: AnswerRunner) -> None:
+        """Say what the chats' answers do, also between the rounds of one with tools.
+        Idempotent."""
+        if self.answers is runner:
+            return
+        self.answers = runner
+        runner.activity_changed.connect(self.refresh_state)
+        self.refresh_state()
+
     @Slot(bool)
     def _on_server_switch_clicked(self, checked: bool) -> None:
         if self.server is not None:
@@ -225,7 +242,7 @@ class StatusBar(QStatusBar):
         state = self.engine.state
         loaded = self.engine.loaded
         remote = parse_remote_id(self.engine.remote_model or "")
-        answers = self._answers_text()
+        answers, waiting = self._answers_text()
         if state == LOADING:
             text = f"Loading {model_name(self.engine.loading_path or '')}…"
             text += f" · {answers}" if answers else ""
@@ -239,25 +256,45 @@ class StatusBar(QStatusBar):
             text = "Idle · no model loaded"
         self.state_label.setText(text)
         ready = loaded is not None or remote is not None
-        self.dot.set_state(state if ready or state != "idle" else "none")
+        if waiting:  # a tool waits for the person: amber, as while a model loads
+            self.dot.set_state(LOADING)
+        elif answers and state == "idle":  # between an answer's rounds: no engine job now
+            self.dot.set_state(GENERATING)
+        else:
+            self.dot.set_state(state if ready or state != "idle" else "none")
 
-    def _answers_text(self) -> str:
-        running, api = self.engine.running_answers, self._api_answers
+    def _activities(self) -> list[tuple[str, str]]:
+        return [a.activity() for a in self.answers.all()] if self.answers is not None else []
+
+    def _answers_text(self) -> tuple[str, bool]:
+        """What the answers do, and whether one waits for the person."""
+        activities = self._activities()
+        # The app's answers generating: its engine jobs, or (with tools) answers between
+        # calls, whose rounds the engine session does not see.
+        generating = sum(kind == "generating" for kind, _ in activities)
+        running, api = max(self.engine.running_answers, generating), self._api_answers
+        parts = [_tools_text(activities)] if activities else []
         rate = f"{self._rate:.1f} tok/s" if self._rate > 0 else ""
         if api:  # the rate is the app's answers' alone: not shown beside the API's
             clients = "1 for an API client" if api == 1 else f"{api} for API clients"
             total = running + api
-            return f"{total} answer{'s' if total > 1 else ''} running ({clients})"
-        if running == 1:
-            return f"Generating at {rate}" if rate else "Generating…"
-        if running > 1:
-            return f"{running} answers running" + (f" · {rate}" if rate else "…")
-        return ""
+            parts.append(f"{total} answer{'s' if total > 1 else ''} running ({clients})")
+        elif running == 1:
+            parts.append(f"Generating at {rate}" if rate else "Generating…")
+        elif running > 1:
+            parts.append(f"{running} answers running" + (f" · {rate}" if rate else "…"))
+        waiting = any(kind == "approval" for kind, _ in activities)
+        return " · ".join(p for p in parts if p), waiting
 
     @Slot()
     def _poll_api_answers(self) -> None:
         engine = self.engine
-        api = 0 if engine.remote_model else max(0, engine.worker.running - engine.running_answers)
+        # the app's answers with tools write their rounds on the worker, unseen by the session
+        answers = self.answers.all() if self.answers is not None else []
+        app = engine.running_answers + sum(
+            a.turn is not None and a.activity()[0] == "generating" for a in answers
+        )
+        api = 0 if engine.remote_model else max(0, engine.worker.running - app)
         if api != self._api_answers:
             self._api_answers = api
             self.refresh_state()
@@ -286,6 +323,23 @@ class StatusBar(QStatusBar):
     def _on_model_loaded(self, _loaded: LoadedModel) -> None:
         self.refresh_state()
         self.refresh_memory()
+
+
+def _tools_text(activities: list[tuple[str, str]]) -> str:
+    """What the answers with tools wait for: "Waiting for your approval to run NAME",
+    "Running NAME…", "Starting SERVER…" (or how many, for several)."""
+    parts: list[str] = []
+    for kind, one, many in (
+        ("approval", "Waiting for your approval to run {}", "{} tools waiting for your approval"),
+        ("tool", "Running {}…", "Running {} tools…"),
+        ("starting", "Starting {}…", "Starting the tools of {} chats…"),
+    ):
+        names = [name for k, name in activities if k == kind]
+        if len(names) == 1:
+            parts.append(one.format(names[0]))
+        elif names:
+            parts.append(many.format(len(names)))
+    return " · ".join(parts)
 
 
 def _separator(parent: QWidget) -> QFrame:

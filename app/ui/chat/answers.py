@@ -66,7 +66,7 @@ from app.ui.chat.context import (
     plan_context,
 )
 from app.ui.chat.tool_answers import ToolAnswers
-from app.ui.chat.tool_turn import ToolSetup, ToolTurn
+from app.ui.chat.tool_turn import CommandRequest, ToolSetup, ToolTurn
 from app.ui.chat.waiting_label import THINKING, reading_text
 from app.ui.engine_session import EngineSession, model_name
 from app.ui.relay import Relay
@@ -120,10 +120,31 @@ class Answer:
     preparing: StopFlag | None = None  # set to stop preparing it
     prepared: Task | None = None  # the task preparing it
     waiting: str = THINKING  # what its message says until its text comes (waiting_label.py)
+    starting: tuple[str, ...] = ()  # the chat's MCP servers being connected to
 
     @property
     def remote(self) -> bool:
         return is_remote_id(self.model_path)
+
+    def activity(self) -> tuple[str, str]:
+        """What it does now, for the status bar: ``("approval", NAME)`` a tool call (NAME:
+        the tool) or a server's command line (NAME: ``"the NAME server"``) waits for the
+        person's yes; ``("tool", NAME)`` a call runs; ``("loading", "")`` it waits for its
+        model to load; ``("starting", NAMES)`` the chat's MCP servers connect;
+        ``("generating", "")`` anything else (the model reads or writes, its files are read)."""
+        turn = self.turn
+        if turn is not None and turn.pending is not None:
+            call = turn.pending
+            if isinstance(call, CommandRequest):
+                return "approval", f"the {call.server.name} server"
+            return "approval", call.tool or call.name
+        if turn is not None and turn.running_call is not None:
+            return "tool", turn.running_call.tool or turn.running_call.name
+        if self.waiting_for_model:
+            return "loading", ""
+        if self.starting:
+            return "starting", ", ".join(self.starting)
+        return "generating", ""
 
     def stats_so_far(self) -> dict[str, Any]:
         """What was produced so far, measured on the GUI thread (the engine's own timings
@@ -146,7 +167,9 @@ class AnswerRunner(QObject):
     turns were left out; ``finished(str conversation_id, Message | None)`` once an answer is
     finished and saved (None: saving it failed); ``problem(str kind, str text)`` when the
     engine itself broke; ``waiting_changed(str conversation_id, str message_id, str text)``
-    what the answer's message says until its text comes (``Answer.waiting``).
+    what the answer's message says until its text comes (``Answer.waiting``);
+    ``activity_changed()`` when an answer starts or ends, or what one does changes
+    (``Answer.activity``: a tool call waits for the person's yes, runs, is done).
     """
 
     text_added = Signal(str, str, str)
@@ -158,6 +181,7 @@ class AnswerRunner(QObject):
     call_running = Signal(str, object)
     call_finished = Signal(str, object)
     waiting_changed = Signal(str, str, str)
+    activity_changed = Signal()
 
     def __init__(
         self,
@@ -232,6 +256,7 @@ class AnswerRunner(QObject):
         answer.tools = tools if tools is not None and tools.active and not remote else None
         self._answers[conversation_id] = answer
         self._save_timer.start()
+        self.activity_changed.emit()
         if remote:
             self._submit_remote(answer)
             return answer, streaming
@@ -266,6 +291,7 @@ class AnswerRunner(QObject):
 
     def _answer_with(self, answer: Answer, loaded: LoadedModel) -> None:
         answer.waiting_for_model = False
+        self.activity_changed.emit()
         answer.model_path, answer.model = loaded.path, model_name(loaded.path)
         self.set_waiting(answer, THINKING)
         self._count_and_submit(answer)
@@ -530,6 +556,7 @@ class AnswerRunner(QObject):
                 save_partial_stats(self.store, answer.conversation_id, answer.message_id, None)
         except (ChatStoreError, ValueError):
             log.exception("Could not finish the answer in the chat history")
+        self.activity_changed.emit()
         self.finished.emit(answer.conversation_id, message)
 
     def shutdown(self) -> None:

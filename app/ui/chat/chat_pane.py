@@ -156,6 +156,7 @@ class ChatPane(QWidget):
 
     @Slot(bool)
     def _on_busy_changed(self, busy: bool) -> None:
+        self.view.set_answering(busy)  # its messages offer only what works meanwhile: copy
         if busy:  # a new answer (or a chat that is answering): its own cards only
             self.tool_panel.clear()
 

@@ -6,6 +6,8 @@ still), so an answer streaming meanwhile never waits for a batch of them. So a
 500-message conversation opens as fast as a short one. When the branch changes (a sibling
 switch, a regenerate), widgets of the unchanged beginning are kept. A new answer's (empty)
 message is built in the event-loop turn after the question's, or as soon as something needs it.
+While the chat writes an answer (``set_answering``), its messages offer only copy (see
+message_widget.py), also those built meanwhile: an answer's tool call and results.
 
 Signals: ``action_requested(str action, str message_id)``, ``edit_submitted(str message_id,
 str text)`` (forwarded from the message widgets).
@@ -54,6 +56,7 @@ class ChatView(QScrollArea):
         self._last_answer: MessageWidget | None = None
         self._pending: Message | None = None  # an answer whose widget is built next turn
         self._waiting: tuple[str, str] | None = None  # (message id, what its answer waits for)
+        self._answering = False  # the chat is writing an answer: only copy is offered
         # A timer, not QTimer.singleShot(0, ...): that posts an event, handled before any
         # timer or paint is due, so it ran in the same stretch as the send.
         self._pending_timer = QTimer(self)
@@ -204,6 +207,12 @@ class ChatView(QScrollArea):
             if widget.message.id == message_id:
                 widget.set_waiting(text)
 
+    def set_answering(self, answering: bool) -> None:
+        """Whether the chat on screen is writing an answer (its messages offer only copy)."""
+        self._answering = answering
+        for widget in self._widgets:
+            widget.set_answering(answering)
+
     def set_renderer(self, renderer: MarkdownRenderer) -> None:
         self._renderer = renderer
         for widget in self._widgets:
@@ -286,6 +295,7 @@ class ChatView(QScrollArea):
         )
         widget.action_requested.connect(self.action_requested)
         widget.edit_submitted.connect(self.edit_submitted)
+        widget.set_answering(self._answering)
         if self._waiting is not None and self._waiting[0] == message.id:
             widget.set_waiting(self._waiting[1])
         return widget

@@ -1,5 +1,10 @@
 """One message in the chat: a user bubble or an assistant answer with its stats and actions.
 
+While its chat writes an answer (``set_answering``), a message offers only what works then:
+copy. Editing, regenerating, deleting and switching versions would only be refused ("busy"),
+so those buttons are hidden (the sibling arrows disabled) until the answer ends; an answer
+with tools has finished messages (the call, its results) long before it ends.
+
 Signals: ``action_requested(str action, str message_id)`` with action one of copy, edit,
 regenerate, delete, previous, next; ``edit_submitted(str message_id, str text)``.
 """
@@ -110,6 +115,8 @@ class MessageWidget(QFrame):
         self.is_user = message.role == "user"
         self.streaming = streaming
         self._always_show_actions = False
+        self._hovered = False
+        self._answering = False  # its chat is writing an answer (see the module docstring)
         self._edit_box: EditBox | None = None
         self._heights = HeightCache(self)
         self._backlog = ""
@@ -351,6 +358,13 @@ class MessageWidget(QFrame):
         self._always_show_actions = value
         self._refresh_actions()
 
+    def set_answering(self, answering: bool) -> None:
+        """Whether its chat is writing an answer: then only copy is offered."""
+        if answering != self._answering:
+            self._answering = answering
+            self._refresh_siblings()
+            self._refresh_actions()
+
     def set_renderer(self, renderer: MarkdownRenderer) -> None:
         if self.body is not None:
             self.body.set_renderer(renderer)
@@ -440,14 +454,17 @@ class MessageWidget(QFrame):
         if show:
             index = self.message.sibling_index
             self.sibling_label.setText(f"{index + 1}/{count}")
-            self.previous_button.setEnabled(index > 0 and not self.streaming)
-            self.next_button.setEnabled(index < count - 1 and not self.streaming)
+            free = not self.streaming and not self._answering
+            self.previous_button.setEnabled(index > 0 and free)
+            self.next_button.setEnabled(index < count - 1 and free)
 
-    def _refresh_actions(self, hovered: bool = False) -> None:
-        visible = (hovered or self._always_show_actions) and not self.streaming
+    def _refresh_actions(self) -> None:
+        visible = (self._hovered or self._always_show_actions) and not self.streaming
         visible = visible and self._edit_box is None
-        for button in self._action_buttons:
-            button.setVisible(visible)
+        copy, *changes = self._action_buttons
+        copy.setVisible(visible)
+        for button in changes:  # edit or regenerate, and delete: refused while answering
+            button.setVisible(visible and not self._answering)
 
     def _refresh_avatar(self) -> None:
         if not self.is_user:
@@ -547,11 +564,13 @@ class MessageWidget(QFrame):
         self.action_requested.emit(action, self.message.id)
 
     def enterEvent(self, event: QEnterEvent) -> None:  # noqa: N802 (Qt override)
-        self._refresh_actions(hovered=True)
+        self._hovered = True
+        self._refresh_actions()
         super().enterEvent(event)
 
     def leaveEvent(self, event: QEvent) -> None:  # noqa: N802 (Qt override)
-        self._refresh_actions(hovered=False)
+        self._hovered = False
+        self._refresh_actions()
         super().leaveEvent(event)
 
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt override)

@@ -159,7 +159,9 @@ class ToolAnswers(QObject):
         answer = self._answer_of(self.sender())
         if answer is not None:
             text = f"Starting {', '.join(servers)}…" if servers else THINKING
+            answer.starting = tuple(servers)
             self.runner.set_waiting(answer, text)
+            self.runner.activity_changed.emit()
 
     def _save_calls(self, answer: Answer, calls: list[dict[str, Any]]) -> None:
         from app.ui.chat.answers import _stats
@@ -212,6 +214,7 @@ class ToolAnswers(QObject):
             if isinstance(call, CommandRequest):  # its card asks: the message says nothing
                 self.runner.set_waiting(answer, "")
             self.runner.approval_requested.emit(answer.conversation_id, call)
+            self.runner.activity_changed.emit()
 
     @Slot(object)
     def _on_running(self, call: ToolCall) -> None:
@@ -219,6 +222,7 @@ class ToolAnswers(QObject):
         if answer is not None and answer.turn is not None:
             answer.turn.running_call = call
             self.runner.call_running.emit(answer.conversation_id, call)
+            self.runner.activity_changed.emit()
 
     @Slot(object)
     def _on_call_finished(self, call: ToolCall | CommandRequest) -> None:
@@ -231,6 +235,7 @@ class ToolAnswers(QObject):
             self.runner.set_waiting(answer, THINKING)
         if answer is not None:
             self.runner.call_finished.emit(answer.conversation_id, call)
+            self.runner.activity_changed.emit()
 
     @Slot(object)
     def _on_done(self, result: object) -> None:
