@@ -41,6 +41,8 @@ COMPLETIONS_DEFAULT_MAX_TOKENS = 16  # OpenAI's default for /v1/completions
 # tokenizes it: 30 MB of text held every answer (the app's chats too) for 20 s there, and
 # 200,000 messages for over 3 minutes. Each message takes at least one token as well.
 MAX_CHARS_PER_TOKEN = 256
+# and an embedding input past EMBED_MAX_TOKENS (app/engine/llamacpp.py) tokens, the same way
+EMBED_MAX_CHARS = 8192 * MAX_CHARS_PER_TOKEN
 
 
 def _check_prompt_size(chars: int, messages: int, model: LoadedModel, param: str) -> None:
@@ -361,4 +363,13 @@ def embedding_inputs(body: schemas.EmbeddingRequest) -> list[str]:
         raise APIError(400, "Invalid 'input': an input is an empty string.", param="input")
     if len(strings) > 2048:
         raise APIError(400, "Invalid 'input': at most 2048 inputs.", param="input")
+    for i, text in enumerate(strings):
+        if len(text) > EMBED_MAX_CHARS:
+            raise APIError(
+                400,
+                f"Input {i} is {len(text):,} characters: more than the 8,192 tokens an "
+                "embedding covers. Split it into smaller pieces.",
+                param="input",
+                code="context_length_exceeded",
+            )
     return strings

@@ -23,6 +23,7 @@ import httpx
 import openai
 import pytest
 
+from app.engine.llamacpp import EMBED_MAX_TOKENS
 from app.engine.providers import ProviderRegistry, make_provider
 from app.engine.worker import EngineWorker
 from app.server import convert, schemas
@@ -220,3 +221,26 @@ def test_a_prompt_no_context_can_hold_never_reaches_the_engine(
     assert error["code"] == "context_length_exceeded" and f"{N_CTX:,} tokens" in error["message"]
     assert submitted == []
     still_answers(http)
+
+
+@pytest.mark.parametrize("path", ["/v1/embeddings", "/api/embed"])
+def test_an_embedding_input_no_embedding_can_cover_never_reaches_the_engine(
+    served: Served, http: httpx.Client, monkeypatch: pytest.MonkeyPatch, path: str
+) -> None:
+    """One 30 MB input held the engine thread for 22 s while llama.cpp tokenized it."""
+    submitted: list[object] = []
+    submit = served.gateway.submit
+
+    def recording(request: Any) -> Any:
+        submitted.append(request)
+        return submit(request)
+
+    monkeypatch.setattr(served.gateway, "submit", recording)
+    r = http.post(path, json={"model": MODEL_ID, "input": ["Hi", "word " * (6 * 1024 * 1024)]})
+    assert r.status_code == 400, r.text
+    error = r.json()["error"]
+    message = error if isinstance(error, str) else error["message"]
+    assert "Input 1 is 31,457,280 characters" in message and "8,192 tokens" in message
+    assert submitted == []
+    still_answers(http)
+    assert convert.EMBED_MAX_CHARS == EMBED_MAX_TOKENS * convert.MAX_CHARS_PER_TOKEN
