@@ -7,7 +7,9 @@ Proves: while a call waits for Allow the bar says "Waiting for your approval to 
 whenever no engine job of the session ran), and a round written on the engine worker is not
 counted as an API client's answer; meanwhile the message that made the call, its result and
 the question offer only copy (regenerate, edit and delete only brought the "busy" banner),
-and once the answer ends (stopped, finished) they offer them all again."""
+and once the answer ends (stopped, finished) they offer them all again. An answer stopped while
+its call runs does not show the stats of the round that made the call (that message has them).
+"""
 
 from __future__ import annotations
 
@@ -101,7 +103,11 @@ def test_while_a_call_waits_and_runs_the_bar_says_so_and_the_chat_offers_only_co
 
     with qtbot.waitSignal(controller.answer_finished, timeout=WAIT_MS) as finished:
         controller.stop()  # what Esc does
-    assert finished.args[0].status == "stopped"
+    stopped = finished.args[0]
+    assert stopped.status == "stopped" and stopped.content == ""
+    # it wrote nothing: the stats of the round that made the call stay that message's own
+    assert "tokens" not in stopped.metadata and call.metadata["tokens"] > 0
+    assert widget(window, stopped.id).stats_label.text() == ""
     text, dot = status(window)
     assert text.startswith("Idle · small") and dot == "idle"
     assert hovered(widget(window, call.id)) == ["copy", "regenerate", "delete"]

@@ -50,6 +50,8 @@ class ToolAnswers(QObject):
         self._manager: ToolManager | None = None
         self._calls: dict[str, ToolCall] = {}  # call id -> the call, until its result is saved
         self._rounds: dict[str, FinalEvent] = {}  # conversation id -> its answer's last round
+        # conversation id -> the round whose calls were saved last (its message has its stats)
+        self._saved_rounds: dict[str, FinalEvent] = {}
         self._due: dict[str, int] = {}  # conversation id -> results of its round still to come
         self.engine: Engine | None = None  # None: the session's engine worker
 
@@ -172,6 +174,7 @@ class ToolAnswers(QObject):
         metadata = {"model": answer.model, "model_path": answer.model_path, **call_metadata(calls)}
         final = self._rounds.pop(answer.conversation_id, None)
         if final is not None:  # like any answer, the message shows what writing it took
+            self._saved_rounds[answer.conversation_id] = final
             metadata.update(_stats(final.usage, final.timings, final.reason))
         saved = self.runner.store.finish_message(
             message_id, "complete", metadata, content=answer.text
@@ -247,6 +250,7 @@ class ToolAnswers(QObject):
             return
         answer.turn = None
         self._rounds.pop(answer.conversation_id, None)
+        saved_round = self._saved_rounds.pop(answer.conversation_id, None)
         self._due.pop(answer.conversation_id, None)
         self.ensure_streaming(answer)  # the answer's own message, also when a call ended it
         from app.tools.loop import LoopResult
@@ -256,7 +260,9 @@ class ToolAnswers(QObject):
             return
         from app.ui.chat.answers import _stats
 
-        final = result.final
+        # stopped during a round's calls, the last round is the one that made them: its stats
+        # are its message's, not this one's (which wrote nothing)
+        final = result.final if result.final is not saved_round else None
         status: Status = "stopped" if result.cancelled else "complete"
         metadata: dict[str, Any] = {"tool_rounds": result.rounds}
         if final is not None:
