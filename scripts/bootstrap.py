@@ -93,56 +93,41 @@ def ensure_system_libs() -> None:
         log(f"warning: Qt may need these system packages: {' '.join(missing)} (see README)")
 
 
+# What scripts/build_llama.py patches in llama.cpp: part of each wheel's cache key, so a wheel
+# built before a patch is never reused (bump it when the patches change)
+LLAMA_PATCHES = "tokenizer-partition-1"
+
+
 def llama_wheel() -> Path:
     build = llama_build()
     flags = cmake_args() if build == "portable" else build
     key = hashlib.sha256(
-        f"{LLAMA_CPP_VERSION} {flags} {sys.version_info[:2]}".encode()
+        f"{LLAMA_CPP_VERSION} {flags} {sys.version_info[:2]} {LLAMA_PATCHES}".encode()
     ).hexdigest()[:12]
     cache = WHEEL_CACHE / f"llama-cpp-python-{LLAMA_CPP_VERSION}-{key}"
     wheels = sorted(cache.glob("llama_cpp_python-*.whl"))
     if wheels:
         return wheels[-1]
-    if build != "portable":
-        return runtime_wheel(cache, vulkan=build == "runtime")
-    cache.mkdir(parents=True, exist_ok=True)
-    log(f"building llama-cpp-python {LLAMA_CPP_VERSION} with CMAKE_ARGS={flags!r} (a few minutes)")
-    env = {
-        **os.environ,
-        "CMAKE_ARGS": flags,
-        "CMAKE_BUILD_PARALLEL_LEVEL": str(os.cpu_count() or 2),
-    }
-    tmp = cache.with_name(cache.name + ".partial")
-    shutil.rmtree(tmp, ignore_errors=True)
-    run(
-        [
-            str(venv_python()),
-            "-m",
-            "pip",
-            "wheel",
-            "--no-cache-dir",
-            "--no-deps",
-            f"llama-cpp-python=={LLAMA_CPP_VERSION}",
-            "-w",
-            str(tmp),
-        ],
-        env=env,
-    )
-    for whl in tmp.glob("*.whl"):
-        whl.replace(cache / whl.name)
-    shutil.rmtree(tmp, ignore_errors=True)
-    return sorted(cache.glob("llama_cpp_python-*.whl"))[-1]
+    return built_wheel(cache, build, flags)
 
 
-def runtime_wheel(cache: Path, vulkan: bool) -> Path:
-    """The wheel with back-ends chosen at run time, built by scripts/build_llama.py into a
-    partial folder and moved into ``cache`` once it is whole."""
-    log(f"building llama-cpp-python {LLAMA_CPP_VERSION} with run-time back-ends (tens of minutes)")
+def built_wheel(cache: Path, build: str, flags: str) -> Path:
+    """The wheel scripts/build_llama.py builds (and patches) into a partial folder, moved into
+    ``cache`` once it is whole: one static back-end with ``flags`` (portable), or back-ends
+    chosen at run time (runtime, runtime-cpu)."""
     tmp = cache.with_name(cache.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
     cmd = [sys.executable, str(ROOT / "scripts" / "build_llama.py")]
     cmd += ["--python", str(venv_python()), "--out", str(tmp)]
-    run(cmd if vulkan else [*cmd, "--no-vulkan"])
+    if build == "portable":
+        log(f"building llama-cpp-python {LLAMA_CPP_VERSION} with {flags!r} (a few minutes)")
+        run([*cmd, "--cmake-args", flags])
+    else:
+        log(
+            f"building llama-cpp-python {LLAMA_CPP_VERSION} with run-time back-ends (tens of "
+            "minutes)"
+        )
+        run(cmd if build == "runtime" else [*cmd, "--no-vulkan"])
     cache.mkdir(parents=True, exist_ok=True)
     for whl in tmp.glob("*.whl"):
         whl.replace(cache / whl.name)
@@ -155,6 +140,7 @@ def stamp_text(extras: str) -> str:
     parts = [
         hashlib.sha256(pyproject).hexdigest(),
         LLAMA_CPP_VERSION,
+        LLAMA_PATCHES,
         cmake_args(),
         llama_build(),
         extras,

@@ -10,7 +10,14 @@ builds the same llama-cpp-python version with
 * ``GGML_VULKAN=ON`` on Linux and Windows (``--no-vulkan`` to leave it out): NVIDIA, AMD and
   Intel GPUs through their ordinary drivers; lavapipe is the software device tests use.
 
-Two patches are applied to the unpacked sdist, both idempotent:
+Patches are applied to the unpacked sdist, each idempotent:
+
+0. Every build (also bootstrap.py's default one, built through ``--cmake-args``): llama.cpp's
+   tokenizer split text at special and user-defined tokens with ``std::distance`` and
+   ``std::next`` from the fragment list's head for each match, so its time grew with the
+   square of the matches: 160 KB of ``"w\n"`` held the engine thread for 50 s on Gemma 3, and
+   2 MB would take over an hour, with no way to cancel. :func:`patch_tokenizer_partition` keeps
+   the element before the fragment instead (same fragments, same tokens, linear time).
 
 1. llama-cpp-python's CMakeLists.txt installs ``ggml-cpu`` but not the per-variant modules
    (``ggml-cpu-haswell`` ...): without them the DL wheel has no CPU back-end at all.
@@ -26,6 +33,7 @@ end and written next to the wheel as build-times.json.
 
 Usage: python3 scripts/build_llama.py --python VENV/bin/python --out DIR [--no-vulkan]
                                       [--no-variants] [--sdist FILE] [--work DIR]
+                                      [--cmake-args FLAGS]  (one static build with FLAGS)
 """
 
 from __future__ import annotations
@@ -127,6 +135,120 @@ def patch_layer_settings(src: Path) -> bool:
             "update LAYER_SETTINGS_BLOCK in scripts/build_llama.py for this llama.cpp"
         )
     cpp.write_text(new)
+    return True
+
+
+TOKENIZER_CPP = "vendor/llama.cpp/src/llama-vocab.cpp"
+TOKENIZER_MARK = "ember: std::distance/std::next from the list's head"
+# (old, new, how many times old occurs) in llama_vocab::impl::tokenizer_st_partition
+TOKENIZER_EDITS: tuple[tuple[str, str, int], ...] = (
+    (
+        "    // for each special token\n"
+        "    for (const llama_token special_id : cache_special_tokens) {\n",
+        "    // ember: tokenize() passes one raw fragment; a special token absent from it cannot\n"
+        "    // split any part of it, so its pass over the fragments is skipped (a model has\n"
+        "    // thousands of special tokens, and one pass each cost tokens x fragments)\n"
+        "    std::string_view whole;\n"
+        "    const bool one_fragment = !buffer.empty()\n"
+        "        && std::next(buffer.begin()) == buffer.end()\n"
+        "        && buffer.front().type == FRAGMENT_BUFFER_VARIANT_TYPE_RAW_TEXT;\n"
+        "    if (one_fragment) {\n"
+        "        const auto & first = buffer.front();\n"
+        "        whole = std::string_view(first.raw_text.data() + first.offset, first.length);\n"
+        "    }\n"
+        "    // for each special token\n"
+        "    for (const llama_token special_id : cache_special_tokens) {\n",
+        1,
+    ),
+    (
+        "stablelm, etc.)\n        }\n",
+        "stablelm, etc.)\n        }\n"
+        "        if (one_fragment && whole.find(text) == std::string_view::npos) {\n"
+        "            continue;\n"
+        "        }\n",
+        1,
+    ),
+    (
+        "        // for each text fragment\n"
+        "        std::forward_list<fragment_buffer_variant>::iterator it = buffer.begin();\n",
+        "        // for each text fragment; `prev` is the element before `it`, so the\n"
+        f"        // fragment being split is erased in O(1) ({TOKENIZER_MARK}\n"
+        "        // made this quadratic in the number of matches; see Ember's build_llama.py)\n"
+        "        auto prev = buffer.before_begin();\n"
+        "        std::forward_list<fragment_buffer_variant>::iterator it = buffer.begin();\n",
+        1,
+    ),
+    (
+        "                    auto source = std::distance(buffer.begin(), it);\n",
+        "                    const auto source = it;          // the fragment being split\n"
+        "                    const auto before_source = prev; // and the element before it\n",
+        1,
+    ),
+    (
+        "raw_text, left_reminder_offset, left_reminder_length);\n"
+        "                            it++;\n",
+        "raw_text, left_reminder_offset, left_reminder_length);\n"
+        "                            prev = it;\n"
+        "                            it++;\n",
+        1,
+    ),
+    (
+        "                    buffer.emplace_after(it, special_id);\n                    it++;\n",
+        "                    buffer.emplace_after(it, special_id);\n"
+        "                    prev = it;\n"
+        "                    it++;\n",
+        1,
+    ),
+    (
+        "raw_text, right_reminder_offset, right_reminder_length);\n"
+        "                            it++;\n",
+        "raw_text, right_reminder_offset, right_reminder_length);\n"
+        "                            prev = it;\n"
+        "                            it++;\n",
+        1,
+    ),
+    (
+        "                        if (source == 0) {\n"
+        "                            buffer.erase_after(buffer.before_begin());\n"
+        "                        } else {\n"
+        "                            buffer.erase_after(std::next(buffer.begin(), (source - 1)));\n"
+        "                        }\n",
+        "                        if (prev == source) {\n"
+        "                            prev = before_source;\n"
+        "                        }\n"
+        "                        buffer.erase_after(before_source);\n",
+        2,
+    ),
+    (
+        "            }\n            it++;\n        }\n    }\n}\n",
+        "            }\n            prev = it;\n            it++;\n        }\n    }\n}\n",
+        1,
+    ),
+)
+TOKENIZER_FUNCTION = re.compile(
+    r"void llama_vocab::impl::tokenizer_st_partition\(.*?\n}\n", re.DOTALL
+)
+
+
+def patch_tokenizer_partition(src: Path) -> bool:
+    """Make llama.cpp's split of text at special tokens linear in the number of matches."""
+    cpp = src / TOKENIZER_CPP
+    text = cpp.read_text()
+    if TOKENIZER_MARK in text:
+        return False
+    match = TOKENIZER_FUNCTION.search(text)
+    if match is None:
+        raise SystemExit(f"{cpp}: no tokenizer_st_partition to patch")
+    function = match.group(0)
+    for old, new, count in TOKENIZER_EDITS:
+        if function.count(old) != count:
+            raise SystemExit(
+                f"{cpp}: tokenizer_st_partition is not the one scripts/build_llama.py patches "
+                f"({function.count(old)} of {count} expected matches of {old.strip()[:60]!r}); "
+                "update TOKENIZER_EDITS for this llama.cpp"
+            )
+        function = function.replace(old, new)
+    cpp.write_text(text[: match.start()] + function + text[match.end() :])
     return True
 
 
@@ -245,8 +367,15 @@ def main() -> int:
     parser.add_argument("--sdist", type=Path, help="llama-cpp-python sdist (default: pip download)")
     parser.add_argument("--no-vulkan", dest="vulkan", action="store_false")
     parser.add_argument("--no-variants", dest="variants", action="store_false")
+    parser.add_argument(
+        "--cmake-args",
+        help="build one static llama.cpp with these CMake flags (bootstrap.py's default build), "
+        "patched like the others; --no-vulkan and --no-variants are implied",
+    )
     args = parser.parse_args()
-    if sys.platform == "darwin":
+    if args.cmake_args is not None:
+        args.vulkan = args.variants = False
+    elif sys.platform == "darwin":
         log("macOS keeps bootstrap.py's Metal build; nothing to do here")
         return 1
     out: Path = args.out.resolve()
@@ -258,7 +387,10 @@ def main() -> int:
     started = time.monotonic()
     if not src.is_dir():
         with tarfile.open(sdist) as tar:
-            tar.extractall(work, filter="data")
+            if hasattr(tarfile, "data_filter"):  # Python 3.11.4+ (and Debian's 3.11.2)
+                tar.extractall(work, filter="data")
+            else:  # pip's own sdist, fetched just now
+                tar.extractall(work)
     if args.vulkan:
         header = vulkan_header()
         if header is None:
@@ -273,8 +405,12 @@ def main() -> int:
             patch_layer_settings(src)
     if args.variants:
         patch_install_variants(src)
+    patch_tokenizer_partition(src)
     prepared = round(time.monotonic() - started, 1)
-    flags = cmake_flags(args.vulkan, args.variants)
+    if args.cmake_args is not None:
+        flags = args.cmake_args.split()
+    else:
+        flags = cmake_flags(args.vulkan, args.variants)
     times = {"unpack and patch": prepared, **build(src, args.python, out, flags, out / "build.log")}
     wheels = sorted(out.glob(f"llama_cpp_python-{LLAMA_CPP_VERSION}-*.whl"))
     size = wheels[-1].stat().st_size if wheels else 0

@@ -71,3 +71,29 @@ def test_the_runtime_build_runs_build_llama_and_caches_its_wheel(
     other = "runtime-cpu" if build == "runtime" else "runtime"
     monkeypatch.setenv("EMBER_LLAMA_BUILD", other)  # each build has its own cache
     assert bootstrap.llama_wheel().parent != wheel.parent and len(commands) == 2
+
+
+def test_the_portable_build_is_patched_by_build_llama_with_its_flags(
+    bootstrap: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The default build goes through build_llama.py too (its llama.cpp patches), as one
+    static back-end with bootstrap's portable flags; a wheel from before the patches is not
+    reused (their name is part of the cache key)."""
+    monkeypatch.delenv("EMBER_LLAMA_BUILD", raising=False)
+    monkeypatch.delenv("CMAKE_ARGS", raising=False)
+    commands: list[list[str]] = []
+
+    def run(cmd: list[str], env: dict[str, str] | None = None) -> None:
+        commands.append(cmd)
+        out = Path(cmd[cmd.index("--out") + 1])
+        out.mkdir(parents=True)
+        (out / "llama_cpp_python-0.3.36-cp311-cp311-linux_x86_64.whl").write_bytes(b"PK")
+
+    monkeypatch.setattr(bootstrap, "run", run)
+    wheel = bootstrap.llama_wheel()
+    [cmd] = commands
+    assert cmd[:2] == [sys.executable, str(ROOT / "scripts" / "build_llama.py")]
+    assert cmd[cmd.index("--cmake-args") + 1] == bootstrap.cmake_args()
+    assert bootstrap.llama_wheel() == wheel and len(commands) == 1
+    monkeypatch.setattr(bootstrap, "LLAMA_PATCHES", "tokenizer-partition-0")
+    assert bootstrap.llama_wheel().parent != wheel.parent and len(commands) == 2

@@ -159,3 +159,39 @@ def test_each_part_gets_its_share_of_the_wall_clock(build: ModuleType) -> None:
         "package": 6.0,
         "total": 26.0,
     }
+
+
+TOKENIZER_FUNCTION = (Path(__file__).parent / "data/tokenizer_st_partition-0.3.36.cpp").read_text()
+
+
+def _vocab_cpp(tmp_path: Path, function: str = TOKENIZER_FUNCTION) -> Path:
+    cpp = tmp_path / "src" / "vendor/llama.cpp/src/llama-vocab.cpp"
+    cpp.parent.mkdir(parents=True)
+    cpp.write_text(f"// before\n{function}\n// NOTE: after\n")
+    return cpp
+
+
+def test_the_tokenizer_partition_keeps_the_element_before_its_fragment(
+    build: ModuleType, tmp_path: Path
+) -> None:
+    """Every build is patched so that splitting text at N special tokens is linear in N (it
+    walked the list from its head for each match, and passed over every fragment for each of
+    the model's special tokens: 160 KB of "w\\n" took 50 s)."""
+    cpp = _vocab_cpp(tmp_path)
+    assert build.patch_tokenizer_partition(tmp_path / "src") is True
+    text = cpp.read_text()
+    assert text.startswith("// before\n") and text.endswith("\n// NOTE: after\n")
+    assert "std::distance(buffer.begin(), it)" not in text
+    assert "std::next(buffer.begin(), (source - 1))" not in text
+    # and a special token the text lacks is skipped before its pass over the fragments
+    assert "if (one_fragment && whole.find(text) == std::string_view::npos) {" in text
+    assert text.count("buffer.erase_after(before_source);") == 2
+    assert text.count("prev = it;") == 4  # left, special, right, and the outer loop
+    assert "auto prev = buffer.before_begin();" in text
+    assert build.patch_tokenizer_partition(tmp_path / "src") is False and cpp.read_text() == text
+
+
+def test_a_changed_tokenizer_partition_is_a_clear_error(build: ModuleType, tmp_path: Path) -> None:
+    _vocab_cpp(tmp_path, TOKENIZER_FUNCTION.replace("(source - 1)", "(source-1)"))
+    with pytest.raises(SystemExit, match="update TOKENIZER_EDITS"):
+        build.patch_tokenizer_partition(tmp_path / "src")
