@@ -209,6 +209,13 @@ def _convert(schema_text: str) -> str:
     # type) with assert, KeyError, TypeError, AttributeError…: all are the request's fault.
     except RecursionError as e:
         raise BadRequestError("The JSON schema refers to itself too deeply.") from e
+    except KeyError as e:  # the converter meets a $ref while that same $ref is resolved
+        ref = str(e.args[0]) if e.args else "?"
+        raise BadRequestError(
+            f"The JSON schema refers to itself ($ref {ref!r} inside its own definition): "
+            "recursive schemas are not supported. Write the nesting out to a fixed depth, or "
+            "send a GBNF grammar."
+        ) from e
     except Exception as e:
         raise BadRequestError(f"The JSON schema cannot be turned into a grammar: {e!r}") from e
 

@@ -209,3 +209,18 @@ def test_the_schemas_property_order_is_the_outputs() -> None:
     assert grammar is not None
     root = next(line for line in grammar.text.splitlines() if line.startswith("root ::="))
     assert root.index("name") < root.index("arguments")
+
+
+def test_a_schema_that_refers_to_itself_is_refused_in_words() -> None:
+    """llama-cpp-python's converter stops on a recursive $ref with a bare KeyError."""
+    linked_list = {
+        "$defs": {"node": {"type": "object", "properties": {"next": {"$ref": "#/$defs/node"}}}},
+        "$ref": "#/$defs/node",
+    }
+    with pytest.raises(BadRequestError) as e:
+        grammar_for(SamplingParams(json_schema=linked_list))
+    assert e.value.message == (
+        "The JSON schema refers to itself ($ref '#/$defs/node' inside its own definition): "
+        "recursive schemas are not supported. Write the nesting out to a fixed depth, or send "
+        "a GBNF grammar."
+    )
