@@ -44,6 +44,11 @@ from app.engine.remote_errors import (
     RemoteUnreachableError,
 )
 from app.engine.remote_job import Call, CancelledError, Progress
+from app.engine.remote_limits import (
+    AnswerTooLargeError,
+    iter_lines_capped,
+    read_capped,
+)
 from app.engine.remote_wire import (
     clip,
     error_message,
@@ -179,9 +184,12 @@ class RemoteEngine:
         url = f"{self.base_url}/models"
         timeout = _shorter(self._timeout, httpx.Timeout(**LIST_TIMEOUT))
         try:
-            response = self._client.get(url, timeout=timeout)
+            with self._client.stream("GET", url, timeout=timeout) as streamed:
+                response = read_capped(streamed, self.label)
         except httpx.HTTPError as e:
             raise self._transport_error(e, None) from e
+        except AnswerTooLargeError as e:
+            raise RemoteServerError(str(e)) from None
         if response.status_code == 404:
             raise RemoteServerError(
                 f"{self.base_url} has no OpenAI-compatible API ({url} answered 404); "
@@ -347,13 +355,15 @@ class RemoteEngine:
                 ) as response:
                     progress.responded = True
                     if response.status_code >= 400:
-                        response.read()
-                        return self._retry_or_raise(response, model, attempt, body)
+                        error = read_capped(response, self.label)
+                        return self._retry_or_raise(error, model, attempt, body)
                     if response.headers.get("content-type", "").startswith("text/event-stream"):
                         self._read_stream(call, progress, response)
                     else:
-                        response.read()
-                        self._read_whole(call, progress, response)
+                        whole = read_capped(response, self.label)
+                        self._read_whole(call, progress, whole)
+            except AnswerTooLargeError as e:
+                raise RemoteServerError(str(e)) from None
             except httpx.HTTPError as e:
                 if call.job.cancelled.is_set():
                     raise CancelledError from e
@@ -389,7 +399,7 @@ class RemoteEngine:
     # -- reading answers -------------------------------------------------------------------------
 
     def _read_stream(self, call: Call, progress: Progress, response: httpx.Response) -> None:
-        for data in iter_sse_data(response.iter_lines()):
+        for data in iter_sse_data(iter_lines_capped(response, self.label)):
             if call.job.cancelled.is_set():
                 raise CancelledError
             if data.strip() == "[DONE]":

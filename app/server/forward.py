@@ -27,7 +27,8 @@ from app.engine.providers import (
     parse_remote_id,
 )
 from app.engine.remote import normalize_base_url
-from app.server.errors import APIError
+from app.engine.remote_limits import AnswerTooLargeError, aiter_lines_capped, aread_capped
+from app.server.errors import APIError, error_body
 
 log = logging.getLogger(__name__)
 
@@ -101,18 +102,27 @@ class RemoteForwarder:
             ) from None
         remote_id = format_remote_id(remote.provider, remote.model)
         if response.status_code >= 400:
-            content = await response.aread()
-            await response.aclose()
+            try:
+                content = await aread_capped(response, provider.name)  # its first MB
+            finally:
+                await response.aclose()
             return _upstream_error(response.status_code, content, provider.name, response)
         if "text/event-stream" in response.headers.get("content-type", ""):
             return StreamingResponse(
-                _relabel_stream(response.aiter_lines(), remote_id),
+                _relabel_stream(aiter_lines_capped(response, provider.name), remote_id),
                 media_type="text/event-stream",
                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
                 background=BackgroundTask(response.aclose),
             )
         try:
-            data = json.loads(await response.aread())
+            data = json.loads(await aread_capped(response, provider.name))
+        except AnswerTooLargeError as e:
+            raise APIError(502, str(e), code="upstream_too_large", type="server_error") from None
+        except httpx.HTTPError as e:
+            raise APIError(
+                502, f"{provider.name} stopped answering mid-answer ({type(e).__name__}).",
+                code="provider_unreachable", type="server_error",
+            ) from None  # fmt: skip
         except (ValueError, RecursionError):
             raise APIError(
                 502, f"{provider.name} answered with something that is not JSON.",
@@ -163,20 +173,29 @@ class RemoteForwarder:
 
 
 async def _relabel_stream(lines: AsyncIterator[str], remote_id: str) -> AsyncIterator[bytes]:
-    """Pass SSE through, putting the remote id in each chunk's ``model``."""
-    async for raw in lines:
-        line = raw
-        if line.startswith("data:"):
-            payload = line[5:].strip()
-            if payload and payload != "[DONE]":
-                try:
-                    chunk = json.loads(payload)
-                except (ValueError, RecursionError):
-                    chunk = None
-                if isinstance(chunk, dict) and "model" in chunk:
-                    chunk["model"] = remote_id
-                    line = "data: " + json.dumps(chunk, separators=(",", ":"))
-        yield (line + "\n").encode()
+    """Pass SSE through, putting the remote id in each chunk's ``model``. A line longer than
+    the limit ends the stream with an OpenAI-shaped error event."""
+    try:
+        async for line in lines:
+            yield _relabel_line(line, remote_id)
+    except AnswerTooLargeError as e:
+        error = error_body(str(e), "server_error", None, "upstream_too_large")
+        yield f"data: {json.dumps(error)}\n\n".encode()
+
+
+def _relabel_line(raw: str, remote_id: str) -> bytes:
+    line = raw
+    if line.startswith("data:"):
+        payload = line[5:].strip()
+        if payload and payload != "[DONE]":
+            try:
+                chunk = json.loads(payload)
+            except (ValueError, RecursionError):
+                chunk = None
+            if isinstance(chunk, dict) and "model" in chunk:
+                chunk["model"] = remote_id
+                line = "data: " + json.dumps(chunk, separators=(",", ":"))
+    return (line + "\n").encode()
 
 
 def _upstream_error(
