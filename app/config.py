@@ -248,6 +248,12 @@ SETTINGS: dict[str, Setting] = _settings(
         False,
         "Fetch http(s) image URLs named in API requests (off: images only as data URLs)",
     ),
+    Setting(
+        "server.image_urls_local",
+        bool,
+        False,
+        "Fetch image URLs from this computer and local networks too (off: public addresses only)",
+    ),
     # attached files
     Setting(
         "attachments.embedding_model",

@@ -97,8 +97,16 @@ def add_parser(sub: Any) -> None:
         "--image-urls",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="fetch http(s) image URLs in chat requests (the server then reaches any address a "
-        "client names; default: the API server settings' switch, off)",
+        help="fetch http(s) image URLs in chat requests, from public addresses only (default: "
+        "the API server settings' switch, off)",
+    )
+    p.add_argument(
+        "--image-urls-local",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="fetch image URLs from this computer and local networks too (loopback, private, "
+        "link-local addresses: other services there become reachable by API clients); implies "
+        "--image-urls (default: the settings' switch, off)",
     )
     p.add_argument(
         "--max-queue",
@@ -136,6 +144,10 @@ def server_config(args: argparse.Namespace, settings: Settings) -> ServerConfig:
         overrides["log_file"] = paths().logs_dir / "requests.jsonl"
     if args.image_urls is not None:
         overrides["image_urls"] = args.image_urls
+    if args.image_urls_local is not None:
+        overrides["image_urls_local"] = args.image_urls_local
+        if args.image_urls_local and args.image_urls is None:
+            overrides["image_urls"] = True
     return ServerConfig.from_settings(settings, **overrides)
 
 

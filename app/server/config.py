@@ -17,6 +17,9 @@ DEFAULT_PORT = 8434
 # Fetch http(s) image URLs in chat requests: off unless the user turns it on (Settings or
 # `ember serve --image-urls`), as the server would then reach any address a client names.
 IMAGE_URLS_KEY = "server.image_urls"
+# ... and from this computer and local networks too (loopback, private, link-local addresses):
+# off unless the user turns it on (`ember serve --image-urls-local`).
+IMAGE_URLS_LOCAL_KEY = "server.image_urls_local"
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +37,7 @@ class ServerConfig:
     log_file: Path | None = None  # also append the request log here (JSON lines)
     log_body_chars: int = 4000  # request/response bodies kept per log entry
     image_urls: bool = False  # fetch http(s) ``image_url`` parts (off: data URLs only)
+    image_urls_local: bool = False  # ... from local addresses too (off: public ones only)
 
     @classmethod
     def from_settings(cls, settings: Settings, **overrides: object) -> ServerConfig:
@@ -43,6 +47,7 @@ class ServerConfig:
             api_key=settings.get("server.api_key") or "",
             cors_origins=tuple(str(o) for o in settings.get("server.cors_origins")),
             image_urls=image_urls_allowed(settings),
+            image_urls_local=bool(settings.get(IMAGE_URLS_LOCAL_KEY)),
         )
         return replace(config, **overrides)  # type: ignore[arg-type]
 

@@ -6,12 +6,15 @@ waits for a load): its length is capped before base64 is decoded, then the bytes
 the engine's header checks (PNG or JPEG, size limits) in Python. A 400 names the part
 (``messages[i].content[j].image_url``) in its message.
 
-http(s) URLs make the server reach out to any address a client names, so they are refused
+http(s) URLs make the server reach out to an address a client names, so they are refused
 unless the server's ``image_urls`` switch is on (Settings, or ``ember serve --image-urls``).
-Then :func:`fetch_image_urls` fetches them on the event loop's own async client before the
-body is checked: only http and https, each of at most ``MAX_REDIRECTS`` redirects checked
-again, the body read in a stream and cut off past ``MAX_IMAGE_BYTES``, a deadline for the
-whole fetch, and the bytes through the same header checks as a data URL.
+Then :func:`fetch_image_urls` fetches them on the event loop before the body is checked: only
+http and https; only public addresses unless ``image_urls_local`` is on too
+(:mod:`app.server.url_guard`: the host is resolved once, every address checked, and the
+connection made to a checked address with the name kept for the Host header and the TLS
+certificate check); each of at most ``MAX_REDIRECTS`` redirects checked again the same way;
+the body read in a stream and cut off past ``MAX_IMAGE_BYTES``; a deadline for the whole
+fetch; and the bytes through the same header checks as a data URL.
 """
 
 from __future__ import annotations
@@ -19,10 +22,12 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import contextlib
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 from app.engine.image_bounds import MAX_IMAGE_BYTES, MAX_IMAGES, ImageError, inspect_image
-from app.server import schemas
+from app.server import schemas, url_guard
 from app.server.errors import APIError
 
 # The base64 text of the largest image the engine takes, plus room for the "data:...," head.
@@ -125,12 +130,17 @@ def _is_http(url: str) -> bool:
 
 
 async def fetch_image_urls(
-    messages: list[schemas.Message], allowed: bool, *, seconds: float = FETCH_SECONDS
+    messages: list[schemas.Message],
+    allowed: bool,
+    *,
+    local: bool = False,
+    seconds: float = FETCH_SECONDS,
 ) -> None:
     """Fetch every http(s) ``image_url`` part, when ``allowed`` (the server's switch), and
     keep its bytes on the part for :func:`decode_images`; when not allowed, nothing is fetched
-    and :func:`decode_images` refuses the URL. Raises APIError naming the part. Async: call
-    it on the server's event loop, before the body is checked."""
+    and :func:`decode_images` refuses the URL. Addresses on this computer or a local network
+    are refused unless ``local``. Raises APIError naming the part. Async: call it on the
+    server's event loop, before the body is checked."""
     if not allowed:
         return
     wanted: list[tuple[schemas.ContentPart, str]] = []
@@ -150,23 +160,19 @@ async def fetch_image_urls(
             param="messages",
             code="too_many_images",
         )
-    import httpx
-
-    headers = {"Accept": "image/png, image/jpeg", "Accept-Encoding": "identity"}
-    async with httpx.AsyncClient(follow_redirects=False, headers=headers) as client:
-        for part, where in wanted:
-            assert part.image_url is not None
-            part._image = await _fetch(client, part.image_url.url, where, seconds)
+    for part, where in wanted:
+        assert part.image_url is not None
+        part._image = await _fetch(part.image_url.url, where, seconds, local)
 
 
 def _fetch_error(where: str, message: str, code: str = "image_url_fetch_failed") -> APIError:
     return APIError(400, f"Invalid '{where}': {message}", param=where.rsplit("[", 1)[0], code=code)
 
 
-async def _fetch(client: httpx.AsyncClient, url: str, where: str, seconds: float) -> bytes:
+async def _fetch(url: str, where: str, seconds: float, local: bool) -> bytes:
     try:
         async with asyncio.timeout(seconds):
-            data = await _download(client, url, where)
+            data = await _download(url, where, local)
     except TimeoutError:
         raise _fetch_error(
             where, f"the image at {url[:200]} did not arrive within {seconds:.0f} s."
@@ -186,8 +192,11 @@ async def _fetch(client: httpx.AsyncClient, url: str, where: str, seconds: float
     return data
 
 
-async def _download(client: httpx.AsyncClient, url: str, where: str) -> bytes:
-    """The body at ``url`` after at most MAX_REDIRECTS redirects, never more than the cap."""
+async def _download(url: str, where: str, local: bool) -> bytes:
+    """The body at ``url`` after at most MAX_REDIRECTS redirects, never more than the cap;
+    each hop's address checked (unless ``local``) before anything connects to it."""
+    import httpx
+
     for _hop in range(MAX_REDIRECTS + 1):
         if not _is_http(url):
             raise _fetch_error(
@@ -195,10 +204,10 @@ async def _download(client: httpx.AsyncClient, url: str, where: str) -> bytes:
                 f"{url[:200]} is not an http or https URL; only those are fetched.",
                 "image_url_not_allowed",
             )
-        async with client.stream("GET", url) as response:
+        async with _get(httpx.URL(url), where, local) as response:
             location = response.headers.get("location")
             if response.status_code in _REDIRECTS and location:
-                url = str(response.url.join(location))
+                url = str(httpx.URL(url).join(location))
                 continue
             if response.status_code != 200:
                 raise _fetch_error(
@@ -216,6 +225,53 @@ async def _download(client: httpx.AsyncClient, url: str, where: str) -> bytes:
     raise _fetch_error(
         where, f"{url[:200]} redirects more than {MAX_REDIRECTS} times; link the image itself."
     )
+
+
+_HEADERS = {"Accept": "image/png, image/jpeg", "Accept-Encoding": "identity"}
+
+
+@contextlib.asynccontextmanager
+async def _get(url: httpx.URL, where: str, local: bool) -> AsyncIterator[httpx.Response]:
+    """GET ``url`` as a stream. Unless ``local``, the host is resolved once and the request
+    goes to one of its checked addresses (the next on a failed connection), with the name in
+    the Host header and as the TLS server name (certificates are checked against it). A new
+    client each time: a pooled connection is never reused for another name."""
+    import httpx
+
+    if local:
+        targets: list[tuple[httpx.URL, dict[str, str], dict[str, str]]] = [(url, {}, {})]
+    else:
+        try:
+            addresses = await url_guard.resolve_public(url.host)
+        except url_guard.LocalAddressError:
+            raise _fetch_error(
+                where,
+                f"{str(url)[:200]} is on this computer or its local network, which this server "
+                "does not fetch from; link a public image or send it inline as a data URL (a "
+                "server's owner can allow local addresses: `ember serve --image-urls-local`).",
+                "image_url_not_allowed",
+            ) from None
+        except url_guard.UnresolvedError:
+            raise _fetch_error(
+                where, f"cannot fetch {str(url)[:200]}: its host name was not found."
+            ) from None
+        host = url.netloc.decode("ascii")
+        sni = {"sni_hostname": url.host} if url.scheme == "https" else {}
+        targets = [(url.copy_with(host=a), {"Host": host}, sni) for a in addresses]
+    async with httpx.AsyncClient(follow_redirects=False, headers=_HEADERS) as client:
+        for n, (target, headers, extensions) in enumerate(targets, 1):
+            request = client.build_request("GET", target, headers=headers, extensions=extensions)
+            try:
+                response = await client.send(request, stream=True)
+            except httpx.ConnectError:
+                if n == len(targets):
+                    raise
+                continue
+            try:
+                yield response
+            finally:
+                await response.aclose()
+            return
 
 
 def _too_large(where: str, url: str, size: int | None) -> APIError:

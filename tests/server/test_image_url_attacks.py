@@ -62,7 +62,7 @@ def client(gemma_path: Path) -> Iterator[openai.OpenAI]:
     worker = EngineWorker(model_factory=scripted_factory())
     gateway = Gateway(worker, StaticCatalog([entry_for_file(gemma_path, MODEL)]))
     gateway.load("scripted", MODEL, LoadParams(n_ctx=4096)).wait(30)
-    runner = ServerRunner(gateway, ServerConfig(port=0, image_urls=True))
+    runner = ServerRunner(gateway, ServerConfig(port=0, image_urls=True, image_urls_local=True))
     runner.start()
     try:
         with openai.OpenAI(base_url=runner.base_url, api_key="x", max_retries=0) as c:

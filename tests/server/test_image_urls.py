@@ -113,7 +113,7 @@ def body(*urls: str) -> list[schemas.Message]:
 
 def refused(messages: list[schemas.Message], **kwargs: Any) -> APIError:
     with pytest.raises(APIError) as caught:
-        asyncio.run(fetch_image_urls(messages, True, **kwargs))
+        asyncio.run(fetch_image_urls(messages, True, local=True, **kwargs))
     error = caught.value
     assert error.status == 400 and error.param == "messages[1].content"
     return error
@@ -135,7 +135,7 @@ def test_off_by_default_nothing_is_fetched_and_the_url_is_refused(site: str) -> 
 
 def test_an_allowed_url_is_fetched_like_a_data_url(site: str) -> None:
     messages = body(f"{site}/cat.png", f"{site}/hop/3")  # three redirects are followed
-    asyncio.run(fetch_image_urls(messages, True))
+    asyncio.run(fetch_image_urls(messages, True, local=True))  # the site is on 127.0.0.1
     assert decode_images(messages) == (PICTURE, PICTURE)
 
 
@@ -172,3 +172,10 @@ def test_ember_serve_image_urls_overrides_the_setting() -> None:
     assert server_config(parser.parse_args(["serve"]), settings).image_urls
     off = parser.parse_args(["serve", "--no-image-urls"])
     assert server_config(off, settings).image_urls is False
+    assert not server_config(parser.parse_args(["serve"]), settings).image_urls_local
+    local = server_config(parser.parse_args(["serve", "--image-urls-local"]), Settings())
+    assert local.image_urls and local.image_urls_local  # the opt-in implies --image-urls
+    settings.set("server.image_urls_local", True)
+    assert ServerConfig.from_settings(settings).image_urls_local
+    no = parser.parse_args(["serve", "--no-image-urls-local"])
+    assert not server_config(no, settings).image_urls_local

@@ -93,7 +93,7 @@ def serve(library: LibraryCatalog, config: ServerConfig, projectors: bool = True
 
 @pytest.fixture(scope="module")
 def vision_url(library: LibraryCatalog) -> Iterator[str]:
-    yield from serve(library, ServerConfig(port=0, image_urls=True))
+    yield from serve(library, ServerConfig(port=0, image_urls=True, image_urls_local=True))
 
 
 def model_id(library: LibraryCatalog) -> str:

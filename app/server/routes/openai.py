@@ -126,7 +126,8 @@ async def chat_completions(request: Request, gateway: GatewayDep) -> Response:
     if (remote := await _forward_remote(request, "/chat/completions")) is not None:
         return remote
     body, note = await _parse(request, schemas.ChatCompletionRequest)
-    await fetch_image_urls(body.messages, request.app.state.config.image_urls)
+    config = request.app.state.config
+    await fetch_image_urls(body.messages, config.image_urls, local=config.image_urls_local)
     # off the event loop: decoding and checking 16 images' data can take a second
     await asyncio.to_thread(convert.check_chat, body)
     await check_constraint(convert.chat_constraint(body))
