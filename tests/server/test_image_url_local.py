@@ -229,3 +229,74 @@ def test_with_the_opt_in_the_local_picture_server_answers(
     body = failure(local_too, url)
     assert body["code"] == "model_not_vision", body  # fetched; the scripted model has no eyes
     assert len(site.seen) == before + 1
+
+
+def tls_site(tmp_path: Path, name: str) -> tuple[Site, Path]:
+    """A picture server on 127.0.0.1 speaking TLS with a self-signed certificate for ``name``;
+    the certificate's file, to trust it."""
+    import datetime
+    import ssl
+
+    x509 = pytest.importorskip("cryptography.x509")
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_file, key_file = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    site = Site(socket.AF_INET, "127.0.0.1")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert_file, key_file)
+    site.server.socket = context.wrap_socket(site.server.socket, server_side=True)
+    return site, cert_file
+
+
+@pytest.mark.parametrize("certified", ["pictures.tls.invalid", "someone-else.invalid"])
+def test_https_checks_the_certificate_against_the_name_not_the_address(
+    public_only: openai.OpenAI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, certified: str
+) -> None:
+    """The connection goes to the checked address, and TLS still names the host: a
+    certificate for the name is accepted, one for another name is not."""
+    site, cert_file = tls_site(tmp_path, certified)
+    real_getaddrinfo = socket.getaddrinfo
+
+    def getaddrinfo(host: Any, *args: Any, **kwargs: Any) -> Any:
+        name = host.decode() if isinstance(host, bytes) else host
+        return real_getaddrinfo("127.0.0.1" if "invalid" in name else host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert_file))
+    real = url_guard.is_public
+    monkeypatch.setattr(url_guard, "is_public", lambda a: a == "127.0.0.1" or real(a))
+    try:
+        body = failure(public_only, f"https://pictures.tls.invalid:{site.port}/cat.png")
+    finally:
+        site.close()
+    if certified == "pictures.tls.invalid":
+        assert body["code"] == "model_not_vision", body  # fetched over TLS
+        assert site.seen == [("/cat.png", f"pictures.tls.invalid:{site.port}")]
+    else:
+        assert body["code"] == "image_url_fetch_failed", body
+        assert "CERTIFICATE_VERIFY_FAILED" in body["message"] and not site.seen
