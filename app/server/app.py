@@ -3,8 +3,9 @@
 ``create_app(gateway, config, request_log)`` builds one app: the OpenAI routes, Ollama's
 routes (``/``, ``/api/...``: app/server/ollama), ``/health``, OpenAI-shaped errors for all but
 Ollama's routes (they answer ``{"error": "..."}``), and the ASGI middleware (outermost first):
-request log, then security (Host, Origin/CORS, API key, body size). No state lives in module
-globals.
+request log, then the bound on requests in flight (app/server/limits.py), then security (Host,
+Origin/CORS, API key, body size and the budget of bodies held at once). No state lives in
+module globals.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from app.server.config import ServerConfig
 from app.server.errors import install_handlers
 from app.server.forward import RemoteForwarder
 from app.server.gateway import Gateway
+from app.server.limits import ConcurrencyMiddleware, RequestLimits
 from app.server.ollama.manage import router as ollama_manage_router
 from app.server.ollama.routes import router as ollama_router
 from app.server.requestlog import RequestLog, RequestLogMiddleware
@@ -30,8 +32,10 @@ def create_app(
     config: ServerConfig | None = None,
     request_log: RequestLog | None = None,
     forwarder: RemoteForwarder | None = None,
+    limits: RequestLimits | None = None,
 ) -> FastAPI:
     config = config or ServerConfig()
+    limits = limits if limits is not None else RequestLimits()
     app = FastAPI(
         title="Ember API",
         version=__version__,
@@ -42,6 +46,7 @@ def create_app(
     app.state.gateway = gateway
     app.state.config = config
     app.state.forwarder = forwarder or RemoteForwarder()
+    app.state.limits = limits
     install_handlers(app)
 
     @app.get("/health", response_model=None)
@@ -52,7 +57,8 @@ def create_app(
     app.include_router(openai_router)
     app.include_router(ollama_router)
     app.include_router(ollama_manage_router)
-    app.add_middleware(SecurityMiddleware, config=config)
+    app.add_middleware(SecurityMiddleware, config=config, limits=limits)
+    app.add_middleware(ConcurrencyMiddleware, limits=limits)
     if request_log is not None:
         app.add_middleware(
             RequestLogMiddleware, request_log=request_log, body_chars=config.log_body_chars

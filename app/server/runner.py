@@ -29,6 +29,7 @@ from app.server.config import ServerConfig
 from app.server.forward import RemoteForwarder
 from app.server.gateway import Gateway
 from app.server.header_timeout import HeaderTimeoutProtocol
+from app.server.limits import RequestLimits
 from app.server.requestlog import RequestLog
 from app.server.security import check_bind
 from app.server.status import PortInUseError, ServerStartError, ServerStatus
@@ -58,8 +59,10 @@ class ServerRunner:
         config: ServerConfig | None = None,
         request_log: RequestLog | None = None,
         forwarder: RemoteForwarder | None = None,
+        limits: RequestLimits | None = None,
     ) -> None:
         self.gateway = gateway
+        self.limits = limits if limits is not None else RequestLimits()
         self.forwarder = forwarder if forwarder is not None else RemoteForwarder()
         self.config = config or ServerConfig()
         self.request_log = (
@@ -134,7 +137,7 @@ class ServerRunner:
             port = int(sock.getsockname()[1])
             if self.request_log.file is None:
                 self.request_log.file = config.log_file
-            app = create_app(self.gateway, config, self.request_log, self.forwarder)
+            app = create_app(self.gateway, config, self.request_log, self.forwarder, self.limits)
             uv_config = uvicorn.Config(
                 app,
                 lifespan="off",

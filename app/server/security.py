@@ -12,7 +12,9 @@
   (``--cors-origin``), so other pages cannot drive the local server even with "simple"
   requests that skip the CORS preflight. Allowed origins get CORS headers, and preflights are
   answered, including Private Network Access.
-- Request bodies above ``max_body_bytes`` are refused with 413 before the app sees them.
+- Request bodies above ``max_body_bytes`` are refused with 413 before the app sees them, and
+  a body that would take the bodies held at once beyond their budget (app/server/limits.py)
+  with 503; the bytes stay counted until the request ends.
 - A refused request is marked in the request log's note, so the log keeps none of its body.
 """
 
@@ -27,6 +29,7 @@ import secrets
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.server.config import ServerConfig
+from app.server.limits import RequestLimits, reject_busy
 from app.server.requestlog import note_of
 
 # answered without an API key (nothing secret in them; Ollama's clients probe the last two)
@@ -101,9 +104,12 @@ def host_name(header: str) -> str:
 
 
 class SecurityMiddleware:
-    def __init__(self, app: ASGIApp, config: ServerConfig) -> None:
+    def __init__(
+        self, app: ASGIApp, config: ServerConfig, limits: RequestLimits | None = None
+    ) -> None:
         self.app = app
         self.config = config
+        self.limits = limits if limits is not None else RequestLimits()
         self.check_host = is_loopback(config.host)
         self.extra_hosts = {h.lower() for h in config.allowed_hosts}
         self.origins = {o.rstrip("/") for o in config.cors_origins}
@@ -151,13 +157,30 @@ class SecurityMiddleware:
         if length.isdigit() and int(length) > self.config.max_body_bytes:
             await _reject(scope, send, 413, self._too_large(), "request_too_large", extra=cors)
             return
-        if method in ("POST", "PUT", "PATCH"):
-            body = await _read_body(receive, self.config.max_body_bytes)
-            if body is None:
-                await _reject(scope, send, 413, self._too_large(), "request_too_large", extra=cors)
-                return
-            receive = _replay(body, receive)
-        await self.app(scope, receive, _with_headers(send, cors) if cors else send)
+        held = _Held(self.limits)
+        try:
+            if method in ("POST", "PUT", "PATCH"):
+                if length.isdigit() and not held.take(int(length)):  # refused before reading
+                    await reject_busy(
+                        scope, send, self.limits, self.limits.body_busy_message(), cors
+                    )
+                    return
+                try:
+                    body = await _read_body(receive, self.config.max_body_bytes, held)
+                except _OverBudgetError:
+                    await reject_busy(
+                        scope, send, self.limits, self.limits.body_busy_message(), cors
+                    )
+                    return
+                if body is None:
+                    await _reject(
+                        scope, send, 413, self._too_large(), "request_too_large", extra=cors
+                    )
+                    return
+                receive = _replay(body, receive)
+            await self.app(scope, receive, _with_headers(send, cors) if cors else send)
+        finally:
+            held.release()  # the body is let go with the request
 
     # -- checks ---------------------------------------------------------------------------
 
@@ -239,8 +262,31 @@ async def _preflight(send: Send, cors: list[tuple[bytes, bytes]], headers: dict[
     await send({"type": "http.response.body", "body": b""})
 
 
-async def _read_body(receive: Receive, limit: int) -> bytes | None:
-    """The whole body, or None once it exceeds ``limit``."""
+class _Held:
+    """The body bytes one request has counted against the budget of all requests."""
+
+    def __init__(self, limits: RequestLimits) -> None:
+        self.limits = limits
+        self.bytes = 0
+
+    def take(self, n: int) -> bool:
+        if not self.limits.take_body(n):
+            return False
+        self.bytes += n
+        return True
+
+    def release(self) -> None:
+        self.limits.give_body(self.bytes)
+        self.bytes = 0
+
+
+class _OverBudgetError(Exception):
+    """Holding this body would take the bodies held at once beyond their budget."""
+
+
+async def _read_body(receive: Receive, limit: int, held: _Held) -> bytes | None:
+    """The whole body, or None once it exceeds ``limit``; raises _OverBudgetError once holding it
+    would exceed the budget of all bodies (``held`` counts it, a declared length ahead)."""
     chunks: list[bytes] = []
     size = 0
     while True:
@@ -251,6 +297,8 @@ async def _read_body(receive: Receive, limit: int) -> bytes | None:
         size += len(chunk)
         if size > limit:
             return None
+        if size > held.bytes and not held.take(size - held.bytes):
+            raise _OverBudgetError
         chunks.append(chunk)
         if not message.get("more_body", False):
             break

@@ -1,0 +1,129 @@
+"""How much the API takes on at once: requests in flight, and request-body bytes held.
+
+Each request may send a body up to ``max_body_bytes`` (32 MB, app/server/security.py); without
+a bound on how many do so at once, memory had none. Two bounds, both answered with an
+OpenAI-shaped 503 (Ollama's ``{"error"}`` on its routes) and ``Retry-After``:
+
+- ``MAX_REQUESTS`` requests in flight (128): from the moment a request's head has arrived until
+  its response has been sent, streams included. A desktop app's clients (editors, scripts, the
+  GUI) use a few at a time; 128 is far more, and also the listen backlog. A long stream holds
+  one place; the engine queue (``--max-queue``) bounds the generation jobs behind them, so
+  streams cannot take all places unless they are that many remote ones.
+- ``MAX_BODY_BYTES_IN_FLIGHT`` (256 MB) of request bodies held at once, across all requests:
+  a body is counted as it arrives (a declared Content-Length at once, before any of it is read)
+  and until its request ends. The request that would go beyond it is refused; the others go on.
+
+:class:`RequestLimits` holds the counts of one server run. It is changed on the event loop
+only; ``changed`` (a threading.Condition) lets other threads (tests) wait on the counts.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from app.server.requestlog import note_of
+
+MB = 1024 * 1024
+MAX_REQUESTS = 128
+MAX_BODY_BYTES_IN_FLIGHT = 256 * MB
+RETRY_AFTER_SECONDS = 1
+
+
+class RequestLimits:
+    def __init__(
+        self, max_requests: int = MAX_REQUESTS, max_body_bytes: int = MAX_BODY_BYTES_IN_FLIGHT
+    ) -> None:
+        self.max_requests = max_requests
+        self.max_body_bytes = max_body_bytes
+        self.requests = 0  # in flight now
+        self.body_bytes = 0  # of request bodies held now
+        self.refused = 0  # requests refused by either bound, ever
+        self.changed = threading.Condition()
+
+    def _update(self, requests: int = 0, body_bytes: int = 0, refused: int = 0) -> None:
+        with self.changed:
+            self.requests += requests
+            self.body_bytes += body_bytes
+            self.refused += refused
+            self.changed.notify_all()
+
+    def wait_for(self, predicate: Callable[[RequestLimits], bool], timeout: float) -> bool:
+        """Block until ``predicate(self)`` holds (for tests and other threads)."""
+        with self.changed:
+            return self.changed.wait_for(lambda: predicate(self), timeout)
+
+    def take_body(self, n: int) -> bool:
+        """Count ``n`` more body bytes held, unless that goes beyond the budget."""
+        if self.body_bytes + n > self.max_body_bytes:
+            return False
+        self._update(body_bytes=n)
+        return True
+
+    def give_body(self, n: int) -> None:
+        if n:
+            self._update(body_bytes=-n)
+
+    def busy_message(self) -> str:
+        return (
+            f"The server is busy: {self.max_requests} requests are in progress, as many as it "
+            f"takes at once. Retry in {RETRY_AFTER_SECONDS} s."
+        )
+
+    def body_busy_message(self) -> str:
+        return (
+            f"The server is busy: the request bodies it is receiving now add up to its limit of "
+            f"{self.max_body_bytes // MB} MB. Retry in {RETRY_AFTER_SECONDS} s."
+        )
+
+
+class ConcurrencyMiddleware:
+    """Counts HTTP requests in flight; beyond ``max_requests``, a 503 with Retry-After."""
+
+    def __init__(self, app: ASGIApp, limits: RequestLimits) -> None:
+        self.app = app
+        self.limits = limits
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if self.limits.requests >= self.limits.max_requests:
+            await reject_busy(scope, send, self.limits, self.limits.busy_message())
+            return
+        self.limits._update(requests=1)
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.limits._update(requests=-1)
+
+
+async def reject_busy(
+    scope: Scope,
+    send: Send,
+    limits: RequestLimits,
+    message: str,
+    extra: list[tuple[bytes, bytes]] | None = None,
+) -> None:
+    """Answer 503 ``server_busy`` (Ollama's shape on its routes) with Retry-After."""
+    from app.server.errors import error_bytes  # FastAPI: imported once a server runs
+    from app.server.security import is_ollama_path
+
+    limits._update(refused=1)
+    note_of(scope).refused = True  # the log keeps none of the body
+    if is_ollama_path(str(scope.get("path", ""))):
+        note_of(scope).error = message
+        body = json.dumps({"error": message}).encode()
+    else:
+        body = error_bytes(503, message, "server_busy")
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        (b"retry-after", str(RETRY_AFTER_SECONDS).encode()),
+        *(extra or []),
+    ]
+    await send({"type": "http.response.start", "status": 503, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
