@@ -1,6 +1,7 @@
 """The API server settings' switch for http(s) image URLs: off by default, saved when turned
 on, and applied by the next start of the real server (uvicorn on 127.0.0.1): a running server
-says it needs a restart until then."""
+says it needs a restart until then. The same for the switch that lets image URLs reach local
+addresses, which is greyed out while image URLs are off."""
 
 from __future__ import annotations
 
@@ -43,5 +44,43 @@ def test_the_image_urls_switch_is_off_saved_and_applied_on_restart(
         timeout=START_TIMEOUT,
     )
     assert not window.server_pane.restart_notice.isVisible()
+    controller.set_enabled(False)
+    qtbot.waitUntil(lambda: controller.state == "stopped", timeout=START_TIMEOUT)
+
+
+def test_the_local_addresses_switch_is_off_needs_image_urls_and_is_applied_on_restart(
+    qtbot: QtBot, make_window: Callable[[], MainWindow]
+) -> None:
+    window = make_window()
+    form, controller = window.server_pane.form, window.server
+    form.port.setValue(free_port())
+    form.flush()
+    window.show_page(SERVER)
+    local = form.image_urls_local
+    assert not local.isChecked() and not local.isEnabled()
+    assert not controller.config().image_urls_local
+
+    form.image_urls.click()
+    assert local.isEnabled() and not local.isChecked()
+    qtbot.mouseClick(window.server_pane.switch, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: controller.state == "running", timeout=START_TIMEOUT)
+    running = controller.running_config
+    assert running is not None and running.image_urls and not running.image_urls_local
+
+    local.click()
+    assert window.services.settings.get("server.image_urls_local") is True
+    assert controller.config().image_urls_local
+    assert window.server_pane.restart_notice.isVisible()  # the running server still refuses
+
+    controller.restart()
+    qtbot.waitUntil(
+        lambda: (
+            controller.running_config is not None and controller.running_config.image_urls_local
+        ),
+        timeout=START_TIMEOUT,
+    )
+    assert not window.server_pane.restart_notice.isVisible()
+    form.image_urls.click()  # image URLs off: the local switch waits, greyed out
+    assert not local.isEnabled() and local.isChecked()
     controller.set_enabled(False)
     qtbot.waitUntil(lambda: controller.state == "stopped", timeout=START_TIMEOUT)

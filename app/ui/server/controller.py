@@ -29,7 +29,12 @@ from shiboken6 import isValid
 
 from app.engine.load_settings import load_params
 from app.engine.types import LoadParams
-from app.server.config import ServerConfig, allow_image_urls, image_urls_allowed
+from app.server.config import (
+    IMAGE_URLS_LOCAL_KEY,
+    ServerConfig,
+    allow_image_urls,
+    image_urls_allowed,
+)
 from app.server.requestlog import RequestLog, RequestRecord
 from app.server.security import (
     InsecureBindError,
@@ -167,6 +172,12 @@ class ServerController(QObject):
         """Let the server fetch http(s) image URLs (from the next start)."""
         if image_urls_allowed(self.settings) != on:
             allow_image_urls(self.settings, on)
+            self.config_changed.emit()
+
+    def set_image_urls_local(self, on: bool) -> None:
+        """Let image URLs reach this computer and local networks too (from the next start)."""
+        if bool(self.settings.get(IMAGE_URLS_LOCAL_KEY)) != on:
+            self.settings.set(IMAGE_URLS_LOCAL_KEY, bool(on))
             self.config_changed.emit()
 
     def generate_key(self) -> str:
@@ -385,4 +396,5 @@ def _bind_part(config: ServerConfig) -> tuple[object, ...]:
         config.api_key,
         tuple(config.cors_origins),
         config.image_urls,
+        config.image_urls_local,
     )

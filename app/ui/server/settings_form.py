@@ -112,6 +112,9 @@ class ServerSettingsForm(QWidget):
         self.image_urls = QCheckBox("Fetch images from http(s) URLs in requests", self)
         self.image_urls.setObjectName("ImageUrlsBox")
         self.image_urls.toggled.connect(self._on_image_urls_toggled)
+        self.image_urls_local = QCheckBox("Also from this computer and your local network", self)
+        self.image_urls_local.setObjectName("ImageUrlsLocalBox")
+        self.image_urls_local.toggled.connect(self._on_image_urls_local_toggled)
 
         # API key
         self.key = QLineEdit(self)
@@ -203,8 +206,16 @@ class ServerSettingsForm(QWidget):
         layout.addWidget(
             _help(
                 "Off: clients send images inline (data URLs). On: the server downloads an image "
-                f"a request links to (up to {MAX_IMAGE_BYTES / 1e6:.0f} MB, PNG or JPEG), from "
-                "any address the client names, including ones on your network.",
+                f"a request links to (up to {MAX_IMAGE_BYTES / 1e6:.0f} MB, PNG or JPEG) from a "
+                "public address.",
+                self,
+            )
+        )
+        layout.addWidget(self.image_urls_local)
+        layout.addWidget(
+            _help(
+                "Lets clients' image links reach this computer and your network (other services "
+                "there included): turn it on only for clients you trust.",
                 self,
             )
         )
@@ -239,13 +250,22 @@ class ServerSettingsForm(QWidget):
         """Show the saved settings."""
         config = self.controller.config()
         network = config.host not in (LOOPBACK, "localhost", "::1", "")
-        widgets = (self.port, self.key, self.cors, self.ollama_port, self.image_urls)
+        widgets = (
+            self.port,
+            self.key,
+            self.cors,
+            self.ollama_port,
+            self.image_urls,
+            self.image_urls_local,
+        )
         for widget in widgets:
             widget.blockSignals(True)
         (self.network_button if network else self.local_button).setChecked(True)
         self.port.setValue(config.port)
         self.ollama_port.setChecked(bool(self.controller.ollama_port()))
         self.image_urls.setChecked(config.image_urls)
+        self.image_urls_local.setChecked(config.image_urls_local)
+        self.image_urls_local.setEnabled(config.image_urls)
         if self.key.text() != config.api_key:
             self.key.setText(config.api_key)
         if self.cors_origins() != list(config.cors_origins):
@@ -340,6 +360,11 @@ class ServerSettingsForm(QWidget):
     @Slot(bool)
     def _on_image_urls_toggled(self, on: bool) -> None:
         self.controller.set_image_urls(on)
+        self.image_urls_local.setEnabled(on)
+
+    @Slot(bool)
+    def _on_image_urls_local_toggled(self, on: bool) -> None:
+        self.controller.set_image_urls_local(on)
 
     @Slot(bool)
     def _on_show_key_toggled(self, shown: bool) -> None:
