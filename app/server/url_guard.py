@@ -31,14 +31,14 @@ def is_public(address: str) -> bool:
     """Whether ``address`` (an IP address as text) is a public unicast address."""
     ip = ipaddress.ip_address(address.split("%", 1)[0])
     if isinstance(ip, ipaddress.IPv6Address):
-        inner = ip.ipv4_mapped or ip.sixtofour
-        if inner is None and (ip in _NAT64 or ip in _IPV4_COMPATIBLE):
-            inner = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
-        if inner is None and ip.teredo is not None:
-            inner = ip.teredo[1]
-        if inner is not None and not is_public(str(inner)):
-            return False
-        if ip.is_site_local:
+        # an IPv4 address carried whole (mapped, NAT64, the old "compatible" form) is that
+        # address; one inside a tunnel's address (6to4, Teredo) must be public too
+        if ip.ipv4_mapped is not None:
+            return is_public(str(ip.ipv4_mapped))
+        if ip in _NAT64 or ip in _IPV4_COMPATIBLE:
+            return is_public(str(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)))
+        inner = ip.sixtofour or (ip.teredo[1] if ip.teredo is not None else None)
+        if (inner is not None and not is_public(str(inner))) or ip.is_site_local:
             return False
     return (
         ip.is_global

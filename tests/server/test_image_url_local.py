@@ -300,3 +300,19 @@ def test_https_checks_the_certificate_against_the_name_not_the_address(
     else:
         assert body["code"] == "image_url_fetch_failed", body
         assert "CERTIFICATE_VERIFY_FAILED" in body["message"] and not site.seen
+
+
+def test_a_name_not_found_is_a_400(
+    public_only: openai.OpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_getaddrinfo = socket.getaddrinfo
+
+    def getaddrinfo(host: Any, *args: Any, **kwargs: Any) -> Any:
+        if host == "nothing.invalid":
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return real_getaddrinfo(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    body = failure(public_only, "http://nothing.invalid/cat.png")
+    assert body["code"] == "image_url_fetch_failed", body
+    assert "its host name was not found" in body["message"]
