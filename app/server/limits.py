@@ -13,14 +13,17 @@ OpenAI-shaped 503 (Ollama's ``{"error"}`` on its routes) and ``Retry-After``:
   a body is counted as it arrives (a declared Content-Length at once, before any of it is read)
   and until its request ends. The request that would go beyond it is refused; the others go on.
 
-:class:`RequestLimits` holds the counts of one server run. It is changed on the event loop
-only; ``changed`` (a threading.Condition) lets other threads (tests) wait on the counts.
+:class:`RequestLimits` holds the counts and is thread-safe: the servers of one gateway (the
+main port and the optional Ollama port, each on its own thread and event loop) share one
+(:func:`limits_for`). ``changed`` (a threading.Condition) lets other threads (tests) wait on
+the counts.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+import weakref
 from collections.abc import Callable
 
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -42,7 +45,7 @@ class RequestLimits:
         self.requests = 0  # in flight now
         self.body_bytes = 0  # of request bodies held now
         self.refused = 0  # requests refused by either bound, ever
-        self.changed = threading.Condition()
+        self.changed = threading.Condition(threading.RLock())
 
     def _update(self, requests: int = 0, body_bytes: int = 0, refused: int = 0) -> None:
         with self.changed:
@@ -56,12 +59,24 @@ class RequestLimits:
         with self.changed:
             return self.changed.wait_for(lambda: predicate(self), timeout)
 
+    def enter(self) -> bool:
+        """Count one more request in flight, unless that goes beyond the cap."""
+        with self.changed:
+            if self.requests >= self.max_requests:
+                return False
+            self._update(requests=1)
+            return True
+
+    def leave(self) -> None:
+        self._update(requests=-1)
+
     def take_body(self, n: int) -> bool:
         """Count ``n`` more body bytes held, unless that goes beyond the budget."""
-        if self.body_bytes + n > self.max_body_bytes:
-            return False
-        self._update(body_bytes=n)
-        return True
+        with self.changed:
+            if self.body_bytes + n > self.max_body_bytes:
+                return False
+            self._update(body_bytes=n)
+            return True
 
     def give_body(self, n: int) -> None:
         if n:
@@ -80,6 +95,21 @@ class RequestLimits:
         )
 
 
+_SHARED: weakref.WeakKeyDictionary[object, RequestLimits] = weakref.WeakKeyDictionary()
+_SHARED_LOCK = threading.Lock()
+
+
+def limits_for(gateway: object, limits: RequestLimits | None = None) -> RequestLimits:
+    """The limits of every server on ``gateway`` (``limits`` from now on, when given): the main
+    port and the optional Ollama port (app/server/ollama/port.py) share one bound."""
+    with _SHARED_LOCK:
+        if limits is not None:
+            _SHARED[gateway] = limits
+        elif (limits := _SHARED.get(gateway)) is None:
+            limits = _SHARED[gateway] = RequestLimits()
+        return limits
+
+
 class ConcurrencyMiddleware:
     """Counts HTTP requests in flight; beyond ``max_requests``, a 503 with Retry-After."""
 
@@ -91,14 +121,13 @@ class ConcurrencyMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        if self.limits.requests >= self.limits.max_requests:
+        if not self.limits.enter():
             await reject_busy(scope, send, self.limits, self.limits.busy_message())
             return
-        self.limits._update(requests=1)
         try:
             await self.app(scope, receive, send)
         finally:
-            self.limits._update(requests=-1)
+            self.limits.leave()
 
 
 async def reject_busy(

@@ -29,7 +29,7 @@ from app.server.config import ServerConfig
 from app.server.forward import RemoteForwarder
 from app.server.gateway import Gateway
 from app.server.header_timeout import HeaderTimeoutProtocol
-from app.server.limits import RequestLimits
+from app.server.limits import RequestLimits, limits_for
 from app.server.requestlog import RequestLog
 from app.server.security import check_bind
 from app.server.status import PortInUseError, ServerStartError, ServerStatus
@@ -62,7 +62,7 @@ class ServerRunner:
         limits: RequestLimits | None = None,
     ) -> None:
         self.gateway = gateway
-        self.limits = limits if limits is not None else RequestLimits()
+        self.limits = limits_for(gateway, limits)  # shared with the gateway's other port
         self.forwarder = forwarder if forwarder is not None else RemoteForwarder()
         self.config = config or ServerConfig()
         self.request_log = (

@@ -17,11 +17,14 @@ from app.engine.worker import EngineWorker
 from app.server.config import ServerConfig
 from app.server.gateway import Gateway
 from app.server.limits import RequestLimits
+from app.server.ollama.port import start_ollama_port
 from app.server.runner import ServerRunner
+from tests.helpers.net import free_port
 
 WAIT = 60.0  # a failsafe for waits on events, never a timing target
 KB = 1024
 CHAT = "/v1/chat/completions"
+HEAD = b'{"model": "nothing-loaded", "pad": "'  # a slow body's first part, then its padding
 SMALL = {"model": "nothing-loaded", "messages": [{"role": "user", "content": "hi"}]}
 
 
@@ -51,7 +54,7 @@ def slow_body(release: asyncio.Event, first: bytes = b"") -> AsyncIterator[bytes
     """A chat request's JSON sent in two parts: ``first`` (padding) now, the rest on release."""
 
     async def body() -> AsyncIterator[bytes]:
-        yield b'{"model": "nothing-loaded", "pad": "' + first
+        yield HEAD + first
         await release.wait()
         yield b'", "messages": [{"role": "user", "content": "hi"}]}'
 
@@ -136,7 +139,8 @@ def test_bodies_beyond_the_budget_get_503(small_budget: tuple[str, RequestLimits
                 asyncio.create_task(http.post(CHAT, content=slow_body(release, part)))
                 for _ in range(3)
             ]
-            await wait_until(limits, lambda s: s.body_bytes >= 3 * len(part))
+            held = 3 * (len(HEAD) + len(part))
+            await wait_until(limits, lambda s: s.body_bytes == held)
             # a declared length beyond what is left: refused before any of it is read
             declared = await http.post(CHAT, content=part)
             assert_busy(declared)
@@ -146,7 +150,8 @@ def test_bodies_beyond_the_budget_get_503(small_budget: tuple[str, RequestLimits
             now.set()
             chunked = await http.post(CHAT, content=slow_body(now, part))
             assert_busy(chunked)
-            assert limits.requests == 3 and limits.body_bytes < limits.max_body_bytes
+            # the refused ones let go of what they had counted
+            await wait_until(limits, lambda s: s.requests == 3 and s.body_bytes == held)
             # a small body still fits
             small = await http.post(CHAT, json=SMALL)
             assert small.status_code == 404
@@ -158,3 +163,37 @@ def test_bodies_beyond_the_budget_get_503(small_budget: tuple[str, RequestLimits
             assert again.status_code != 503  # all the budget is free again
 
     asyncio.run(main())
+
+
+def test_the_ollama_port_shares_the_bound() -> None:
+    worker = EngineWorker()
+    gateway = Gateway(worker)
+    runner = ServerRunner(gateway, ServerConfig(port=0), limits=RequestLimits(max_requests=2))
+    runner.start()
+    extra = start_ollama_port(gateway, ServerConfig(port=0), free_port(), runner.request_log)
+    try:
+        assert extra.limits is runner.limits
+        main_url = str(runner.base_url).removesuffix("/v1")
+        ollama_url = str(extra.base_url).removesuffix("/v1")
+
+        async def main() -> None:
+            release = asyncio.Event()
+            async with httpx.AsyncClient(timeout=WAIT) as http:
+                two = [
+                    asyncio.create_task(http.post(main_url + CHAT, content=slow_body(release)))
+                    for _ in range(2)
+                ]
+                await wait_until(runner.limits, lambda s: s.requests == 2)
+                r = await http.post(ollama_url + "/api/chat", json={"model": "x", "messages": []})
+                assert r.status_code == 503 and r.headers["retry-after"] == "1"
+                release.set()
+                await asyncio.gather(*two)
+                await wait_until(runner.limits, lambda s: s.requests == 0)
+                r = await http.post(ollama_url + "/api/chat", json={"model": "x", "messages": []})
+                assert r.status_code == 404
+
+        asyncio.run(main())
+    finally:
+        extra.stop()
+        runner.stop()
+        worker.shutdown()
