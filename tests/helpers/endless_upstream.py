@@ -2,8 +2,9 @@
 
 ``mode`` picks what POSTs (and ``GET /v1/models``) get: ``"json"`` a 200 JSON body that never
 ends, ``"sse"`` a 200 event stream whose first line never ends, ``"error"`` a 500 whose body
-never ends, ``"ok"`` a small valid chat completion. ``written`` counts the body bytes sent;
-``hung_up`` is set once the client closed the connection on an endless body.
+never ends, ``"ok"`` a small valid chat completion, ``"cut"`` a body cut short. ``written``
+counts the body bytes sent; ``hung_up`` is set once the client closed the connection on an
+endless body.
 """
 
 from __future__ import annotations
@@ -47,6 +48,14 @@ class EndlessUpstream:
 
             def _answer(self) -> None:
                 mode = upstream.mode
+                if mode == "cut":  # promises 1000 bytes, sends 10, hangs up
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", "1000")
+                    self.end_headers()
+                    self.wfile.write(b'{"choices"')
+                    self.close_connection = True
+                    return
                 if mode == "ok":
                     body = json.dumps(OK).encode()
                     self.send_response(200)

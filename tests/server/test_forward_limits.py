@@ -143,3 +143,14 @@ def test_reading_stops_at_the_cap(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(remote_limits.AnswerTooLargeError):
         asyncio.run(lines(response))
     assert read[0] <= MB + 65536
+
+
+def test_an_answer_cut_short_is_a_502(endless: EndlessUpstream, ember: str) -> None:
+    endless.mode = "cut"
+    with httpx.Client(timeout=60) as http:
+        r = http.post(f"{ember}/chat/completions", json={"model": "endless::m", "messages": HELLO})
+        assert r.status_code == 502
+        error = r.json()["error"]
+        assert error["code"] == "provider_unreachable"
+        assert error["message"].startswith("endless stopped answering mid-answer")
+        assert http.get(ember.removesuffix("/v1") + "/health").status_code == 200
