@@ -206,19 +206,26 @@ class ServerSettingsForm(QWidget):
         layout.addWidget(
             _help(
                 "Off: clients send images inline (data URLs). On: the server downloads an image "
-                f"a request links to (up to {MAX_IMAGE_BYTES / 1e6:.0f} MB, PNG or JPEG) from a "
+                f"a request links to (up to {MAX_IMAGE_BYTES >> 20} MB, PNG or JPEG) from a "
                 "public address.",
                 self,
             )
         )
-        layout.addWidget(self.image_urls_local)
-        layout.addWidget(
+        # a choice within the one above: indented under it, and greyed out while it is off
+        local = QWidget(self)
+        local_layout = QVBoxLayout(local)
+        local_layout.setContentsMargins(26, 0, 0, 0)
+        local_layout.setSpacing(layout.spacing())
+        self.image_urls_local.setParent(local)
+        local_layout.addWidget(self.image_urls_local)
+        local_layout.addWidget(
             _help(
                 "Lets clients' image links reach this computer and your network (other services "
                 "there included): turn it on only for clients you trust.",
-                self,
+                local,
             )
         )
+        layout.addWidget(local)
         self.load()
         self.cors_toggle.setChecked(bool(self.cors_origins()))
         self._on_cors_toggled(self.cors_toggle.isChecked())
