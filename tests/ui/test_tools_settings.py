@@ -148,6 +148,8 @@ def test_closing_the_page_stops_its_servers_on_the_tools_lane_without_holding_th
         released.wait()
 
     monkeypatch.setattr(page.manager, "shutdown", slow_shutdown)
+    # an earlier test's servers may still be stopping on the tools lane: let them go first
+    qtbot.waitUntil(lambda: not tasks().busy("tools"), timeout=60_000)
     page.shutdown()
     assert tasks().busy("tools")
     qtbot.waitUntil(lambda: stopped_on == ["ember-tools"])
