@@ -26,6 +26,21 @@ def bootstrap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
     return module
 
 
+@pytest.fixture
+def commands(bootstrap: ModuleType, monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """The build commands bootstrap runs; each "build" leaves a wheel in its --out folder."""
+    ran: list[list[str]] = []
+
+    def run(cmd: list[str], env: dict[str, str] | None = None) -> None:
+        ran.append(cmd)
+        out = Path(cmd[cmd.index("--out") + 1])
+        out.mkdir(parents=True)
+        (out / "llama_cpp_python-0.3.36-cp311-cp311-linux_x86_64.whl").write_bytes(b"PK")
+
+    monkeypatch.setattr(bootstrap, "run", run)
+    return ran
+
+
 def test_the_default_build_is_the_portable_one(
     bootstrap: ModuleType, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -50,18 +65,13 @@ def test_a_mistyped_build_is_one_line_naming_the_choices(
 
 @pytest.mark.parametrize(("build", "vulkan"), [("runtime", True), ("runtime-cpu", False)])
 def test_the_runtime_build_runs_build_llama_and_caches_its_wheel(
-    bootstrap: ModuleType, monkeypatch: pytest.MonkeyPatch, build: str, vulkan: bool
+    bootstrap: ModuleType,
+    monkeypatch: pytest.MonkeyPatch,
+    commands: list[list[str]],
+    build: str,
+    vulkan: bool,
 ) -> None:
     monkeypatch.setenv("EMBER_LLAMA_BUILD", build)
-    commands: list[list[str]] = []
-
-    def run(cmd: list[str], env: dict[str, str] | None = None) -> None:
-        commands.append(cmd)
-        out = Path(cmd[cmd.index("--out") + 1])
-        out.mkdir(parents=True)
-        (out / "llama_cpp_python-0.3.36-cp311-cp311-linux_x86_64.whl").write_bytes(b"PK")
-
-    monkeypatch.setattr(bootstrap, "run", run)
     wheel = bootstrap.llama_wheel()
     [cmd] = commands
     assert cmd[:2] == [sys.executable, str(ROOT / "scripts" / "build_llama.py")]
@@ -74,22 +84,13 @@ def test_the_runtime_build_runs_build_llama_and_caches_its_wheel(
 
 
 def test_the_portable_build_is_patched_by_build_llama_with_its_flags(
-    bootstrap: ModuleType, monkeypatch: pytest.MonkeyPatch
+    bootstrap: ModuleType, monkeypatch: pytest.MonkeyPatch, commands: list[list[str]]
 ) -> None:
     """The default build goes through build_llama.py too (its llama.cpp patches), as one
     static back-end with bootstrap's portable flags; a wheel from before the patches is not
     reused (their name is part of the cache key)."""
     monkeypatch.delenv("EMBER_LLAMA_BUILD", raising=False)
     monkeypatch.delenv("CMAKE_ARGS", raising=False)
-    commands: list[list[str]] = []
-
-    def run(cmd: list[str], env: dict[str, str] | None = None) -> None:
-        commands.append(cmd)
-        out = Path(cmd[cmd.index("--out") + 1])
-        out.mkdir(parents=True)
-        (out / "llama_cpp_python-0.3.36-cp311-cp311-linux_x86_64.whl").write_bytes(b"PK")
-
-    monkeypatch.setattr(bootstrap, "run", run)
     wheel = bootstrap.llama_wheel()
     [cmd] = commands
     assert cmd[:2] == [sys.executable, str(ROOT / "scripts" / "build_llama.py")]
