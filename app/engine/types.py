@@ -84,6 +84,11 @@ class SamplingParams:
     logit_bias: dict[int, float] | None = None
     grammar: str | None = None  # GBNF
     json_schema: dict[str, Any] | None = None  # constrains output to JSON matching it
+    # Lazy grammar (llama.cpp's "grammar triggers"): with patterns here, the grammar (or
+    # schema) constrains nothing until one of these regular expressions matches the answer
+    # so far; from the start of that match (of its first group, if it has one) on, the text
+    # must follow the grammar. A tool call's format opens with its trigger.
+    grammar_triggers: tuple[str, ...] = ()
 
 
 class ChatMessage(TypedDict, total=False):
@@ -108,6 +113,12 @@ class ChatRequest:
     # PNG/JPEG bytes, one per media marker (app.engine.media.MEDIA_MARKER) in the messages'
     # text, in order: only for a model loaded with a vision projector
     images: tuple[bytes, ...] = ()
+    # How hard a reasoning model thinks: "none" (no thinking), "minimal", "low", "medium",
+    # "high"; None: the model's default. Mapped onto what the model's template supports.
+    reasoning_effort: str | None = None
+    # At most this many tokens of thinking; then the engine closes the thinking in the
+    # model's own format and the answer follows. None: no limit.
+    thinking_budget: int | None = None
 
 
 @dataclass(slots=True)

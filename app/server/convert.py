@@ -14,6 +14,7 @@ from app.server import schemas
 from app.server.catalog import ModelMeta
 from app.server.errors import APIError
 from app.server.images import decode_images
+from app.server.output import ChatOutput
 from app.server.reasoning import prompt_opens_reasoning
 from app.server.tools import (
     ToolMode,
@@ -137,6 +138,17 @@ class ChatPlan:
     constrained: bool = False  # response_format or a forced call: no reasoning to split
 
 
+def chat_output(plan: ChatPlan) -> ChatOutput:
+    """What reads the answer of ``plan``'s request (content, reasoning, tool calls): every
+    protocol's adapter makes its own from here."""
+    return ChatOutput(
+        tool_mode=plan.tool_mode,
+        tool_names=plan.tool_names,
+        reasoning=not plan.constrained,
+        reasoning_open=plan.reasoning_open,
+    )
+
+
 def tool_mode(body: schemas.ChatCompletionRequest) -> tuple[ToolMode, str | None]:
     choice = body.tool_choice
     if isinstance(choice, schemas.NamedToolChoice):
@@ -230,6 +242,8 @@ def plan_chat(body: schemas.ChatCompletionRequest, model: LoadedModel, meta: Mod
         model=model.model_id,
         tools=tools_for_template if mode != "none" and native_tools else None,
         images=images,
+        reasoning_effort=body.reasoning_effort,
+        thinking_budget=body.thinking_budget_tokens,
     )
     return ChatPlan(
         request=request,

@@ -21,7 +21,6 @@ the counts.
 
 from __future__ import annotations
 
-import json
 import threading
 import weakref
 from collections.abc import Callable
@@ -138,16 +137,14 @@ async def reject_busy(
     extra: list[tuple[bytes, bytes]] | None = None,
 ) -> None:
     """Answer 503 ``server_busy`` (Ollama's shape on its routes) with Retry-After."""
-    from app.server.errors import error_bytes  # FastAPI: imported once a server runs
-    from app.server.security import is_ollama_path
+    from app.server.protocols import protocol_of, refusal_body
 
     limits._update(refused=1)
     note_of(scope).refused = True  # the log keeps none of the body
-    if is_ollama_path(str(scope.get("path", ""))):
+    path = str(scope.get("path", ""))
+    if protocol_of(path) != "openai":
         note_of(scope).error = message
-        body = json.dumps({"error": message}).encode()
-    else:
-        body = error_bytes(503, message, "server_busy")
+    body = refusal_body(path, 503, message, "server_busy")
     headers = [
         (b"content-type", b"application/json"),
         (b"content-length", str(len(body)).encode()),

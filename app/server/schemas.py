@@ -216,7 +216,9 @@ class ChatCompletionRequest(_Sampling):
     parallel_tool_calls: bool | None = None
     logprobs: bool | None = None
     top_logprobs: int | None = Field(default=None, ge=0, le=20)
-    reasoning_effort: str | None = None
+    reasoning_effort: Literal["none", "minimal", "low", "medium", "high"] | None = None
+    # at most this many tokens of thinking, then the answer (llama-server's name)
+    thinking_budget_tokens: int | None = Field(default=None, ge=0)
 
 
 class CompletionRequest(_Sampling):

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
-import json
 import re
 import secrets
 
@@ -30,6 +29,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.server.config import ServerConfig
 from app.server.limits import RequestLimits, reject_busy
+from app.server.protocols import protocol_of, refusal_body
 from app.server.requestlog import note_of
 
 # answered without an API key (nothing secret in them; Ollama's clients probe the last two)
@@ -47,7 +47,7 @@ def default_origin(origin: str) -> bool:
 
 def is_ollama_path(path: str) -> bool:
     """Ollama's routes answer errors as ``{"error": "..."}``."""
-    return path == "/" or path.startswith("/api/")
+    return protocol_of(path) == "ollama"
 
 
 # 16 hex characters are 64 bits: out of reach of guessing over the network, short to type.
@@ -229,16 +229,13 @@ async def _reject(
     *,
     extra: list[tuple[bytes, bytes]] | None = None,
 ) -> None:
-    from app.server.errors import error_bytes  # FastAPI: imported once a server runs
-
     # Whoever was refused may have sent anything (a stranger's prompt, a huge body): the
     # request log records that it happened, not what it said.
     note_of(scope).refused = True
-    if is_ollama_path(str(scope.get("path", ""))):
+    path = str(scope.get("path", ""))
+    if protocol_of(path) != "openai":
         note_of(scope).error = message  # the log reads OpenAI's shape only
-        body = json.dumps({"error": message}).encode()
-    else:
-        body = error_bytes(status, message, code)
+    body = refusal_body(path, status, message, code)
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     if status == 401:
         headers.append((b"www-authenticate", b"Bearer"))

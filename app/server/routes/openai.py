@@ -2,7 +2,8 @@
 
 Each generating route: parse the body (400 on any problem), resolve the model (404, or a
 just-in-time load), submit one job to the shared engine queue (503 when full), then answer
-the way the route's :class:`_Answer` says (an EngineError on the way is errors.py's to answer).
+the way its :class:`~app.server.answering.Answer` says (the shared steps are in
+app/server/answering.py; an EngineError on the way is errors.py's to answer).
 Streaming answers wait for the first token (at most ~1 s after the job starts, ~10 s while it
 is queued) before sending headers, so an engine-side rejection (context overflow, a bad
 grammar) is still a proper 4xx; later failures arrive as an SSE ``error`` event, and a silent
@@ -12,49 +13,36 @@ cancels its job at once, whether it is queued, reading the prompt or writing tok
 
 from __future__ import annotations
 
-import asyncio
-import json
 import time
-from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator
-from typing import Annotated, Any, TypeVar
+from abc import abstractmethod
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ValidationError
 from starlette.responses import Response
 
 from app.engine import types as engine
-from app.engine.providers import REMOTE_ID_SEPARATOR, is_remote_id
-from app.engine.types import Delta, Event, Failed, Finished
+from app.engine.providers import is_remote_id
+from app.engine.types import Finished
 from app.server import convert, schemas, shapes
-from app.server.catalog import ModelMeta
-from app.server.errors import (
-    APIError,
-    from_engine_error,
-    from_validation_errors,
-    model_not_found,
+from app.server.answering import (
+    Answer,
+    forward_remote,
+    forwarder_of,
+    parse,
+    prepare_chat,
+    resolve,
+    respond,
 )
+from app.server.errors import APIError, model_not_found
 from app.server.forward import RemoteForwarder
-from app.server.gateway import Gateway, JobStream, model_meta
-from app.server.images import fetch_image_urls
-from app.server.jobs import (
-    KEEPALIVE,
-    TICK,
-    cancelled,
-    check_constraint,
-    collect,
-    first_events,
-    next_event,
-)
-from app.server.output import ChatOutput, Collected, Piece
-from app.server.requestlog import LogNote, note_of
-from app.server.streaming import EventStreamResponse
+from app.server.gateway import Gateway
+from app.server.jobs import check_constraint, collect
+from app.server.output import Collected, Piece
 
 # Every route returns a Response itself: FastAPI's own serialisation is skipped (it is slower,
 # and it toggles warning filters, which is not thread-safe when the server runs on a thread).
 router = APIRouter()
-Body = TypeVar("Body", bound=BaseModel)
 
 
 def _gateway(request: Request) -> Gateway:
@@ -68,12 +56,7 @@ GatewayDep = Annotated[Gateway, Depends(_gateway)]
 # ---- models ---------------------------------------------------------------------------------
 
 
-def _forwarder(request: Request) -> RemoteForwarder:
-    forwarder: RemoteForwarder = request.app.state.forwarder
-    return forwarder
-
-
-ForwarderDep = Annotated[RemoteForwarder, Depends(_forwarder)]
+ForwarderDep = Annotated[RemoteForwarder, Depends(forwarder_of)]
 
 
 @router.get("/v1/models", response_model=None)
@@ -98,57 +81,49 @@ async def get_model(model_id: str, gateway: GatewayDep, forwarder: ForwarderDep)
 # ---- chat and completions ------------------------------------------------------------------
 
 
-class _Answer(ABC):
-    """How a generating route's text becomes its answer: the chunks of a stream (which _sse
-    frames with keep-alives, errors, the usage chunk and DONE) or a whole body."""
+class _OpenAIAnswer(Answer):
+    """OpenAI's frames: ``data: {chunk}`` events, a usage chunk when asked, an error event's
+    body in OpenAI's error shape, then ``data: [DONE]``."""
 
     def __init__(self, env: shapes.Envelope, include_usage: bool) -> None:
         self.env, self.include_usage = env, include_usage
 
-    def opening(self) -> list[bytes]:
-        return []
-
     def reason(self, final: Finished) -> str:
         return "length" if final.reason == "length" else "stop"
 
-    @abstractmethod
-    def delta(self, text: str) -> list[bytes]: ...
+    def finish(self, final: Finished) -> list[bytes]:
+        frames = self.last_chunks(final)
+        if self.include_usage:
+            frames.append(shapes.usage_chunk(self.env, final.usage))
+        return frames
 
     @abstractmethod
-    def finish(self, final: Finished) -> list[bytes]: ...
+    def last_chunks(self, final: Finished) -> list[bytes]: ...
 
-    @abstractmethod
-    def whole(self, texts: list[str], final: Finished) -> dict[str, Any]: ...
+    def error(self, error: APIError) -> bytes:
+        return shapes.sse(error.body())
+
+    def closing(self) -> list[bytes]:
+        return [shapes.DONE]
 
 
 @router.post("/v1/chat/completions", response_model=None)
 async def chat_completions(request: Request, gateway: GatewayDep) -> Response:
-    if (remote := await _forward_remote(request, "/chat/completions")) is not None:
+    if (remote := await forward_remote(request, "/chat/completions")) is not None:
         return remote
-    body, note = await _parse(request, schemas.ChatCompletionRequest)
-    config = request.app.state.config
-    await fetch_image_urls(body.messages, config.image_urls, local=config.image_urls_local)
-    # off the event loop: decoding and checking 16 images' data can take a second
-    await asyncio.to_thread(convert.check_chat, body)
-    await check_constraint(convert.chat_constraint(body))
-    model, meta = await _resolve(gateway, body.model, note)
-    plan = convert.plan_chat(body, model, meta)
+    body, note = await parse(request, schemas.ChatCompletionRequest)
+    plan, model = await prepare_chat(request, gateway, body, note)
     obj = "chat.completion.chunk" if body.stream else "chat.completion"
     env = shapes.Envelope("chatcmpl-", obj, model, int(time.time()))
     answer = _ChatAnswer(env, body.include_usage, plan)
-    return await _respond(request, gateway.submit(plan.request), answer, note, body.stream)
+    return await respond(request, gateway.submit(plan.request), answer, note, body.stream)
 
 
-class _ChatAnswer(_Answer):
+class _ChatAnswer(_OpenAIAnswer):
     def __init__(self, env: shapes.Envelope, include_usage: bool, plan: convert.ChatPlan) -> None:
         super().__init__(env, include_usage)
         self.forced = plan.tool_mode in ("required", "named")
-        self.output = ChatOutput(
-            tool_mode=plan.tool_mode,
-            tool_names=plan.tool_names,
-            reasoning=not plan.constrained,
-            reasoning_open=plan.reasoning_open,
-        )
+        self.output = convert.chat_output(plan)
 
     def opening(self) -> list[bytes]:
         content = None if self.forced else ""
@@ -157,7 +132,7 @@ class _ChatAnswer(_Answer):
     def delta(self, text: str) -> list[bytes]:
         return self._pieces(self.output.feed(text))
 
-    def finish(self, final: Finished) -> list[bytes]:
+    def last_chunks(self, final: Finished) -> list[bytes]:
         return [*self._pieces(self.output.finish()), self._chunk({}, self.reason(final))]
 
     def whole(self, texts: list[str], final: Finished) -> dict[str, Any]:
@@ -181,23 +156,23 @@ class _ChatAnswer(_Answer):
 
 @router.post("/v1/completions", response_model=None)
 async def completions(request: Request, gateway: GatewayDep) -> Response:
-    if (remote := await _forward_remote(request, "/completions")) is not None:
+    if (remote := await forward_remote(request, "/completions")) is not None:
         return remote
-    body, note = await _parse(request, schemas.CompletionRequest)
+    body, note = await parse(request, schemas.CompletionRequest)
     prompt = convert.check_completion(body)
     await check_constraint((body.grammar, None, "grammar"))
-    model, meta = await _resolve(gateway, body.model, note)
+    model, meta = await resolve(gateway, body.model, note)
     engine_request = convert.completion_request(body, prompt, model, meta)
     env = shapes.Envelope("cmpl-", "text_completion", model, int(time.time()))
     answer = _CompletionAnswer(env, body.include_usage)
-    return await _respond(request, gateway.submit(engine_request), answer, note, body.stream)
+    return await respond(request, gateway.submit(engine_request), answer, note, body.stream)
 
 
-class _CompletionAnswer(_Answer):
+class _CompletionAnswer(_OpenAIAnswer):
     def delta(self, text: str) -> list[bytes]:
         return [shapes.completion_chunk(self.env, text, with_usage=self.include_usage)]
 
-    def finish(self, final: Finished) -> list[bytes]:
+    def last_chunks(self, final: Finished) -> list[bytes]:
         reason = self.reason(final)
         return [shapes.completion_chunk(self.env, "", reason, with_usage=self.include_usage)]
 
@@ -211,11 +186,11 @@ class _CompletionAnswer(_Answer):
 
 @router.post("/v1/embeddings", response_model=None)
 async def embeddings(request: Request, gateway: GatewayDep) -> Response:
-    if (remote := await _forward_remote(request, "/embeddings")) is not None:
+    if (remote := await forward_remote(request, "/embeddings")) is not None:
         return remote
-    body, note = await _parse(request, schemas.EmbeddingRequest)
+    body, note = await parse(request, schemas.EmbeddingRequest)
     inputs = convert.embedding_inputs(body)
-    model, _meta = await _resolve(gateway, body.model, note)
+    model, _meta = await resolve(gateway, body.model, note)
     stream = gateway.submit(engine.EmbeddingRequest(inputs, model.model_id))
     _texts, final = await collect(stream, request)
     vectors: list[list[float]] = final.result
@@ -233,89 +208,3 @@ async def embeddings(request: Request, gateway: GatewayDep) -> Response:
     )
 
 
-# ---- shared steps ---------------------------------------------------------------------------
-
-
-async def _forward_remote(request: Request, path: str) -> Response | None:
-    """A request naming ``provider::model`` goes to that provider (see app/server/forward.py)."""
-    raw = await request.body()
-    if REMOTE_ID_SEPARATOR.encode() not in raw:
-        return None  # a local request: parsed once, by _parse
-    try:
-        data = json.loads(raw)
-    except (ValueError, RecursionError):  # RecursionError: JSON nested thousands deep
-        return None  # _parse answers with the proper 400
-    if not isinstance(data, dict) or not is_remote_id(str(data.get("model") or "")):
-        return None
-    note_of(request.scope).model = str(data["model"])
-    return await _forwarder(request).forward(path, data)
-
-
-async def _parse(request: Request, cls: type[Body]) -> tuple[Body, LogNote]:
-    """The body (a 400 if it is invalid) and the request log's note, which records ``stream``."""
-    try:
-        body = cls.model_validate_json(await request.body())
-    except ValidationError as e:
-        raise from_validation_errors(e.errors(include_url=False)) from None
-    note = note_of(request.scope)
-    note.stream = bool(getattr(body, "stream", False))
-    return body, note
-
-
-async def _resolve(
-    gateway: Gateway, name: str | None, note: LogNote
-) -> tuple[engine.LoadedModel, ModelMeta]:
-    note.model = name
-    model = await gateway.resolve(name)
-    note.model = model.model_id
-    return model, await asyncio.to_thread(model_meta, model.path)
-
-
-async def _respond(
-    request: Request, stream: JobStream, answer: _Answer, note: LogNote, streaming: bool | None
-) -> Response:
-    """Stream the job's answer (see the module's docstring), or send it whole."""
-    if streaming:
-        early = await first_events(stream, request)
-        return EventStreamResponse(_sse(stream, early, answer, note), stream.cancel)
-    texts, final = await collect(stream, request)
-    _note_usage(note, final)
-    return JSONResponse(answer.whole(texts, final))
-
-
-async def _sse(
-    stream: JobStream, early: list[Event], answer: _Answer, note: LogNote
-) -> AsyncIterator[bytes]:
-    try:
-        for chunk in answer.opening():
-            yield chunk
-        while (event := await next_event(stream, early)) is not None:
-            if event is TICK:
-                yield KEEPALIVE
-            elif isinstance(event, Delta):
-                for chunk in answer.delta(event.text):
-                    yield chunk
-            elif isinstance(event, Finished):
-                if event.reason == "cancelled":
-                    yield _stream_error(cancelled(), note)
-                    break
-                for chunk in answer.finish(event):
-                    yield chunk
-                if answer.include_usage:
-                    yield shapes.usage_chunk(answer.env, event.usage)
-                _note_usage(note, event)
-            elif isinstance(event, Failed):
-                yield _stream_error(from_engine_error(event.error), note)
-        yield shapes.DONE
-    finally:
-        stream.cancel()
-
-
-def _stream_error(error: APIError, note: LogNote) -> bytes:
-    note.error = error.message
-    return shapes.sse(error.body())
-
-
-def _note_usage(note: LogNote, final: Finished) -> None:
-    note.prompt_tokens = final.usage.prompt_tokens
-    note.completion_tokens = final.usage.completion_tokens
