@@ -35,7 +35,8 @@ def protocol_of(path: str) -> Protocol:
 
 
 def anthropic_error(status: int, message: str) -> dict[str, object]:
-    kind = ANTHROPIC_ERROR_TYPES.get(status, "api_error" if status >= 500 else "invalid_request_error")
+    fallback = "api_error" if status >= 500 else "invalid_request_error"
+    kind = ANTHROPIC_ERROR_TYPES.get(status, fallback)
     return {"type": "error", "error": {"type": kind, "message": message}}
 
 

@@ -199,11 +199,11 @@ def test_a_local_request_body_is_parsed_once(
     """Only a body naming ``provider::model`` is looked into before validation."""
     from types import SimpleNamespace
 
-    from app.server.routes import openai as routes
+    from app.server import answering
 
     def loads(_raw: object) -> object:
         raise AssertionError("a local request was JSON-decoded before validation")
 
-    monkeypatch.setattr(routes, "json", SimpleNamespace(loads=loads))
+    monkeypatch.setattr(answering, "json", SimpleNamespace(loads=loads))
     r = client.completions.create(model=MODEL_ID, prompt="Hi", max_tokens=2)
     assert r.choices[0].text is not None
