@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
+import yaml  # type: ignore[import-untyped,unused-ignore]
 
 WORKFLOW = Path(__file__).resolve().parent.parent / ".github" / "workflows" / "build.yml"
 
