@@ -1,11 +1,15 @@
 """``ember info MODEL``: what a model file is, how much memory it needs and where its layers
 would run, without loading it. ``ember info --hardware``: the CPU, the CPU variant llama.cpp
-picked, each device with its memory and back-end, and llama.cpp's system info."""
+picked, each device with its memory and back-end, and llama.cpp's system info; with
+``--watch``, then RAM, swap, CPU and GPU memory in use (Ember's share too) every second, as
+the Hardware page's graphs show them (app/engine/monitor.py)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
+import time
 from dataclasses import asdict
 from typing import Any
 
@@ -33,16 +37,35 @@ def add_parser(sub: Any) -> None:
         action="store_true",
         help="show the CPU, the GPUs and the llama.cpp back-ends that drive them",
     )
+    p.add_argument(
+        "--watch",
+        action="store_true",
+        help="with --hardware: then show RAM, swap, CPU and GPU memory in use (Ember's share "
+        "too), refreshed every --interval seconds until Ctrl+C",
+    )
+    p.add_argument(
+        "--interval", type=float, default=1.0, metavar="SECONDS", help="--watch's refresh"
+    )
+    p.add_argument(
+        "--samples", type=int, default=0, metavar="N", help="--watch: stop after N (0: never)"
+    )
     p.add_argument("--json", action="store_true", help="print JSON")
     add_load_flags(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.watch and not args.hardware:
+        raise CliError("--watch goes with --hardware: ember info --hardware --watch")
     if args.hardware:
         if args.model:
             raise CliError("give either MODEL or --hardware, not both")
-        return show_hardware(args.json)
+        code = show_hardware(args.json)
+        if args.watch:
+            if not 0.05 <= args.interval <= 3600:
+                raise CliError("--interval: give between 0.05 and 3600 seconds")
+            watch(args.interval, args.samples, args.json)
+        return code
     if not args.model:
         raise CliError("give a MODEL (a .gguf path or a model in the library), or --hardware")
     path = resolve_model(args.model)
@@ -107,3 +130,32 @@ def show_hardware(as_json: bool) -> int:
         return 0
     _print_rows(backends.describe(hw))
     return 0
+
+
+def watch(interval: float, samples: int, as_json: bool) -> None:
+    """Print the machine's use every ``interval`` seconds (``samples`` times, or until
+    Ctrl+C). On a terminal each refresh replaces the last; piped, they follow each other."""
+    from dataclasses import asdict as as_dict
+
+    from app.engine.monitor import Sampler, describe
+
+    sampler = Sampler()
+    sampler.sample()  # CPU shares are over the time between two samples
+    clear = sys.stdout.isatty() and not as_json
+    shown = 0
+    try:
+        while samples <= 0 or shown < samples:
+            time.sleep(interval)
+            sample = sampler.sample()
+            shown += 1
+            if as_json:
+                print(json.dumps(as_dict(sample)), flush=True)
+                continue
+            if clear:
+                print("\x1b[H\x1b[2J", end="")
+            else:
+                print()
+            _print_rows(describe(sample))
+            sys.stdout.flush()
+    except KeyboardInterrupt:
+        print()

@@ -365,6 +365,13 @@ def _library_of(addr: int) -> str | None:
 
 _lock = threading.Lock()
 _loaded: dict[Path, Ggml] = {}
+
+
+def loaded() -> bool:
+    """Whether this process loaded llama.cpp's back-ends already (:func:`load`)."""
+    return bool(_loaded)
+
+
 _native_log = logging.getLogger("llama.cpp")  # the engine's logger for llama.cpp's messages
 _LogCallback = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
 

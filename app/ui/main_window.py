@@ -31,6 +31,7 @@ from app.ui import theme
 from app.ui.chat.chat_pane import ChatPane
 from app.ui.chat.conversation import ConversationController
 from app.ui.header.header_bar import HeaderBar
+from app.ui.machine_monitor import MachineMonitor
 from app.ui.nav_rail import CHATS, MODELS, PAGES, SERVER, NavRail
 from app.ui.server.controller import ServerController
 from app.ui.services import Services
@@ -83,7 +84,8 @@ class MainWindow(QMainWindow):
         self.chat = ChatPane(self.controller, s.engine, s.catalog, self)
         self.panel = ConversationPanel(self.controller, s.catalog, self)
         self.server = ServerController(s, self)
-        self.status = StatusBar(s.engine, self)
+        self.monitor = MachineMonitor(self)  # RAM, CPU, GPUs over time (Settings → Hardware)
+        self.status = StatusBar(s.engine, self, monitor=self.monitor)
         self.status.attach_server(self.server)
         self.status.attach_answers(self.controller.answers)  # also between tool calls
         self.setStatusBar(self.status)
@@ -141,6 +143,7 @@ class MainWindow(QMainWindow):
         sb.history_recovered.connect(self._on_history_recovered)
         self.rail.page_requested.connect(self.show_page)
         self.rail.settings_requested.connect(self.open_settings)
+        self.status.hardware_page_requested.connect(self.open_hardware)
         c.conversation_opened.connect(self._on_conversation_opened)
         c.conversations_changed.connect(sb.request_refresh)
         # the chats writing an answer get a dot in the list (several may answer at once)
@@ -319,6 +322,7 @@ class MainWindow(QMainWindow):
             remote_catalog=self.services.engine.remote_catalog,
             # Test in Settings → Tools and the chats share the servers' processes
             tool_manager=self.controller.answers.tools.manager,
+            monitor=self.monitor,
         )
         dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         if self.themes is not None:
@@ -326,6 +330,13 @@ class MainWindow(QMainWindow):
         dialog.reload_model_requested.connect(self._on_reload_model_requested)
         self.settings_dialog = dialog
         dialog.open()
+
+    @Slot()
+    def open_hardware(self) -> None:
+        """Settings, on the Hardware page (from the status bar's memory figure)."""
+        self.open_settings()
+        if self.settings_dialog is not None:
+            self.settings_dialog.show_page("Hardware")
 
     @Slot()
     def open_providers(self) -> None:

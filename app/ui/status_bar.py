@@ -11,14 +11,17 @@ dot amber, as for a load: it needs you), "Running NAME…", "Starting SERVER…"
 as generating while the model reads or writes (its rounds run on the engine worker directly,
 so they are not taken for an API client's).
 
-Signals: ``server_page_requested()`` when the API server's label is clicked.
+The memory figure is Ember's resident memory from the app's :class:`MachineMonitor` (read off
+the GUI thread); clicking it opens Settings → Hardware, whose graphs show the machine.
+
+Signals: ``server_page_requested()`` when the API server's label is clicked,
+``hardware_page_requested()`` when the memory figure is.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import psutil
 from PySide6.QtCore import QSize, Qt, QTimer, Signal, Slot
 from PySide6.QtGui import QPainter, QPaintEvent, QResizeEvent
 from PySide6.QtWidgets import (
@@ -31,10 +34,12 @@ from PySide6.QtWidgets import (
 )
 
 from app.engine.gguf import human_bytes
+from app.engine.monitor import Sample
 from app.engine.providers import parse_remote_id
 from app.engine.types import LoadedModel
 from app.ui import theme
 from app.ui.engine_session import GENERATING, LOADING, EngineSession, model_name
+from app.ui.machine_monitor import MachineMonitor
 from app.ui.server.switch import ToggleSwitch
 
 if TYPE_CHECKING:
@@ -42,7 +47,6 @@ if TYPE_CHECKING:
     from app.ui.chat.answers import AnswerRunner
     from app.ui.server.controller import ServerController
 
-MEMORY_INTERVAL_MS = 2000
 API_POLL_MS = 500
 MEMORY_MIN_WIDTH = 620  # px of status bar below which the memory label hides
 
@@ -147,14 +151,19 @@ class StatusBar(QStatusBar):
     """Engine state (idle / loading / generating at N tok/s), memory, API server."""
 
     server_page_requested = Signal()
+    hardware_page_requested = Signal()
 
-    def __init__(self, engine: EngineSession, parent: QWidget | None = None) -> None:
+    def __init__(
+        self,
+        engine: EngineSession,
+        parent: QWidget | None = None,
+        monitor: MachineMonitor | None = None,
+    ) -> None:
         super().__init__(parent)
         self.setObjectName("StatusBar")
         self.setSizeGripEnabled(False)
         self.engine = engine
         self._rate = 0.0
-        self._process = psutil.Process()
 
         left = QWidget(self)
         left_layout = QHBoxLayout(left)
@@ -167,9 +176,15 @@ class StatusBar(QStatusBar):
         left_layout.addWidget(self.state_label)
         self.addWidget(left, 1)
 
-        self.memory_label = QLabel(self)
-        self.memory_label.setObjectName("StatusText")
-        self.memory_label.setToolTip("Memory used by Ember, including the loaded model")
+        self.memory_label = QToolButton(self)
+        self.memory_label.setObjectName("MemoryButton")
+        self.memory_label.setCursor(Qt.CursorShape.PointingHandCursor)
+        self.memory_label.setToolTip(
+            "Memory used by Ember, including the loaded model. Click to see the computer's "
+            "memory and CPU over the last minutes (Settings → Hardware)."
+        )
+        self.memory_label.setAccessibleName("Memory used by Ember")
+        self.memory_label.clicked.connect(self.hardware_page_requested)
         self.memory_separator = _separator(self)
         self.server_toggle = ServerToggle(self)
         self.server_toggle.label.clicked.connect(self.server_page_requested)
@@ -181,10 +196,8 @@ class StatusBar(QStatusBar):
         self.addPermanentWidget(self.server_toggle)
         self.addPermanentWidget(QLabel(" ", self))
 
-        self._memory_timer = QTimer(self)
-        self._memory_timer.setInterval(MEMORY_INTERVAL_MS)
-        self._memory_timer.timeout.connect(self.refresh_memory)
-        self._memory_timer.start()
+        self.monitor = monitor if monitor is not None else MachineMonitor(self)
+        self.monitor.sampled.connect(self._on_sampled)
         # API clients' answers run on the same engine: their count is read from the worker
         # (an int) a few times a second, not signalled per job to the GUI thread.
         self._api_answers = 0
@@ -231,11 +244,15 @@ class StatusBar(QStatusBar):
 
     @Slot()
     def refresh_memory(self) -> None:
-        try:
-            rss = self._process.memory_info().rss
-        except psutil.Error:
-            return
-        self.memory_label.setText(f"Memory {human_bytes(rss)}")
+        """Show the newest sample's figure and ask for a fresh one (after a load, say)."""
+        latest = self.monitor.latest
+        if latest is not None:
+            self.memory_label.setText(f"Memory {human_bytes(latest.ram_ember)}")
+        self.monitor.sample_now()
+
+    @Slot(object)
+    def _on_sampled(self, sample: Sample) -> None:
+        self.memory_label.setText(f"Memory {human_bytes(sample.ram_ember)}")
 
     @Slot()
     def refresh_state(self) -> None:

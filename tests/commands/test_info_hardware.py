@@ -95,3 +95,30 @@ def test_info_says_where_the_layers_would_run(
         "Runs on" in text and "Partly on the GPU (as set by --gpu-layers or the setting): " in text
     )
     assert "6 of 18 layers on Vulkan0" in text
+
+
+def test_watch_prints_the_machine_in_use_each_interval() -> None:
+    r = ember("info", "--hardware", "--watch", "--interval", "0.05", "--samples", "3")
+    assert r.returncode == 0, r.stderr
+    blocks = r.stdout.split("\nRAM ")[1:]  # piped: each refresh follows the last
+    assert len(blocks) == 3
+    for block in blocks:
+        rows = _rows("RAM " + block)
+        assert re.fullmatch(r"[\d.]+ [KMGT]?B of [\d.]+ [KMGT]?B \(\d+%\)", rows["RAM"])
+        assert rows["CPU"].endswith("%")
+
+
+def test_watch_json_is_one_sample_a_line() -> None:
+    r = ember("info", "--hardware", "--watch", "--json", "--interval", "0.05", "--samples", "2")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.strip().splitlines()[-2:]
+    samples = [json.loads(line) for line in lines]
+    assert all(s["ram_total"] > s["ram_used"] > 0 < s["ram_ember"] for s in samples)
+    assert samples[1]["time"] > samples[0]["time"]
+
+
+def test_watch_needs_hardware_and_a_sane_interval() -> None:
+    r = ember("info", "--watch")
+    assert r.returncode != 0 and "--watch goes with --hardware" in r.stderr
+    r = ember("info", "--hardware", "--watch", "--interval", "0")
+    assert r.returncode != 0 and "--interval" in r.stderr

@@ -11,6 +11,10 @@ behind the person's back (the load then runs on the CPU and says so in the fit b
 Loading the back-ends may take a moment (a GPU driver starts): it runs off the GUI thread when
 the page is first shown; "Refresh" reads the devices' free memory again.
 
+Below, "In use" graphs RAM, swap, CPU and each GPU's memory over the last minutes, Ember's share
+dashed, from the app's :class:`~app.ui.machine_monitor.MachineMonitor` (sampled off the GUI
+thread, every second while the page is shown).
+
 Signal: ``hardware_read(object)`` with the :class:`~app.engine.backends.Hardware` shown.
 """
 
@@ -19,10 +23,11 @@ from __future__ import annotations
 from typing import Any
 
 from PySide6.QtCore import Qt, Signal, Slot
-from PySide6.QtGui import QShowEvent
+from PySide6.QtGui import QHideEvent, QShowEvent
 from PySide6.QtWidgets import (
     QComboBox,
     QFormLayout,
+    QGridLayout,
     QHBoxLayout,
     QLabel,
     QPushButton,
@@ -33,9 +38,13 @@ from PySide6.QtWidgets import (
 from app.config import Settings
 from app.engine import backends
 from app.engine.backends import Device, Hardware
+from app.engine.gguf_format import human_bytes
+from app.engine.monitor import HISTORY_SECONDS, Sample
 from app.engine.sizing import DEVICE_AUTO, DEVICE_CPU
 from app.ui import theme
+from app.ui.machine_monitor import MachineMonitor
 from app.ui.settings.provider_editor import text_label
+from app.ui.settings.usage_graph import UsageGraph
 from app.ui.tasks import run_in_background
 
 
@@ -44,9 +53,16 @@ class HardwarePage(QWidget):
 
     hardware_read = Signal(object)
 
-    def __init__(self, settings: Settings | None = None, parent: QWidget | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        parent: QWidget | None = None,
+        monitor: MachineMonitor | None = None,
+    ) -> None:
         super().__init__(parent)
         self.settings = settings
+        self.monitor = monitor
+        self.graphs: dict[str, UsageGraph] = {}
         layout = QVBoxLayout(self)
         layout.setContentsMargins(28, 22, 28, 22)
         layout.setSpacing(12)
@@ -60,6 +76,19 @@ class HardwarePage(QWidget):
                 wrap=True,
             )
         )
+        # the machine now, first: the status bar's memory figure opens this page for it
+        self.usage = QGridLayout()
+        self.usage.setHorizontalSpacing(16)
+        self.usage.setVerticalSpacing(10)
+        self.usage.setColumnStretch(0, 1)
+        self.usage.setColumnStretch(1, 1)
+        if monitor is not None:
+            layout.addWidget(text_label("In use", "SectionTitle", self))
+            for name in ("RAM", "CPU", "Swap"):
+                self._graph(name)
+            layout.addLayout(self.usage)
+            layout.addSpacing(6)
+            monitor.sampled.connect(self._on_sampled)
         self.backend = QComboBox(self)
         self.backend.setObjectName("load_device")
         self.backend.setMinimumWidth(220)
@@ -86,11 +115,78 @@ class HardwarePage(QWidget):
         layout.addLayout(row)
         layout.addStretch(1)
         self._asked = False
+        self._watching = False
 
     def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 (Qt's name)
         super().showEvent(event)
         if not self._asked:
             self.refresh()
+        if self.monitor is not None and not self._watching:
+            self._watching = True
+            self.monitor.watch()
+            self.show_usage()
+
+    def hideEvent(self, event: QHideEvent) -> None:  # noqa: N802 (Qt's name)
+        super().hideEvent(event)
+        if self.monitor is not None and self._watching:
+            self._watching = False
+            self.monitor.unwatch()
+
+    def _graph(self, name: str) -> UsageGraph:
+        if name not in self.graphs:
+            graph = UsageGraph(name, HISTORY_SECONDS, self)
+            count = len(self.graphs)
+            self.graphs[name] = graph
+            self.usage.addWidget(graph, count // 2, count % 2)  # two a row
+        return self.graphs[name]
+
+    @Slot(object)
+    def _on_sampled(self, _sample: Sample) -> None:
+        if self.isVisible():
+            self.show_usage()
+
+    def show_usage(self) -> None:
+        """Draw the monitor's history: each resource's share of its total over time."""
+        if self.monitor is None or self.monitor.latest is None:
+            return
+        samples = list(self.monitor.history)
+        last = samples[-1]
+        times = [s.time for s in samples]
+
+        def share(used: int, total: int) -> float:
+            return used / total if total else 0.0
+
+        ram = self._graph("RAM")
+        ram.show_values(
+            times,
+            [share(s.ram_used, s.ram_total) for s in samples],
+            [share(s.ram_ember, s.ram_total) for s in samples],
+            f"RAM · {share(last.ram_used, last.ram_total):.0%} of {human_bytes(last.ram_total)}"
+            f" · Ember {human_bytes(last.ram_ember)}",
+        )
+        self._graph("CPU").show_values(
+            times,
+            [s.cpu / 100 for s in samples],
+            [s.cpu_ember / 100 for s in samples],
+            f"CPU · {last.cpu:.0f}% · Ember {last.cpu_ember:.0f}%",
+        )
+        swap = self._graph("Swap")
+        swap.show_values(
+            times if last.swap_total else [],
+            [share(s.swap_used, s.swap_total) for s in samples],
+            [],
+            f"Swap · {human_bytes(last.swap_used)} of {human_bytes(last.swap_total)}"
+            if last.swap_total
+            else "Swap · none on this computer",
+        )
+        for gpu in last.gpus:
+            values = [share(g.used, g.total) for s in samples for g in s.gpus if g.name == gpu.name]
+            self._graph(f"{gpu.name} memory").show_values(
+                times[-len(values) :] if values else [],
+                values,
+                [],
+                f"{gpu.name} memory · {human_bytes(gpu.used)} of {human_bytes(gpu.total)}",
+            )
 
     def refresh(self) -> None:
         self._asked = True

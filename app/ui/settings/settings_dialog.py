@@ -53,6 +53,7 @@ from app.engine.types import LoadedModel
 from app.tools.manager import ToolManager
 from app.ui import theme
 from app.ui.header.remote_models import RemoteCatalog
+from app.ui.machine_monitor import MachineMonitor
 from app.ui.settings import presets
 from app.ui.settings.hardware_page import HardwarePage
 from app.ui.settings.providers_page import ProvidersPage
@@ -189,6 +190,7 @@ class SettingsDialog(QDialog):
         providers: ProviderRegistry | None = None,
         remote_catalog: RemoteCatalog | None = None,
         tool_manager: ToolManager | None = None,
+        monitor: MachineMonitor | None = None,
     ) -> None:
         super().__init__(parent)
         self.setObjectName("SettingsDialog")
@@ -217,7 +219,7 @@ class SettingsDialog(QDialog):
             self._defaults_page(),
             self.providers_page,
             self.tools_page,
-            HardwarePage(self.settings),
+            HardwarePage(self.settings, monitor=monitor),
             self._data_page(),
         ):
             scroll = QScrollArea(self.pages)
