@@ -92,6 +92,12 @@ def add_load_flags(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--mlock", action="store_true", help="lock the model in RAM")
     g.add_argument(
+        "--force",
+        action="store_true",
+        help="load even when the estimate says the model does not fit the free memory (it may "
+        "then fail, or make the computer swap); with serve, for every model loaded on demand too",
+    )
+    g.add_argument(
         "--kv-type",
         choices=get_args(KVCacheType),
         default="f16",
@@ -131,6 +137,7 @@ def load_params(args: argparse.Namespace) -> LoadParams:
         cache_ram_mb=max(0, args.cache_ram),
         mmproj=str(args.mmproj) if getattr(args, "mmproj", None) else None,
         device=_device(getattr(args, "device", DEVICE_AUTO)),
+        force=bool(getattr(args, "force", False)),
     )
 
 

@@ -34,10 +34,13 @@ def inspect_model_file(path: str) -> gguf.GGUFInfo:
 
 def choose_n_ctx(info: gguf.GGUFInfo, params: LoadParams, available: int) -> int:
     """The context to load with: the user's choice if memory allows, else the default capped
-    by the trained length and by memory. Raises OutOfMemoryError naming what would fit.
+    by the trained length and by memory. Raises ModelTooLargeError naming what would fit
+    (unless ``params.force``).
     The rule itself is :func:`app.engine.sizing.plan_context`."""
     plan = sizing.plan_context(info, params, available)
-    n_ctx = plan.check()
+    n_ctx = plan.check(force=params.force)
+    if not plan.fits:
+        log.warning("Loading anyway (forced) although it may not fit: %s", plan.error)
     if not plan.automatic and n_ctx > plan.trained:
         log.warning("Context %d exceeds the model's trained %d", n_ctx, plan.trained)
     return n_ctx

@@ -31,7 +31,7 @@ import psutil
 from app.engine.ggml_types import GGMLType, ggml_type
 from app.engine.gguf import GGUFInfo
 from app.engine.gguf_format import human_bytes
-from app.engine.types import LoadParams, OutOfMemoryError
+from app.engine.types import FORCE_HINT, LoadParams, ModelTooLargeError
 
 # The context a model gets when the user does not choose one: enough for real conversations,
 # small enough to load quickly; capped by the trained length and by free memory.
@@ -306,10 +306,16 @@ class ContextPlan:
         """The context to suggest instead: what fits, when that is a usable context."""
         return self.max_context if self.max_context >= MIN_N_CTX else None
 
-    def check(self) -> int:
-        """The context to load with; raises OutOfMemoryError when the load would not fit."""
-        if self.error is not None:
-            raise OutOfMemoryError(self.error, fits_n_ctx=self.fits_n_ctx)
+    def check(self, force: bool = False) -> int:
+        """The context to load with; raises ModelTooLargeError when the load would not fit,
+        unless ``force`` (then the context it was refused at)."""
+        if self.error is not None and not force:
+            raise ModelTooLargeError(
+                self.error,
+                fits_n_ctx=self.fits_n_ctx,
+                needed_bytes=self.estimate.total_bytes,
+                available_bytes=self.available_bytes,
+            )
         return self.n_ctx
 
 
@@ -324,15 +330,15 @@ def plan_context(info: GGUFInfo, params: LoadParams, available: int) -> ContextP
         error = None
         if need.total_bytes > available:
             hint = (
-                f"try a context of {fits} tokens"
+                f"try a context of {fits} tokens, a smaller quantization or fewer GPU layers"
                 if fits >= MIN_N_CTX
-                else "the model's weights alone do not fit; close other programs or pick a "
-                "smaller quantization"
+                else "the model's weights alone do not fit; close other programs, pick a "
+                "smaller quantization or put fewer layers on the GPU"
             )
             error = (
                 f"Not enough memory for {params.n_ctx} tokens of context: it needs "
                 f"{human_bytes(need.total_bytes)}, {human_bytes(available)} is free; "
-                f"{hint}."
+                f"{hint}. {FORCE_HINT}"
             )
         return ContextPlan(params.n_ctx, False, trained, need, available, fits, error)
     n_ctx = min(default_context(info), fits)
@@ -345,7 +351,8 @@ def plan_context(info: GGUFInfo, params: LoadParams, available: int) -> ContextP
     error = (
         f"Not enough memory to load this model: it needs at least "
         f"{human_bytes(need.total_bytes)}, {human_bytes(available)} is free. "
-        "Close other programs or pick a smaller quantization."
+        f"Close other programs, pick a smaller quantization or put fewer layers on the GPU. "
+        f"{FORCE_HINT}"
     )
     return ContextPlan(smallest, True, trained, need, available, fits, error)
 

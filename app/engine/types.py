@@ -60,6 +60,9 @@ class LoadParams:
     # Where layers may be offloaded: "auto" (every GPU llama.cpp lists), "cpu" (none), or one
     # device's name ("Vulkan0"): that device only (Settings → Hardware, ``--device``)
     device: str = "auto"
+    # Load even when the estimate says the model does not fit (Load anyway, ``--force``,
+    # ``"force": true``): the check that raises ModelTooLargeError is skipped
+    force: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -329,6 +332,32 @@ class OutOfMemoryError(EngineError):
     def __init__(self, message: str, fits_n_ctx: int | None = None) -> None:
         super().__init__(message)
         self.fits_n_ctx = fits_n_ctx
+
+
+# The one override, named the same way wherever a load can be refused for memory
+FORCE_HINT = (
+    "To load it anyway (it may then fail, or make the computer swap): Load anyway in the app, "
+    '--force with ember run and ember serve, "force": true on the API\'s load request.'
+)
+
+
+class ModelTooLargeError(OutOfMemoryError):
+    """A load refused before it starts: the estimate says the model does not fit the free
+    memory. ``LoadParams.force`` (Load anyway, ``--force``, ``"force": true``) skips the
+    check."""
+
+    code = "model_too_large"
+
+    def __init__(
+        self,
+        message: str,
+        fits_n_ctx: int | None = None,
+        needed_bytes: int = 0,
+        available_bytes: int = 0,
+    ) -> None:
+        super().__init__(message, fits_n_ctx)
+        self.needed_bytes = needed_bytes
+        self.available_bytes = available_bytes
 
 
 class ModelNotLoadedError(EngineError):

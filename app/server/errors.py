@@ -26,6 +26,7 @@ from app.engine.types import (
     ModelFileError,
     ModelNotFoundError,
     ModelNotLoadedError,
+    ModelTooLargeError,
     OutOfMemoryError,
     QueueFullError,
 )
@@ -112,6 +113,8 @@ def from_engine_error(error: EngineError) -> APIError:
         return APIError(404, message, code="model_not_found", param="model")
     if isinstance(error, BadRequestError):
         return APIError(400, message, code="invalid_request")
+    if isinstance(error, ModelTooLargeError):  # refused before loading: the request can change
+        return APIError(400, message, code="model_too_large", param="model")
     if isinstance(error, OutOfMemoryError):
         return APIError(500, message, code="out_of_memory", type="server_error")
     if isinstance(error, ModelFileError):

@@ -265,10 +265,14 @@ class Gateway:
             if self._loading.get(handle.model_id) is handle:
                 del self._loading[handle.model_id]
 
-    async def resolve(self, name: str | None, n_ctx: int | None = None) -> LoadedModel:
+    async def resolve(
+        self, name: str | None, n_ctx: int | None = None, force: bool = False
+    ) -> LoadedModel:
         """The loaded model a request means, loading a library model if needed (with a
         context of ``n_ctx`` tokens when given: Ollama's ``num_ctx``; a loaded model keeps its
-        own). Raises APIError (no model, unknown model) or EngineError (the load failed)."""
+        own; ``force``: even if the estimate says it does not fit, as ``ember serve --force``
+        does for every load). Raises APIError (no model, unknown model) or EngineError (the
+        load failed; ModelTooLargeError when refused for memory)."""
         name = (name or "").strip()
         loaded = self.loaded()
         if not name:
@@ -291,7 +295,7 @@ class Gateway:
             hit = await asyncio.to_thread(_loaded_file, entry.path, loaded)
         if hit is not None:
             return hit
-        return await self._load_just_in_time(entry, n_ctx)
+        return await self._load_just_in_time(entry, n_ctx, force)
 
     async def _default_model(self, loaded: list[LoadedModel]) -> LoadedModel:
         if loaded:
@@ -313,7 +317,7 @@ class Gateway:
             return self._loading.get(model_id)
 
     async def _load_just_in_time(
-        self, entry: CatalogModel, n_ctx: int | None = None
+        self, entry: CatalogModel, n_ctx: int | None = None, force: bool = False
     ) -> LoadedModel:
         pending = self._pending(entry.id)
         if pending is None:
@@ -322,6 +326,8 @@ class Gateway:
             params = replace(self.load_params, mmproj=entry.mmproj if self.projectors else None)
             if n_ctx is not None:
                 params = replace(params, n_ctx=max(MIN_N_CTX, n_ctx))
+            if force:
+                params = replace(params, force=True)
             pending = self.load(entry.path, entry.id, params)
             with self._lock:
                 self._jit_ids.append(entry.id)

@@ -235,3 +235,12 @@ class EmbeddingRequest(_Body):
     encoding_format: Literal["float", "base64"] | None = None
     dimensions: int | None = Field(default=None, ge=1)
     user: str | None = None
+
+
+class LoadModelRequest(_Body):
+    """``POST /v1/models/load``: load a library model now (as a request naming it would)."""
+
+    model: str = Field(min_length=1, max_length=1024)
+    context_length: int | None = Field(default=None, ge=1, le=1 << 24)
+    # load even if the estimate says it does not fit (the app's Load anyway, --force)
+    force: bool = False

@@ -40,6 +40,7 @@ from app.engine.types import (
     LoadedModel,
     LoadParams,
     LoadRequest,
+    ModelTooLargeError,
     OutOfMemoryError,
     Request,
     UnloadRequest,
@@ -235,11 +236,19 @@ class EngineSession(QObject):
             self.model_unloaded.emit()
         error = event.error
         if isinstance(error, OutOfMemoryError) and self.loaded is not None:
-            error = OutOfMemoryError(
-                f"{error} {model_name(self.loaded.path)} is still loaded and uses memory too: "
-                "unload it (model menu → Unload model) and try again.",
-                error.fits_n_ctx,
+            still = (
+                f"{model_name(self.loaded.path)} is still loaded and uses memory too: unload "
+                "it (model menu → Unload model) and try again."
             )
+            if isinstance(error, ModelTooLargeError):
+                error = ModelTooLargeError(
+                    f"{error} {still}",
+                    error.fits_n_ctx,
+                    error.needed_bytes,
+                    error.available_bytes,
+                )
+            else:
+                error = OutOfMemoryError(f"{error} {still}", error.fits_n_ctx)
         self.load_failed.emit(path, error)
         if isinstance(error, EngineCrashedError):
             self.engine_failed.emit(error)

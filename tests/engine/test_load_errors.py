@@ -14,6 +14,7 @@ from app.engine.types import (
     Finished,
     LoadParams,
     ModelNotFoundError,
+    ModelTooLargeError,
     NotGGUFError,
     OutOfMemoryError,
     SamplingParams,
@@ -88,3 +89,19 @@ def test_weights_alone_do_not_fit(
     err = _load_error(fresh_worker, gemma_path)
     assert isinstance(err, OutOfMemoryError)
     assert "smaller quantization" in str(err)
+    assert isinstance(err, ModelTooLargeError) and err.code == "model_too_large"
+    assert err.available_bytes == 100_000_000 and err.needed_bytes > err.available_bytes
+    # the one override, named as each way to load calls it
+    for override in ("Load anyway", "--force", '"force": true'):
+        assert override in str(err)
+
+
+def test_force_loads_what_the_estimate_refuses(
+    fresh_worker: EngineWorker, gemma_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Load anyway: the estimate is a guess; the person (or --force) may overrule it."""
+    monkeypatch.setattr(llamacpp, "available_memory", lambda: 100_000_000)
+    loaded = fresh_worker.load(str(gemma_path), LoadParams(n_ctx=1024, force=True)).result(120)
+    assert loaded.n_ctx == 1024
+    final = fresh_worker.submit(CompletionRequest("Hi", SamplingParams(max_tokens=2))).wait(60)
+    assert isinstance(final, Finished)

@@ -19,7 +19,7 @@ from app.engine.gguf import GGUFInfo, parse_gguf_bytes, read_gguf
 from app.engine.llamacpp import choose_n_ctx
 from app.engine.load_settings import load_params as settings_load_params
 from app.engine.sizing import fit_check
-from app.engine.types import LoadParams, OutOfMemoryError
+from app.engine.types import FORCE_HINT, LoadParams, OutOfMemoryError
 from app.library.hub import ModelFile, RemoteFile
 from app.ui.models import fit
 from tests.helpers.gguf_writer import gguf_bytes
@@ -250,17 +250,23 @@ def test_a_model_trained_on_a_short_context_loads_with_all_of_it() -> None:
         choose_n_ctx(tiny, LoadParams(), tiny.tensor_data_size)
 
 
-def test_out_of_memory_messages_are_unchanged(gemma: GGUFInfo) -> None:
+def test_out_of_memory_messages_say_what_to_try(gemma: GGUFInfo) -> None:
     fits = sizing.max_context(gemma, LoadParams(), 1_000_000_000)
     with pytest.raises(OutOfMemoryError) as exc:
         choose_n_ctx(gemma, LoadParams(n_ctx=32768), 1_000_000_000)
     assert str(exc.value).startswith("Not enough memory for 32768 tokens of context: it needs ")
-    assert str(exc.value).endswith(f"1.0 GB is free; try a context of {fits} tokens.")
+    assert f"1.0 GB is free; try a context of {fits} tokens, a smaller quantization or fewer " in (
+        str(exc.value)
+    )
+    assert str(exc.value).endswith(FORCE_HINT)
     assert exc.value.fits_n_ctx == fits
     with pytest.raises(OutOfMemoryError) as exc:
         choose_n_ctx(gemma, LoadParams(), 300_000_000)
     assert str(exc.value).startswith("Not enough memory to load this model: it needs at least ")
-    assert str(exc.value).endswith("Close other programs or pick a smaller quantization.")
+    assert str(exc.value).endswith(
+        "Close other programs, pick a smaller quantization or put fewer layers on the GPU. "
+        + FORCE_HINT
+    )
     assert exc.value.fits_n_ctx is None
 
 

@@ -182,3 +182,42 @@ def test_at_start_up_the_open_chat_loads_its_own_model_not_the_last_one(
     finally:
         services.close()
         worker.shutdown()
+
+
+def test_a_model_the_estimate_refuses_can_be_loaded_anyway(
+    qtbot: QtBot, tmp_path: Path, ember_app: QApplication
+) -> None:
+    """The banner offers Load anyway (the CLI's --force, the API's "force": true)."""
+    from PySide6.QtWidgets import QPushButton
+
+    from app.engine.types import FORCE_HINT, ModelTooLargeError
+
+    big = model_file(tmp_path, "big.gguf")
+    refusal = ModelTooLargeError(
+        f"Not enough memory to load this model: it needs at least 9.0 GB, 4.0 GB is free. "
+        f"Close other programs. {FORCE_HINT}",
+        None,
+        9 * 10**9,
+        4 * 10**9,
+    )
+    worker = ParallelFakeWorker(failing={big: refusal})
+    services = fake_services(worker, max_tokens=4)
+    window = show_window(qtbot, services)
+    try:
+        engine = window.services.engine
+        with qtbot.waitSignal(engine.load_failed, timeout=WAIT_MS):
+            window.header.picker.load(big)
+        banner = window.chat.banner
+        text = banner.text.text()
+        assert "big could not be loaded. Not enough memory" in text
+        assert FORCE_HINT not in text  # the button says it here
+        buttons = {b.text(): b for b in banner.findChildren(QPushButton)}
+        assert "Load anyway" in buttons
+        with qtbot.waitSignal(engine.model_loaded, timeout=WAIT_MS) as loaded:
+            buttons["Load anyway"].click()
+        assert loaded.args[0].path == big and loaded.args[0].params.force
+        assert not banner.isVisible()
+    finally:
+        window.close()
+        services.close()
+        worker.shutdown()

@@ -78,6 +78,21 @@ async def get_model(model_id: str, gateway: GatewayDep, forwarder: ForwarderDep)
     raise model_not_found(model_id)
 
 
+@router.post("/v1/models/load", response_model=None)
+async def load_model(request: Request, gateway: GatewayDep) -> Response:
+    """Load a library model now (a request naming it would load it just in time): with
+    ``context_length`` tokens, and with ``force`` even when the estimate says it does not fit
+    (otherwise that is a 400 ``model_too_large`` with the numbers and what to try)."""
+    body, note = await parse(request, schemas.LoadModelRequest)
+    note.model = body.model
+    loaded = await gateway.resolve(body.model, body.context_length, force=body.force)
+    note.model = loaded.model_id
+    for view in await gateway.models():
+        if view.id == loaded.model_id:
+            return JSONResponse(shapes.model_object(view))
+    raise model_not_found(body.model)
+
+
 # ---- chat and completions ------------------------------------------------------------------
 
 

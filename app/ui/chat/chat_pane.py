@@ -21,7 +21,14 @@ from PySide6.QtWidgets import (
 
 from app.chats.models import Conversation, Message
 from app.engine.load_settings import load_params
-from app.engine.types import EngineError, LoadedModel, LoadParams, OutOfMemoryError
+from app.engine.types import (
+    FORCE_HINT,
+    EngineError,
+    LoadedModel,
+    LoadParams,
+    ModelTooLargeError,
+    OutOfMemoryError,
+)
 from app.ui import theme
 from app.ui.banner import Banner
 from app.ui.chat.chat_view import COLUMN_WIDTH, ChatView
@@ -263,8 +270,18 @@ class ChatPane(QWidget):
         if isinstance(error, OutOfMemoryError) and error.fits_n_ctx:
             fits = error.fits_n_ctx
             actions.append((f"Load with {fits:,} tokens", lambda: self._load_with_ctx(path, fits)))
+        if isinstance(error, ModelTooLargeError) and path:
+            # the estimate refused it: the person may know better (the same override as
+            # ember run --force and "force": true on the API)
+            text = text.replace(f" {FORCE_HINT}", "")
+            actions.append(("Load anyway", lambda: self._load_anyway(path)))
         actions.append(("Choose another model", self.model_menu_requested.emit))
         self.banner.show_message("error", text, actions)
+
+    def _load_anyway(self, path: str) -> None:
+        from dataclasses import replace
+
+        self.engine.load(path, replace(load_params(self.engine.settings), force=True))
 
     def _load_with_ctx(self, path: str, n_ctx: int) -> None:
         from dataclasses import replace
