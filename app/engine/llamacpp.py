@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import psutil
 
-from app.engine import backends, sizing
+from app.engine import backends, memory_breakdown, sizing
 from app.engine.backends import gpu_memory  # a module global: tests patch it here
 from app.engine.batch import Batch
 from app.engine.callbacks import AbortFlag, StopAtHiddenStates
@@ -39,6 +39,7 @@ from app.engine.sampling import Sampler, VocabIndex
 from app.engine.sizing import available_memory  # a module global: tests patch it here
 from app.engine.templates import ChatTemplate, RenderedPrompt
 from app.engine.types import (
+    CACHED_SEQUENCES,
     BadRequestError,
     ChatRequest,
     CompletionRequest,
@@ -59,8 +60,6 @@ log = logging.getLogger(__name__)
 DEFAULT_N_CTX = sizing.DEFAULT_N_CTX
 MIN_N_CTX = sizing.MIN_N_CTX
 SWA_FULL = sizing.SWA_FULL
-# Idle sequences kept beside the generating ones, each holding a recent prompt's KV cache.
-CACHED_SEQUENCES = 8
 # Tokens per decode of the embedding context: its logits buffer is n_vocab x this many floats.
 EMBED_CHUNK = 128
 # Most tokens one embedding input may have (the embedding context's KV cache is this long).
@@ -98,6 +97,7 @@ def _route_native_logs(llama_cpp: Any) -> None:
             py_level = logging.DEBUG  # a decode stopped by our abort flag: a cancel, not a fault
         if message:
             _native_log.log(py_level, "%s", message)
+            memory_breakdown.hear(message)
 
     _log_callbacks.append(forward)
     llama_cpp.llama_log_set(forward, ctypes.c_void_p(0))
@@ -178,11 +178,13 @@ class LlamaCppModel:
         self._load_stopped = False  # the progress callback asked llama.cpp to stop (a cancel)
         try:
             try:
-                self._load_model(native, params, progress)
+                with memory_breakdown.capture() as self.breakdown:
+                    self._load_model(native, params, progress)
             except EngineError as e:
                 if not self.n_gpu_layers or self._load_stopped:
                     raise
-                self._fall_back_to_cpu(native, params, progress, e)
+                with memory_breakdown.capture() as self.breakdown:
+                    self._fall_back_to_cpu(native, params, progress, e)
             if params.mmproj:
                 self.projector = self._load_projector(params.mmproj)
         except BaseException:
@@ -226,6 +228,8 @@ class LlamaCppModel:
             gpu_devices=self.offload.devices if self.n_gpu_layers else (),
             placement="cpu" if self.notice else self.offload.placement,
             notice=self.notice,
+            allocated_ram=self.breakdown.host_bytes,
+            allocated_gpu=self.breakdown.device_bytes,
         )
 
     def _load_model(

@@ -31,7 +31,7 @@ import psutil
 from app.engine.ggml_types import GGMLType, ggml_type
 from app.engine.gguf import GGUFInfo
 from app.engine.gguf_format import human_bytes
-from app.engine.types import FORCE_HINT, LoadParams, ModelTooLargeError
+from app.engine.types import CACHED_SEQUENCES, FORCE_HINT, LoadParams, ModelTooLargeError
 
 # The context a model gets when the user does not choose one: enough for real conversations,
 # small enough to load quickly; capped by the trained length and by free memory.
@@ -40,7 +40,6 @@ MIN_N_CTX: Final = 512
 # Sliding-window models keep a full-size cache for their SWA layers: it costs memory, but only
 # then can a follow-up turn reuse the conversation's KV cache instead of re-reading it all.
 SWA_FULL: Final = True
-TIGHT_FRACTION: Final = 0.75  # "tight" above this share of the free memory
 _KV_PAD: Final = 256  # llama.cpp pads KV cache sizes to 256 cells
 # What a model that does not say its trained context (a damaged or hand-made header) is taken
 # to have: everywhere below, so the memory model and the context plan agree on it.
@@ -58,7 +57,9 @@ def available_memory() -> int:
 # layer il uses the window when il % n < n - 1 (Gemma 2 alternates; Gemma 3 has five local
 # layers, then one global). Other architectures with a window are sized as full (conservative).
 _SWA_PERIODS: Final = {"gemma2": 2, "gemma3": 6, "cohere2": 4}
-_COMPUTE_FIXED: Final = 64 * 1024 * 1024
+# What llama.cpp's compute buffer holds besides the activations and the attention mask (its
+# graph's small tensors): about 5 MiB measured on Gemma 3 270M (bench/fit_accuracy.py).
+_COMPUTE_FIXED: Final = 8 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +89,7 @@ def estimate_memory(
     n_seq: int = 1,
     flash_attn: bool = False,
     swa_full: bool = True,
+    n_outputs: int | None = None,
 ) -> MemoryEstimate:
     """Estimate what llama.cpp allocates to run ``info`` with an ``n_ctx``-token context.
 
@@ -99,12 +101,19 @@ def estimate_memory(
       cells per sequence, as llama.cpp's ISWA cache does, unless ``swa_full``. The default
       is ``swa_full=True``, like llama.cpp's and what Ember's engine loads: only a full-size
       SWA cache lets a follow-up turn reuse the conversation's KV cache.
-    - compute: 64 MiB fixed + f32 logits for a full batch (n_vocab x n_batch x 4) + f32
-      activations (n_batch x 4 x (4 x embedding + 2 x feed_forward)) + without flash
-      attention the f32 attention scores of the widest layer (heads x cells x n_batch x 4).
-      ggml reuses compute memory between layers, so it is sized for one layer, not all.
+    - compute: 8 MiB fixed + f32 activations (n_batch x 4 x (4 x embedding + 2 x
+      feed_forward)) + the f32 attention mask (n_batch x cells x 4) + without flash attention
+      the f32 attention scores of the widest layer (heads x cells x n_batch x 4); ggml reuses
+      compute memory between layers, so it is sized for one layer, not all. Then the output
+      buffer: f32 logits for each sequence (n_vocab x n_outputs x 4), which llama.cpp reserves
+      for ``n_outputs`` outputs (its sequences: Ember asks for one token's logits per
+      sequence a step), not for a whole batch.
+    Checked against what llama.cpp allocates (its buffer sizes, read from its log at load:
+    app/engine/memory_breakdown.py) by tests/engine/test_fit_accuracy.py and
+    bench/fit_accuracy.py: within 10% on the test model over contexts and KV cache types.
     - gpu: with ``n_gpu_layers`` (-1 = all), the last layers' weights and KV cache, plus the
       output layer when every layer is offloaded, as llama.cpp assigns them.
+    ``n_outputs`` defaults to ``n_seq``.
     Slightly conservative by design: better to offer 8192 tokens that load than 16384 that don't.
     """
     if n_ctx < 0 or n_batch <= 0 or n_seq <= 0:
@@ -115,6 +124,7 @@ def estimate_memory(
     layer_kv = _layer_kv_bytes(info, cells, (k_type, v_type))
     kv_bytes = sum(layer_kv)
     compute = _compute_bytes(info, cells[0], n_batch, flash_attn)
+    compute += (info.vocab_size or 0) * 4 * (n_outputs or n_seq)  # the output buffer
     gpu = _gpu_bytes(info, layer_kv, n_gpu_layers)
     weights = info.tensor_data_size
     return MemoryEstimate(
@@ -137,6 +147,7 @@ def max_context_for_memory(
     n_seq: int = 1,
     flash_attn: bool = False,
     swa_full: bool = True,
+    n_outputs: int | None = None,
 ) -> int:
     """The largest context (a multiple of 256) whose estimate fits in ``available_bytes``.
 
@@ -155,6 +166,7 @@ def max_context_for_memory(
             n_seq=n_seq,
             flash_attn=flash_attn,
             swa_full=swa_full,
+            n_outputs=n_outputs,
         )
         return estimate.total_bytes <= available_bytes
 
@@ -212,10 +224,10 @@ def _layer_kv_bytes(
 def _compute_bytes(info: GGUFInfo, cells: int, n_batch: int, flash_attn: bool) -> int:
     embd = info.embedding_length or 0
     ffn = info.feed_forward_length or 4 * embd
-    logits = (info.vocab_size or 0) * n_batch * 4
     activations = n_batch * 4 * (4 * embd + 2 * ffn)
+    mask = n_batch * cells * 4
     scores = 0 if flash_attn else (info.head_count or 0) * cells * n_batch * 4
-    return _COMPUTE_FIXED + logits + activations + scores
+    return _COMPUTE_FIXED + activations + mask + scores
 
 
 def _layer_of(tensor_name: str) -> int | None:
@@ -258,7 +270,14 @@ def estimate(info: GGUFInfo, n_ctx: int, params: LoadParams) -> MemoryEstimate:
         n_batch=params.n_batch,
         flash_attn=params.flash_attn,
         swa_full=SWA_FULL,
+        n_outputs=n_outputs(params),
     )
+
+
+def n_outputs(params: LoadParams) -> int:
+    """The logits rows llama.cpp reserves for a load with ``params``: one per sequence (the
+    generating ones and the idle ones that keep recent prompts)."""
+    return max(1, params.n_parallel) + CACHED_SEQUENCES
 
 
 def max_context(info: GGUFInfo, params: LoadParams, available: int) -> int:
@@ -272,6 +291,7 @@ def max_context(info: GGUFInfo, params: LoadParams, available: int) -> int:
         n_batch=params.n_batch,
         flash_attn=params.flash_attn,
         swa_full=SWA_FULL,
+        n_outputs=n_outputs(params),
     )
 
 
@@ -476,119 +496,3 @@ def plan_offload(
     placement: Placement = "gpu" if n >= every else "partial" if n > 0 else "cpu"
     need = _gpu_need(info, n_ctx, params, n)
     return OffloadPlan(n, n_layer, placement, need, free, automatic, devices, params.device)
-
-
-# --- will it fit? --------------------------------------------------------------------------
-
-FitLevel = Literal["fits", "tight", "wont_fit"]
-
-
-@dataclass(frozen=True, slots=True)
-class FitResult:
-    """Whether a model at ``n_ctx`` fits this machine's free memory, with the numbers.
-
-    ``automatic``: ``n_ctx`` is the automatic choice (no context was asked for), which a load
-    shortens to what fits."""
-
-    level: FitLevel
-    needed_bytes: int
-    available_bytes: int
-    message: str
-    estimate: MemoryEstimate
-    max_context: int  # the largest context that fits in the available memory (0: none)
-    automatic: bool = False
-    offload: OffloadPlan | None = None  # where the layers go, when the GPUs were asked
-
-    @property
-    def n_ctx(self) -> int:
-        return self.estimate.n_ctx
-
-
-def fit_check(
-    info: GGUFInfo,
-    n_ctx: int,
-    available_ram: int | None = None,
-    available_vram: int | None = None,
-    *,
-    params: LoadParams | None = None,
-) -> FitResult:
-    """Fits / tight (needs more than 75% of what is free) / won't fit at ``n_ctx``, and a message.
-
-    The estimate is the loader's with ``params``' load settings (batch size, flash attention,
-    KV cache types, GPU layers; defaults when None; its ``n_ctx`` is not read): against the
-    same free memory, "won't fit" at ``n_ctx`` is exactly when loading with that context fails
-    for lack of memory.
-    ``available_ram`` defaults to free RAM now. With ``available_vram`` (Ember cannot measure it
-    portably; the caller passes it when known), RAM and VRAM are pooled, as llama.cpp can split
-    layers between them.
-    """
-    params = params or LoadParams()
-    need = estimate(info, n_ctx, params)
-    ram = available_memory() if available_ram is None else available_ram
-    available = ram + (available_vram or 0)
-    needed = need.total_bytes
-    max_ctx = max_context(info, params, available)
-    where = "RAM + VRAM" if available_vram else "memory"
-    parts = (
-        f"weights {human_bytes(need.weights_bytes)}, "
-        f"context {human_bytes(need.kv_cache_bytes)} "
-        f"for {need.n_ctx:,} tokens, working memory {human_bytes(need.compute_bytes)}"
-    )
-    if needed > available:
-        level: FitLevel = "wont_fit"
-        if max_ctx >= MIN_N_CTX:
-            advice = f"Try {max_ctx:,} tokens of context, or a smaller quantization."
-        else:
-            advice = "Choose a smaller quantization or a smaller model."
-        message = (
-            f"Won't fit: needs about {human_bytes(needed)} ({parts}) but only "
-            f"{human_bytes(available)} of {where} is free. {advice}"
-        )
-    elif needed > TIGHT_FRACTION * available:
-        level = "tight"
-        message = (
-            f"Tight: needs about {human_bytes(needed)} ({parts}) of the "
-            f"{human_bytes(available)} of {where} free. Close other apps or use a shorter context."
-        )
-    else:
-        level = "fits"
-        message = (
-            f"Fits: needs about {human_bytes(needed)} ({parts}); "
-            f"{human_bytes(available)} of {where} is free."
-        )
-    return FitResult(level, needed, available, message, need, max_ctx)
-
-
-def fit_for_load(
-    info: GGUFInfo,
-    params: LoadParams,
-    available_ram: int | None = None,
-    gpus: Sequence[GpuMemory] | None = None,
-) -> FitResult:
-    """Whether a load with ``params`` fits: checked at ``params.n_ctx`` when set, else at the
-    automatic context (:func:`default_context`). An automatic context that does not fit whole
-    but that the loader would shorten to something usable is "tight", not "won't fit".
-
-    With ``gpus`` (the devices llama.cpp lists; may be empty), the layers :func:`plan_offload`
-    puts on them count against their memory, the rest against RAM, and the result says where
-    the model runs (``offload``)."""
-    automatic = not params.n_ctx
-    n_ctx = params.n_ctx or default_context(info)
-    offload = None if gpus is None else plan_offload(info, n_ctx, params, gpus)
-    if offload is not None:
-        params = replace(params, n_gpu_layers=offload.n_gpu_layers)
-        vram = estimate(info, n_ctx, params).gpu_bytes if offload.n_gpu_layers else None
-        result = fit_check(info, n_ctx, available_ram, vram, params=params)
-        result = replace(result, offload=offload, message=f"{result.message} {offload.describe()}")
-    else:
-        result = fit_check(info, n_ctx, available_ram, params=params)
-    if result.level != "wont_fit" or not automatic:
-        return replace(result, automatic=automatic)
-    plan = plan_context(info, params, result.available_bytes)
-    if not plan.fits:
-        return replace(result, automatic=True)
-    message = (
-        f"{result.message}\n\nWith the automatic context Ember would load it with "
-        f"{plan.n_ctx:,} tokens instead."
-    )
-    return replace(result, level="tight", message=message, automatic=True)

@@ -20,6 +20,8 @@ FinishReason = Literal["stop", "length", "cancelled", "error", "tool_calls"]
 _job_ids = itertools.count(1)
 
 DEFAULT_PARALLEL = 4  # answers decoded together by default (llama-server's and LM Studio's 4)
+# Idle sequences kept beside the generating ones, each holding a recent prompt's KV cache
+CACHED_SEQUENCES = 8
 # RAM kept for evicted conversations' KV cache by default (llama-server's --cache-ram: 8192)
 DEFAULT_CACHE_RAM_MB = 1024
 
@@ -224,6 +226,10 @@ class LoadedModel:
     # One sentence for the person when the load did not go as asked (a GPU that failed and
     # the CPU that took over); the app shows it, ``ember run`` prints it, the API logs it
     notice: str | None = None
+    # What llama.cpp allocated for it (weights, KV cache, outputs, compute) in RAM and in GPU
+    # memory, as it reported while loading (app/engine/memory_breakdown.py); 0: not known
+    allocated_ram: int = 0
+    allocated_gpu: int = 0
 
     @property
     def runs_on(self) -> str:

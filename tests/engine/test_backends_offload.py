@@ -1,6 +1,6 @@
-"""The offload rule (app/engine/sizing.py: plan_offload, fit_for_load with GPUs), with the
-GPUs' numbers injected: how many layers fit in free GPU memory at the chosen context, and
-what ``--gpu-layers`` / the setting override."""
+"""The offload rule (app/engine/sizing.py: plan_offload; app/engine/fit.py: fit_for_load with
+GPUs), with the GPUs' numbers injected: how many layers fit in free GPU memory at the chosen
+context, and what ``--gpu-layers`` / the setting override."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 
 from app.config import Settings
 from app.engine import sizing
+from app.engine.fit import fit_for_load
 from app.engine.gguf import GGUFInfo, read_gguf
 from app.engine.sizing import AUTO_GPU_LAYERS, GPU_RESERVE, GpuMemory, plan_offload
 from app.engine.types import LoadParams
@@ -102,13 +103,13 @@ def test_the_fit_check_counts_offloaded_layers_against_the_gpu(gemma: GGUFInfo) 
     on_gpu = sizing.estimate(gemma, N_CTX, LoadParams(n_gpu_layers=19))
     big_gpu = (gpu(64 * 1024**3),)
     ram = full.total_bytes - on_gpu.gpu_bytes  # what stays in RAM with every layer offloaded
-    assert sizing.fit_for_load(gemma, params, ram).level == "wont_fit"  # without the GPU
-    result = sizing.fit_for_load(gemma, params, ram, gpus=big_gpu)
+    assert fit_for_load(gemma, params, ram).level == "wont_fit"  # without the GPU
+    result = fit_for_load(gemma, params, ram, gpus=big_gpu)
     assert result.level != "wont_fit" and result.offload is not None
     assert result.offload.placement == "gpu"
     assert "RAM + VRAM" in result.message and "Fits on the GPU: all 18 layers" in result.message
-    assert sizing.fit_for_load(gemma, params, ram - 1, gpus=big_gpu).level == "wont_fit"
-    cpu = sizing.fit_for_load(gemma, params, full.total_bytes, gpus=())
+    assert fit_for_load(gemma, params, ram - 1, gpus=big_gpu).level == "wont_fit"
+    cpu = fit_for_load(gemma, params, full.total_bytes, gpus=())
     assert cpu.offload is not None and cpu.offload.placement == "cpu"
     assert cpu.message.endswith("CPU only: llama.cpp found no GPU.")
 

@@ -496,7 +496,12 @@ def test_estimate_parts_are_sane(gemma: GGUFInfo) -> None:
     assert estimate.total_bytes == (
         estimate.weights_bytes + estimate.kv_cache_bytes + estimate.compute_bytes
     )
-    assert estimate.compute_bytes > 262_144 * 512 * 4  # logits of a whole batch
+    # logits of one token per sequence (llama.cpp's output buffer), not of a whole batch
+    assert estimate.compute_bytes > 262_144 * 4
+    assert estimate.compute_bytes < 262_144 * 512 * 4
+    assert estimate_memory(gemma, 4096, n_outputs=12).compute_bytes == (
+        estimate.compute_bytes + 11 * 262_144 * 4
+    )
     flash = estimate_memory(gemma, 4096, flash_attn=True)
     assert flash.compute_bytes < estimate.compute_bytes
     assert estimate_memory(gemma, 0).n_ctx == 32768  # 0 means "trained", as in llama.cpp

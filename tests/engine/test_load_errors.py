@@ -71,8 +71,8 @@ def test_truncated_gguf(fresh_worker: EngineWorker, tmp_path: Path, gemma_path: 
 def test_context_that_does_not_fit_says_what_would(
     fresh_worker: EngineWorker, gemma_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # 1.3 GB free: the weights and a modest context fit, a 32k context does not.
-    monkeypatch.setattr(llamacpp, "available_memory", lambda: 1_300_000_000)
+    # 700 MB free: the weights and a modest context fit, a 32k context does not.
+    monkeypatch.setattr(llamacpp, "available_memory", lambda: 700_000_000)
     err = _load_error(fresh_worker, gemma_path, LoadParams(n_ctx=32768))
     assert isinstance(err, OutOfMemoryError)
     assert err.fits_n_ctx is not None and 512 <= err.fits_n_ctx < 32768

@@ -15,10 +15,10 @@ from app.commands import info as info_cmd
 from app.commands.options import load_params
 from app.config import Settings
 from app.engine import sizing
+from app.engine.fit import fit_check
 from app.engine.gguf import GGUFInfo, parse_gguf_bytes, read_gguf
 from app.engine.llamacpp import choose_n_ctx
 from app.engine.load_settings import load_params as settings_load_params
-from app.engine.sizing import fit_check
 from app.engine.types import FORCE_HINT, LoadParams, OutOfMemoryError
 from app.library.hub import ModelFile, RemoteFile
 from app.ui.models import fit
@@ -251,17 +251,17 @@ def test_a_model_trained_on_a_short_context_loads_with_all_of_it() -> None:
 
 
 def test_out_of_memory_messages_say_what_to_try(gemma: GGUFInfo) -> None:
-    fits = sizing.max_context(gemma, LoadParams(), 1_000_000_000)
+    fits = sizing.max_context(gemma, LoadParams(), 700_000_000)
     with pytest.raises(OutOfMemoryError) as exc:
-        choose_n_ctx(gemma, LoadParams(n_ctx=32768), 1_000_000_000)
+        choose_n_ctx(gemma, LoadParams(n_ctx=32768), 700_000_000)
     assert str(exc.value).startswith("Not enough memory for 32768 tokens of context: it needs ")
-    assert f"1.0 GB is free; try a context of {fits} tokens, a smaller quantization or fewer " in (
+    assert f"700 MB is free; try a context of {fits} tokens, a smaller quantization or fewer " in (
         str(exc.value)
     )
     assert str(exc.value).endswith(FORCE_HINT)
     assert exc.value.fits_n_ctx == fits
     with pytest.raises(OutOfMemoryError) as exc:
-        choose_n_ctx(gemma, LoadParams(), 300_000_000)
+        choose_n_ctx(gemma, LoadParams(), 250_000_000)
     assert str(exc.value).startswith("Not enough memory to load this model: it needs at least ")
     assert str(exc.value).endswith(
         "Close other programs, pick a smaller quantization or put fewer layers on the GPU. "

@@ -12,8 +12,8 @@ from huggingface_hub import HfApi, hf_hub_download
 from huggingface_hub import errors as hf_errors
 
 from app.config import paths
+from app.engine.fit import fit_check
 from app.engine.gguf import NotGGUFError
-from app.engine.sizing import fit_check
 from app.library.downloads import DownloadManager, DownloadState
 from app.library.hub import (
     GatedRepoError,

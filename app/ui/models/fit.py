@@ -1,7 +1,7 @@
 """The fit badge of a Hub file: its remote header, cached, and the engine's verdict in a label.
 
 Blocking (the header is fetched): call off-thread. Whether it fits is the engine's rule
-(:func:`app.engine.sizing.fit_for_load`) with the load settings the app loads with
+(:func:`app.engine.fit.fit_for_load`) with the load settings the app loads with
 (:func:`app.engine.load_settings.load_params`) and the GPUs llama.cpp lists
 (:func:`app.engine.backends.gpu_memory`); only the wording is decided here. With a GPU the
 label says where the model runs ("Fits on the GPU", "Fits, partly on the GPU", "Tight, CPU
@@ -15,11 +15,12 @@ import threading
 from dataclasses import dataclass
 
 from app.config import Settings
-from app.engine import sizing
+from app.engine import fit as fitting
 from app.engine.backends import gpu_memory
+from app.engine.fit import FitLevel
 from app.engine.gguf import GGUFInfo
 from app.engine.load_settings import load_params
-from app.engine.sizing import FitLevel, Placement
+from app.engine.sizing import PLACEMENT_LABELS, Placement
 from app.library import hub
 from app.library.hub import ModelFile
 
@@ -55,14 +56,14 @@ def header(repo_id: str, commit: str, model: ModelFile) -> GGUFInfo:
 def check(repo_id: str, commit: str, model: ModelFile, settings: Settings) -> FitBadge:
     gpus = gpu_memory()
     info = header(repo_id, commit, model)
-    result = sizing.fit_for_load(info, load_params(settings), gpus=gpus)
+    result = fitting.fit_for_load(info, load_params(settings), gpus=gpus)
     where = "automatic" if result.automatic else "from Settings"
     tooltip = f"{result.message}\n\nChecked at {result.n_ctx:,} tokens of context ({where})."
     placement = result.offload.placement if result.offload else "cpu"
     label = _LABELS[result.level]
     if gpus and result.level != "wont_fit":
         on_gpu = result.level == "fits" and placement == "gpu"
-        label = "Fits on the GPU" if on_gpu else f"{label}, {sizing.PLACEMENT_LABELS[placement]}"
+        label = "Fits on the GPU" if on_gpu else f"{label}, {PLACEMENT_LABELS[placement]}"
     return FitBadge(result.level, label, tooltip, placement)
 
 
