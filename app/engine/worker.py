@@ -208,7 +208,25 @@ ENGINE_STACK_BYTES = 16 * 1024 * 1024  # report a load's progress in steps of at
 def _default_factory(request: LoadRequest, progress: LoadProgressFn) -> Model:
     from app.engine.llamacpp import LlamaCppModel
 
-    return LlamaCppModel(request.path, request.params, request.model_id, progress)
+    model = LlamaCppModel(request.path, request.params, request.model_id, progress)
+    _record_fit(model)
+    return model
+
+
+def _record_fit(model: Any) -> None:
+    """Keep what the load took beside its estimate (app/engine/fit_records.py); a record
+    that cannot be written never fails the load."""
+    from dataclasses import replace
+
+    from app.engine import sizing
+    from app.engine.fit_records import FitRecords
+
+    try:
+        params = replace(model.params, n_gpu_layers=model.n_gpu_layers)
+        estimated = sizing.estimate(model.info, model.n_ctx, params).total_bytes
+        FitRecords().add(model.describe(), model.info.file_size, estimated)
+    except Exception:
+        log.exception("Could not record what loading %s took", model.path)
 
 
 def _generates(request: Request) -> bool:

@@ -18,6 +18,7 @@ from app.config import Settings
 from app.engine import fit as fitting
 from app.engine.backends import gpu_memory
 from app.engine.fit import FitLevel
+from app.engine.fit_records import FitRecords
 from app.engine.gguf import GGUFInfo
 from app.engine.load_settings import load_params
 from app.engine.sizing import PLACEMENT_LABELS, Placement
@@ -56,7 +57,12 @@ def header(repo_id: str, commit: str, model: ModelFile) -> GGUFInfo:
 def check(repo_id: str, commit: str, model: ModelFile, settings: Settings) -> FitBadge:
     gpus = gpu_memory()
     info = header(repo_id, commit, model)
-    result = fitting.fit_for_load(info, load_params(settings), gpus=gpus)
+    params = load_params(settings)
+    result = fitting.fit_for_load(info, params, gpus=gpus)
+    layers = result.offload.n_gpu_layers if result.offload is not None else 0
+    measured = FitRecords().get(model.filename, model.size, params, result.n_ctx, layers)
+    if measured is not None:  # this file was loaded with these settings: what it really took
+        result = fitting.with_measurement(result, measured)
     where = "automatic" if result.automatic else "from Settings"
     tooltip = f"{result.message}\n\nChecked at {result.n_ctx:,} tokens of context ({where})."
     placement = result.offload.placement if result.offload else "cpu"
@@ -64,6 +70,8 @@ def check(repo_id: str, commit: str, model: ModelFile, settings: Settings) -> Fi
     if gpus and result.level != "wont_fit":
         on_gpu = result.level == "fits" and placement == "gpu"
         label = "Fits on the GPU" if on_gpu else f"{label}, {PLACEMENT_LABELS[placement]}"
+    if result.measured:
+        label += " · measured"
     return FitBadge(result.level, label, tooltip, placement)
 
 
