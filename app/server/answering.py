@@ -33,8 +33,15 @@ from app.server.errors import APIError, from_engine_error, from_validation_error
 from app.server.forward import RemoteForwarder
 from app.server.gateway import Gateway, JobStream, model_meta
 from app.server.images import fetch_image_urls
-from app.server.jobs import KEEPALIVE, TICK, cancelled, check_constraint, collect, first_events
-from app.server.jobs import next_event
+from app.server.jobs import (
+    KEEPALIVE,
+    TICK,
+    cancelled,
+    check_constraint,
+    collect,
+    first_events,
+    next_event,
+)
 from app.server.requestlog import LogNote, note_of
 from app.server.streaming import EventStreamResponse
 
