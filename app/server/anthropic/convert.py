@@ -9,7 +9,8 @@ bounded and planned by the same code as everyone else's (app/server/answering.py
 - an assistant's ``tool_use`` blocks become its ``tool_calls``; earlier thinking is dropped;
 - ``tool_choice`` ``auto`` / ``any`` / ``tool`` / ``none`` become ``auto`` / ``required`` /
   a named function / ``none``; ``thinking`` becomes ``thinking_budget_tokens`` and a
-  ``reasoning_effort`` (``disabled``: ``none``).
+  ``reasoning_effort`` (``disabled``: ``none``; ``adaptive``: the model's default);
+  ``output_config`` its ``effort`` and ``format`` (a JSON schema the answer follows).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ def chat_body(
         data["reasoning_effort"] = effort(body.thinking.budget_tokens)
     elif isinstance(body.thinking, schemas.ThinkingDisabled):
         data["reasoning_effort"] = "none"
+    data.update(_output_config(body.output_config))
     if isinstance(body, schemas.MessagesRequest):
         data.update(_sampling(body))
     try:
@@ -60,6 +62,18 @@ def effort(budget_tokens: int) -> str:
     if budget_tokens <= 4096:
         return "low"
     return "medium" if budget_tokens <= 16384 else "high"
+
+
+def _output_config(config: schemas.OutputConfig | None) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if config is None:
+        return out
+    if config.effort is not None:  # the engine's efforts end at "high"
+        out["reasoning_effort"] = "high" if config.effort in ("xhigh", "max") else config.effort
+    if config.format is not None:
+        spec = {"name": "response", "schema": config.format.schema_}
+        out["response_format"] = {"type": "json_schema", "json_schema": spec}
+    return out
 
 
 def _system_text(system: str | list[schemas.TextBlock] | None) -> str:

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 MAX_STOP_SEQUENCES = 16  # the engine's limit (the OpenAI routes' too)
 MAX_STOP_CHARS = 1000  # a stop string is matched against every token: kept short
 TOOL_NAME = r"^[A-Za-z0-9_\-]{1,128}$"
+INT32 = 2**31 - 1
 
 
 class _Body(BaseModel):
@@ -150,14 +151,33 @@ ToolChoice = Annotated[
 
 class ThinkingEnabled(_Body):
     type: Literal["enabled"]
-    budget_tokens: int = Field(ge=1)
+    budget_tokens: int = Field(ge=1, le=INT32)
 
 
 class ThinkingDisabled(_Body):
     type: Literal["disabled"]
 
 
-Thinking = Annotated[ThinkingEnabled | ThinkingDisabled, Field(discriminator="type")]
+class ThinkingAdaptive(_Body):
+    """The model decides (``adaptive``, ``between_tools``): the model's own default here."""
+
+    type: Literal["adaptive", "between_tools"]
+    display: Literal["summarized", "omitted"] | None = None
+
+
+Thinking = Annotated[
+    ThinkingEnabled | ThinkingDisabled | ThinkingAdaptive, Field(discriminator="type")
+]
+
+
+class JSONOutputFormat(_Body):
+    type: Literal["json_schema"]
+    schema_: dict[str, Any] = Field(alias="schema")
+
+
+class OutputConfig(_Body):
+    effort: Literal["low", "medium", "high", "xhigh", "max"] | None = None
+    format: JSONOutputFormat | None = None
 
 
 # ---- requests -------------------------------------------------------------------------------
@@ -174,14 +194,15 @@ class CountTokensRequest(_Body):
     tools: list[Tool] | None = None
     tool_choice: ToolChoice | None = None
     thinking: Thinking | None = None
+    output_config: OutputConfig | None = None
 
 
 class MessagesRequest(CountTokensRequest):
-    max_tokens: int = Field(ge=1)
+    max_tokens: int = Field(ge=1, le=INT32)
     stop_sequences: list[str] | None = None
     temperature: float | None = Field(default=None, ge=0, le=1)
     top_p: float | None = Field(default=None, ge=0, le=1)
-    top_k: int | None = Field(default=None, ge=0)
+    top_k: int | None = Field(default=None, ge=0, le=INT32)
     metadata: Metadata | None = None
     stream: bool | None = None
 
