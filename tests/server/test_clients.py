@@ -7,7 +7,7 @@ import json
 import tomllib
 
 import pytest
-import yaml
+import yaml  # type: ignore[import-untyped,unused-ignore]
 
 from app.server.clients import NAMES, clients, startup_text
 
