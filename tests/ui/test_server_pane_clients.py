@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from typing import Any
 
 import anthropic
+import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication
 from pytestqt.qtbot import QtBot
@@ -61,3 +63,36 @@ def test_each_client_is_listed_and_claude_codes_settings_work(
             model=model, max_tokens=3, messages=[{"role": "user", "content": "Hi"}]
         )
     assert message.type == "message" and message.stop_reason
+
+
+def test_a_model_alias_set_on_the_page_names_a_model_for_claude_code(
+    qtbot: QtBot, make_window: Callable[[], MainWindow]
+) -> None:
+    port = free_port()
+    window = server_window(make_window, port)
+    form = window.server_pane.form
+    assert not form.aliases_box.isVisibleTo(form)  # folded away until asked for
+    qtbot.mouseClick(form.aliases_toggle, Qt.MouseButton.LeftButton)
+    assert form.aliases_box.isVisibleTo(form)
+    start(qtbot, window)
+    root = f"http://127.0.0.1:{port}"
+    hi: Any = [{"role": "user", "content": "Hi"}]
+    with anthropic.Anthropic(base_url=root, api_key="x", max_retries=0) as client:
+        model = client.models.list().data[0].id
+        with pytest.raises(anthropic.NotFoundError) as missing:
+            client.messages.create(model="claude-sonnet-4-5", max_tokens=2, messages=hi)
+        assert "Model aliases" in missing.value.message
+        form.aliases.setPlainText(f"claude-sonnet-*={model}\nhalf-typed=")
+        form.flush()
+        assert window.services.settings.get("server.model_aliases") == {"claude-sonnet-*": model}
+        assert form.aliases_toggle.text() == "Model aliases · 1"
+        page = window.server_pane
+        qtbot.waitUntil(lambda: page.restart_notice.isVisibleTo(page), timeout=WAIT_MS)
+        qtbot.mouseClick(page.restart_button, Qt.MouseButton.LeftButton)
+        restarted = (("claude-sonnet-*", model),)
+        qtbot.waitUntil(
+            lambda: getattr(window.server.running_config, "model_aliases", ()) == restarted,
+            timeout=WAIT_MS,
+        )
+        answer = client.messages.create(model="claude-sonnet-4-5", max_tokens=2, messages=hi)
+    assert answer.model == "claude-sonnet-4-5" and answer.type == "message"
