@@ -34,7 +34,7 @@ from app.server.config import ServerConfig  # noqa: E402
 from app.server.gateway import Gateway  # noqa: E402
 from app.server.runner import ServerRunner  # noqa: E402
 
-MESSAGES = [{"role": "user", "content": "Tell me a long story about a lighthouse keeper."}]
+MESSAGES = [{"role": "user", "content": "Count: 1, 2, 3, 4, 5, 6, 7, 8, 9, 10,"}]
 
 
 def _rate(
