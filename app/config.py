@@ -254,6 +254,12 @@ SETTINGS: dict[str, Setting] = _settings(
         False,
         "Fetch image URLs from this computer and local networks too (off: public addresses only)",
     ),
+    Setting(
+        "server.model_aliases",
+        dict,
+        {},
+        "Model names clients send (e.g. claude-sonnet-4-5) and the local model each one means",
+    ),
     # attached files
     Setting(
         "attachments.embedding_model",

@@ -1,7 +1,8 @@
-"""``ember serve``: the OpenAI-compatible and Ollama-compatible APIs without the GUI.
+"""``ember serve``: the OpenAI-, Anthropic- and Ollama-compatible APIs without the GUI.
 
 Binds first (a taken port is one clear line and exit 1, before any slow model load; also the
-optional Ollama port, 11434), prints the base URLs, then loads ``--model`` if given; other
+optional Ollama port, 11434), prints the base URLs (and with ``--clients`` each coding
+agent's settings: app/server/clients.py), then loads ``--model`` if given; other
 library models load on first use. Ctrl+C or SIGTERM stops it cleanly: open streams are
 cancelled, the model is unloaded.
 """
@@ -21,6 +22,7 @@ from app.cli import COMMANDS, CliError
 from app.commands.options import add_load_flags, load_params, model_load_params
 from app.config import Settings, paths
 from app.engine.worker import EngineWorker
+from app.server.aliases import AliasError, parse_alias
 from app.server.catalog import (
     CatalogError,
     CatalogModel,
@@ -30,6 +32,7 @@ from app.server.catalog import (
     StaticCatalog,
     entry_for_file,
 )
+from app.server.clients import KEY_VARIABLE, startup_text
 from app.server.config import ServerConfig
 from app.server.gateway import Gateway
 from app.server.ollama import OLLAMA_PORT
@@ -43,8 +46,9 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "serve",
         help=COMMANDS["serve"],
-        description="Serve the OpenAI-compatible API (chat, completions, embeddings, models). "
-        "Models in the library load when a request names them.",
+        description="Serve the OpenAI-compatible API (chat, completions, embeddings, models), "
+        "Anthropic's Messages API and Ollama's API on one port. Models in the library load "
+        "when a request names them.",
     )
     p.add_argument(
         "-m",
@@ -109,6 +113,21 @@ def add_parser(sub: Any) -> None:
         "--image-urls (default: the settings' switch, off)",
     )
     p.add_argument(
+        "--alias",
+        action="append",
+        default=None,
+        metavar="NAME=MODEL",
+        help="let clients name MODEL as NAME, e.g. claude-sonnet-4-5=qwen3-coder (Claude Code "
+        "asks for Claude models); NAME may end in * (claude-*); repeatable; added to the "
+        "server.model_aliases setting",
+    )
+    p.add_argument(
+        "--clients",
+        action="store_true",
+        help="print how to point Claude Code, Codex, Continue, Cline, Zed, opencode and aider "
+        "at this server",
+    )
+    p.add_argument(
         "--max-queue",
         type=int,
         default=16,
@@ -148,7 +167,14 @@ def server_config(args: argparse.Namespace, settings: Settings) -> ServerConfig:
         overrides["image_urls_local"] = args.image_urls_local
         if args.image_urls_local and args.image_urls is None:
             overrides["image_urls"] = True
-    return ServerConfig.from_settings(settings, **overrides)
+    config = ServerConfig.from_settings(settings, **overrides)
+    if args.alias:
+        try:
+            given = tuple(parse_alias(a) for a in args.alias)
+        except AliasError as e:
+            raise CliError(str(e)) from e
+        config = replace(config, model_aliases=given + config.model_aliases)  # given first: wins
+    return config
 
 
 def ollama_port(args: argparse.Namespace, settings: Settings, main_port: int) -> int | None:
@@ -252,6 +278,7 @@ def run(args: argparse.Namespace) -> int:
             extra.status.base_url.removesuffix("/v1") if extra and extra.status.base_url else root
         )
         print(f"Ollama-compatible API at {ollama_url}", flush=True)
+        print(f"Anthropic-compatible API at {root} (POST /v1/messages)", flush=True)
         if entry is not None:
             print(f"Loading {entry.id}…", file=sys.stderr, flush=True)
             handle = gateway.load(entry.path, entry.id, startup_params)
@@ -267,6 +294,7 @@ def run(args: argparse.Namespace) -> int:
                     flush=True,
                 )
                 break
+        _print_clients(args, root, entry, config)
         print("Press Ctrl+C to stop.", file=sys.stderr, flush=True)
         while not stop.wait(0.5):
             pass
@@ -277,6 +305,23 @@ def run(args: argparse.Namespace) -> int:
             extra.stop()
         runner.stop()
         worker.shutdown()
+
+
+def _print_clients(
+    args: argparse.Namespace, root: str, entry: CatalogModel | None, config: ServerConfig
+) -> None:
+    """Each client's settings (``--clients``), or where to find them. The key is shown as
+    $EMBER_API_KEY: the terminal's scroll-back keeps what is printed."""
+    if not args.clients:
+        print(
+            "Settings for Claude Code, Codex, Continue, Cline, Zed, opencode and aider: "
+            "ember serve --clients",
+            file=sys.stderr,
+            flush=True,
+        )
+        return
+    key = f"${KEY_VARIABLE}" if config.api_key else ""
+    print(startup_text(root, entry.id if entry else None, key), flush=True)
 
 
 def _on_signals(stop: threading.Event) -> None:

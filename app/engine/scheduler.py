@@ -413,7 +413,9 @@ class Scheduler:
             self._finish_job(job, Failed(job.id, error, usage, timings))
             return
         text = "".join(slot.pieces)
-        self._finish_job(job, Finished(job.id, reason, usage, timings, result=slot.echo + text))
+        stopped_by = slot.matcher.stop_string if reason == "stop" else None
+        final = Finished(job.id, reason, usage, timings, slot.echo + text, stopped_by)
+        self._finish_job(job, final)
 
     def _timings(self, slot: Slot) -> Timings:
         ended = time.perf_counter()

@@ -283,6 +283,7 @@ class Finished:
     usage: Usage = Usage()
     timings: Timings = Timings()
     result: Any = None
+    stop_sequence: str | None = None  # the stop string that ended a "stop" answer, if one did
 
 
 @dataclass(frozen=True, slots=True)

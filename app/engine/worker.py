@@ -25,7 +25,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from app.engine.scheduler import Scheduler
@@ -555,4 +555,4 @@ def _with_queue_time(final: FinalEvent, queued: float) -> FinalEvent:
     )
     if isinstance(final, Failed):
         return Failed(final.job_id, final.error, final.usage, timings)
-    return Finished(final.job_id, final.reason, final.usage, timings, final.result)
+    return replace(final, timings=timings)

@@ -1,11 +1,12 @@
 """The FastAPI application factory.
 
-``create_app(gateway, config, request_log)`` builds one app: the OpenAI routes, Ollama's
-routes (``/``, ``/api/...``: app/server/ollama), ``/health``, OpenAI-shaped errors for all but
-Ollama's routes (they answer ``{"error": "..."}``), and the ASGI middleware (outermost first):
-request log, then the bound on requests in flight (app/server/limits.py), then security (Host,
-Origin/CORS, API key, body size and the budget of bodies held at once). No state lives in
-module globals.
+``create_app(gateway, config, request_log)`` builds one app: the OpenAI routes, Anthropic's
+(``/v1/messages``: app/server/routes/anthropic.py), Ollama's (``/``, ``/api/...``:
+app/server/ollama), ``/health``, OpenAI-shaped errors for all but Ollama's routes (they answer
+``{"error": "..."}``) and Anthropic's (``{"type": "error", ...}``), and the ASGI middleware
+(outermost first): request log, then the bound on requests in flight (app/server/limits.py),
+then security (Host, Origin/CORS, API key, body size and the budget of bodies held at once).
+No state lives in module globals.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from app.server.limits import ConcurrencyMiddleware, RequestLimits
 from app.server.ollama.manage import router as ollama_manage_router
 from app.server.ollama.routes import router as ollama_router
 from app.server.requestlog import RequestLog, RequestLogMiddleware
+from app.server.routes.anthropic import router as anthropic_router
 from app.server.routes.openai import router as openai_router
 from app.server.security import SecurityMiddleware
 
@@ -55,6 +57,7 @@ def create_app(
         return JSONResponse({"status": "ok"})
 
     app.include_router(openai_router)
+    app.include_router(anthropic_router)
     app.include_router(ollama_router)
     app.include_router(ollama_manage_router)
     app.add_middleware(SecurityMiddleware, config=config, limits=limits)

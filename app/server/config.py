@@ -20,6 +20,7 @@ IMAGE_URLS_KEY = "server.image_urls"
 # ... and from this computer and local networks too (loopback, private, link-local addresses):
 # off unless the user turns it on (`ember serve --image-urls-local`).
 IMAGE_URLS_LOCAL_KEY = "server.image_urls_local"
+MODEL_ALIASES_KEY = "server.model_aliases"
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +39,9 @@ class ServerConfig:
     log_body_chars: int = 4000  # request/response bodies kept per log entry
     image_urls: bool = False  # fetch http(s) ``image_url`` parts (off: data URLs only)
     image_urls_local: bool = False  # ... from local addresses too (off: public ones only)
+    # model names a client may send (e.g. "claude-sonnet-4-5", or "claude-*" for any name that
+    # starts so) -> the model each one means (see app/server/aliases.py)
+    model_aliases: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def from_settings(cls, settings: Settings, **overrides: object) -> ServerConfig:
@@ -48,6 +52,7 @@ class ServerConfig:
             cors_origins=tuple(str(o) for o in settings.get("server.cors_origins")),
             image_urls=image_urls_allowed(settings),
             image_urls_local=bool(settings.get(IMAGE_URLS_LOCAL_KEY)),
+            model_aliases=aliases_of(settings),
         )
         return replace(config, **overrides)  # type: ignore[arg-type]
 
@@ -59,3 +64,13 @@ def image_urls_allowed(settings: Settings) -> bool:
 
 def allow_image_urls(settings: Settings, on: bool) -> None:
     settings.set(IMAGE_URLS_KEY, bool(on))
+
+
+def aliases_of(settings: Settings) -> tuple[tuple[str, str], ...]:
+    """The ``server.model_aliases`` setting as (name, model) pairs (bad entries left out)."""
+    raw = settings.get(MODEL_ALIASES_KEY)
+    return tuple(
+        (str(k).strip(), v.strip())
+        for k, v in raw.items()
+        if isinstance(v, str) and str(k).strip() and v.strip()
+    )

@@ -93,7 +93,7 @@ class Message(_Body):
 
 
 class FunctionDef(_Body):
-    name: str = Field(pattern=r"^[A-Za-z0-9_.\-]{1,64}$")
+    name: str = Field(pattern=r"^[A-Za-z0-9_.\-]{1,128}$")  # Anthropic allows 128 too
     description: str | None = None
     parameters: dict[str, Any] | None = None
     strict: bool | None = None

@@ -200,17 +200,19 @@ class SecurityMiddleware:
         ]
 
     def _key_ok(self, headers: dict[str, str]) -> bool:
+        """A Bearer token (OpenAI's clients, Ollama's) or ``x-api-key`` (Anthropic's)."""
         scheme, _, token = headers.get("authorization", "").partition(" ")
-        if scheme.lower() != "bearer":
-            return False
-        return hmac.compare_digest(token.strip().encode(), self.key)
+        if scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), self.key):
+            return True
+        other = headers.get("x-api-key", "").strip().encode("latin-1")
+        return bool(other) and hmac.compare_digest(other, self.key)
 
     @staticmethod
     def _key_problem(headers: dict[str, str]) -> tuple[str, str | None]:
-        if not headers.get("authorization"):
+        if not headers.get("authorization") and not headers.get("x-api-key"):
             return (
                 "You didn't provide an API key. This server requires one, sent as "
-                "`Authorization: Bearer <key>`.",
+                "`Authorization: Bearer <key>` (or `x-api-key: <key>`).",
                 None,
             )
         return "Incorrect API key provided.", "invalid_api_key"

@@ -118,6 +118,7 @@ def test_stop_string_ends_with_stop_and_is_not_in_output(
     )
     final = job.wait(60)
     assert isinstance(final, Finished) and final.reason == "stop"
+    assert final.stop_sequence == word  # which stop string ended it (Anthropic reports it)
     assert word not in final.result
     assert free.startswith(final.result)
 

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anthropic
 import httpx
 import openai
 import pytest
@@ -165,3 +166,33 @@ def test_an_image_with_a_text_only_request_on_the_raw_http_api(base_url: str) ->
     assert r.status_code == 400
     error = r.json()["error"]
     assert error["type"] == "invalid_request_error" and error["code"] == "model_not_vision"
+
+
+# ---- the same images through Anthropic's Messages API -------------------------------------
+
+
+def image_message(data: bytes) -> Any:
+    source = {"type": "base64", "media_type": "image/png", "data": base64.b64encode(data).decode()}
+    text = {"type": "text", "text": "What is in this picture?"}
+    return [{"role": "user", "content": [{"type": "image", "source": source}, text]}]
+
+
+def test_an_image_block_is_seen_by_a_vision_model(base_url: str) -> None:
+    """This module's server: the test model with a test projector, and without one."""
+    with anthropic.Anthropic(
+        base_url=base_url.removesuffix("/v1"), api_key="x", max_retries=0
+    ) as client:
+        text_only = client.messages.create(
+            model=VISION, max_tokens=2, messages=[{"role": "user", "content": "Hi"}]
+        )
+        seen = client.messages.create(
+            model=VISION, max_tokens=2, messages=image_message(png(64, 48))
+        )
+        with pytest.raises(anthropic.BadRequestError) as raised:
+            client.messages.create(model=PLAIN, max_tokens=2, messages=image_message(png(32, 32)))
+
+    def prompt(m: Any) -> int:
+        return int(m.usage.input_tokens + (m.usage.cache_read_input_tokens or 0))
+
+    assert prompt(seen) >= prompt(text_only) + IMAGE_TOKENS
+    assert "vision projector" in raised.value.message

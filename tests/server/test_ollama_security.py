@@ -97,7 +97,7 @@ def test_a_listed_origin_is_allowed_and_keys_still_apply(worker: EngineWorker) -
         assert listed.status_code == 401  # an allowed page still needs the key
         assert listed.json() == {
             "error": "You didn't provide an API key. This server requires one, sent as "
-            "`Authorization: Bearer <key>`."
+            "`Authorization: Bearer <key>` (or `x-api-key: <key>`)."
         }
         assert listed.headers["access-control-allow-origin"] == "https://chat.example"
         keyed = {"Origin": "http://localhost:3000", "Authorization": f"Bearer {KEY}"}

@@ -1,4 +1,5 @@
-"""`ember serve` as a user runs it: a real subprocess, the real model, the `openai` SDK."""
+"""`ember serve` as a user runs it: a real subprocess, the real model, the `openai` and
+`anthropic` SDKs."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import signal
 import stat
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import httpx
 import openai
@@ -208,3 +210,44 @@ def test_a_key_file_others_can_read_is_warned_about(ember_home: Path, tmp_path: 
     process, _ = start_serve(ember_home, "--api-key-file", str(key_file))
     err = stop_serve(process)
     assert f"ember: warning: other users can read {key_file}" in err
+
+
+def test_serve_answers_anthropics_api_with_aliases_and_prints_clients(
+    gemma_path: Path, ember_home: Path
+) -> None:
+    """What Claude Code does against `ember serve`: the anthropic SDK, a Claude model name
+    mapped by --alias, a stream; and --clients prints each client's settings."""
+    import anthropic
+
+    port = free_port()
+    env = {**os.environ, "EMBER_HOME": str(ember_home)}
+    command = [*EMBER, "serve", "--model", str(gemma_path), "--port", str(port), "--ctx", "1024"]
+    command += ["--alias", "claude-sonnet-4-5=gemma-3-270m-q4_k_m", "--clients"]
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        root = f"http://127.0.0.1:{port}"
+        wait_for_health(root, process)
+        hi: Any = [{"role": "user", "content": "Hi"}]
+        with anthropic.Anthropic(base_url=root, api_key="x", max_retries=0) as client:
+            with client.messages.stream(
+                model="claude-sonnet-4-5", max_tokens=3, messages=hi
+            ) as stream:
+                message = stream.get_final_message()
+            assert message.model == "claude-sonnet-4-5" and message.stop_reason
+            with pytest.raises(anthropic.NotFoundError):
+                client.messages.create(model="claude-opus-4-1", max_tokens=3, messages=hi)
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=20)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 0, err
+    assert f"Anthropic-compatible API at {root} (POST /v1/messages)" in out
+    assert f"export ANTHROPIC_BASE_URL={root}\n" in out
+    assert "export ANTHROPIC_MODEL=gemma-3-270m-q4_k_m" in out
+    assert f'base_url = "{root}/v1"\nwire_api = "responses"' in out
+    for name in ("Claude Code", "Codex", "Continue", "Cline", "Zed", "opencode", "aider"):
+        assert f"== {name} ==" in out

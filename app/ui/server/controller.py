@@ -59,6 +59,7 @@ KEYS = (
     "server.port",
     "server.api_key",
     "server.cors_origins",
+    "server.model_aliases",
     "server.ollama_port",
 )
 
@@ -156,7 +157,7 @@ class ServerController(QObject):
 
     def update_settings(self, **values: Any) -> None:
         """Save server settings (``host``, ``port``, ``api_key``, ``cors_origins``,
-        ``ollama_port``)."""
+        ``model_aliases``, ``ollama_port``)."""
         changed = False
         for name, value in values.items():
             key = f"server.{name}"
@@ -395,6 +396,7 @@ def _bind_part(config: ServerConfig) -> tuple[object, ...]:
         config.port,
         config.api_key,
         tuple(config.cors_origins),
+        config.model_aliases,
         config.image_urls,
         config.image_urls_local,
     )

@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.engine.types import LoadedModel
+from app.server import clients
 from app.server.requestlog import RequestRecord
 from app.server.status import ServerStatus
 from app.ui import icons, theme
@@ -198,12 +199,22 @@ class ServerPane(QWidget):
         self.snippet_help = QLabel(self)
         self.snippet_help.setObjectName("FieldHelp")
         self.snippet_help.setWordWrap(True)
+        # each coding agent's settings (app/server/clients.py), chosen from a list
+        self.clients = SnippetView(
+            self,
+            names=clients.NAMES,
+            source=clients.clients,
+            chooser="combo",
+            label="Connect a client",
+        )
+        self.clients.copied.connect(self._on_snippet_copied)
         connect_card, connect_layout = _card(
             self,
             "Connect",
-            "Any OpenAI- or Ollama-compatible client works: set its base URL and, if you set "
-            "one, the key.",
+            "Any OpenAI-, Anthropic- or Ollama-compatible client works: set its base URL and, "
+            "if you set one, the key.",
         )
+        connect_layout.addWidget(self.clients)
         connect_layout.addWidget(self.snippets)
         connect_layout.addWidget(self.snippet_help)
 
@@ -367,6 +378,7 @@ class ServerPane(QWidget):
         loaded = self.engine.loaded
         model = _client_model_id(loaded) if loaded is not None else None
         self.snippets.set_context(base_url, model, config.api_key, self.form.show_key.isChecked())
+        self.clients.set_context(base_url, model, config.api_key, self.form.show_key.isChecked())
         if loaded is not None and model is not None:
             self.model_label.setText(
                 f"Model: <b>{model}</b> (loaded in Ember). Requests may also name any model "

@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.engine.image_bounds import MAX_IMAGE_BYTES
+from app.server.aliases import MAX_ALIAS_CHARS, MAX_ALIASES, aliases_text
 from app.server.ollama import OLLAMA_PORT
 from app.ui import icons, theme
 from app.ui.server.controller import ALL_INTERFACES, LOOPBACK, ServerController
@@ -200,6 +201,7 @@ class ServerSettingsForm(QWidget):
             )
         )
         layout.addWidget(self.cors_box)
+        self._add_aliases(layout)
         layout.addSpacing(10)
         layout.addWidget(self._label("Images"))
         layout.addWidget(self.image_urls)
@@ -229,7 +231,49 @@ class ServerSettingsForm(QWidget):
         self.load()
         self.cors_toggle.setChecked(bool(self.cors_origins()))
         self._on_cors_toggled(self.cors_toggle.isChecked())
+        self.aliases_toggle.setChecked(bool(self.model_aliases()))
+        self._on_aliases_toggled(self.aliases_toggle.isChecked())
         controller.config_changed.connect(self._on_config_changed)
+
+    def _add_aliases(self, layout: QVBoxLayout) -> None:
+        """Model aliases (app/server/aliases.py): a disclosure like the CORS origins'."""
+        self.aliases_toggle = QToolButton(self)
+        self.aliases_toggle.setObjectName("DisclosureButton")
+        self.aliases_toggle.setCheckable(True)
+        self.aliases_toggle.setCursor(Qt.CursorShape.PointingHandCursor)
+        self.aliases_toggle.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self.aliases_toggle.toggled.connect(self._on_aliases_toggled)
+        layout.addWidget(self.aliases_toggle, 0, Qt.AlignmentFlag.AlignLeft)
+        self.aliases_box = QWidget(self)
+        box = QVBoxLayout(self.aliases_box)
+        box.setContentsMargins(0, 0, 0, 0)
+        box.setSpacing(6)
+        self.aliases = QPlainTextEdit(self.aliases_box)
+        self.aliases.setObjectName("AliasesField")
+        self.aliases.setAccessibleName("Model aliases")
+        self.aliases.setPlaceholderText("claude-sonnet-4-5=MODEL_ID")
+        self.aliases.setTabChangesFocus(True)
+        self.aliases.setFixedHeight(64)
+        self.aliases.textChanged.connect(self._schedule_save)
+        box.addWidget(self.aliases)
+        box.addWidget(
+            _help(
+                "Model names clients send, each given to one of your models: NAME=MODEL, one "
+                "per line (Claude Code asks for claude-… models). A NAME ending in * matches "
+                "every name that starts so.",
+                self.aliases_box,
+            )
+        )
+        layout.addWidget(self.aliases_box)
+
+    def model_aliases(self) -> dict[str, str]:
+        """The complete NAME=MODEL lines (a line still being typed is left out)."""
+        out: dict[str, str] = {}
+        for line in self.aliases.toPlainText().splitlines():
+            name, sep, model = line.partition("=")
+            if sep and name.strip() and model.strip():
+                out[name.strip()[:MAX_ALIAS_CHARS]] = model.strip()[:MAX_ALIAS_CHARS]
+        return dict(list(out.items())[:MAX_ALIASES])
 
     def _label(self, text: str) -> QLabel:
         label = QLabel(text, self)
@@ -261,6 +305,7 @@ class ServerSettingsForm(QWidget):
             self.port,
             self.key,
             self.cors,
+            self.aliases,
             self.ollama_port,
             self.image_urls,
             self.image_urls_local,
@@ -277,6 +322,8 @@ class ServerSettingsForm(QWidget):
             self.key.setText(config.api_key)
         if self.cors_origins() != list(config.cors_origins):
             self.cors.setPlainText("\n".join(config.cors_origins))
+        if self.model_aliases() != dict(config.model_aliases):
+            self.aliases.setPlainText(aliases_text(config.model_aliases))
         for widget in widgets:
             widget.blockSignals(False)
         self._refresh()
@@ -294,6 +341,7 @@ class ServerSettingsForm(QWidget):
             port=self.port.value(),
             api_key=self.key.text().strip(),
             cors_origins=self.cors_origins(),
+            model_aliases=self.model_aliases(),
             ollama_port=self._ollama_port(),
         )
 
@@ -339,7 +387,7 @@ class ServerSettingsForm(QWidget):
             )
             self.warning_generate.setVisible(not has_key)
         self.key_help.setText(
-            "Clients send it as the header Authorization: Bearer <key>."
+            "Clients send it as the header Authorization: Bearer <key> (or x-api-key)."
             if has_key
             else "Optional on this computer; required on the local network."
         )
@@ -347,6 +395,8 @@ class ServerSettingsForm(QWidget):
             button.setEnabled(has_key)
         count = len(self.cors_origins())
         self.cors_toggle.setText(f"Allowed web origins (CORS){f' · {count}' if count else ''}")
+        count = len(self.model_aliases())
+        self.aliases_toggle.setText(f"Model aliases{f' · {count}' if count else ''}")
 
     # -- events ---------------------------------------------------------------------------
 
@@ -394,6 +444,11 @@ class ServerSettingsForm(QWidget):
     def _on_cors_toggled(self, shown: bool) -> None:
         self.cors_box.setVisible(shown)
         icons.set_icon(self.cors_toggle, "chevron-down" if shown else "chevron-right", size=14)
+
+    @Slot(bool)
+    def _on_aliases_toggled(self, shown: bool) -> None:
+        self.aliases_box.setVisible(shown)
+        icons.set_icon(self.aliases_toggle, "chevron-down" if shown else "chevron-right", size=14)
 
     @Slot()
     def _on_config_changed(self) -> None:

@@ -1,5 +1,6 @@
-"""Ready-to-paste snippets (curl, Python, Continue, Ollama, Open WebUI): a tab row, highlighted
-code, a Copy button.
+"""Ready-to-paste snippets (curl, Python, Continue, Ollama, Open WebUI; or, with a drop-down
+list, each coding agent's settings from app/server/clients.py): a tab row, highlighted code, a
+Copy button.
 
 ``set_context(base_url, model, key, key_visible)`` refills them; a hidden key is masked on
 screen and copied in full.
@@ -8,13 +9,17 @@ screen and copied in full.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from PySide6.QtCore import QEvent, QSize, Qt, QTimer, Signal, Slot
 from PySide6.QtGui import QFont, QFontMetrics, QGuiApplication
 from PySide6.QtWidgets import (
     QButtonGroup,
+    QComboBox,
     QFrame,
     QHBoxLayout,
+    QLabel,
     QPushButton,
     QTextBrowser,
     QToolButton,
@@ -25,7 +30,6 @@ from PySide6.QtWidgets import (
 from app.ui import icons, theme
 from app.ui.chat.markdown import code_html
 from app.ui.server import snippets
-from app.ui.server.snippets import Snippet
 
 NAMES = ("curl", "Python", "Continue", "Ollama", "Open WebUI")
 TAB_PADDING = 2 * 10  # QPushButton#SnippetTab's horizontal padding in server.qss
@@ -46,30 +50,69 @@ class _Tab(QPushButton):
         return self.sizeHint()
 
 
+class _Shown(Protocol):
+    """A snippet: :class:`snippets.Snippet` or :class:`app.server.clients.Client`."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def language(self) -> str: ...
+    @property
+    def code(self) -> str: ...
+
+
+# (base_url, model, key) -> the snippets, in NAMES order
+Source = Callable[[str, str | None, str], Sequence[_Shown]]
+
+
 class SnippetView(QFrame):
-    """Signals: ``copied(str name)``."""
+    """Signals: ``copied(str name)``.
+
+    ``names`` and ``source`` say what it shows (default: the API snippets); ``chooser``
+    "tabs" puts a tab per snippet above the code, "combo" a drop-down list (for many)."""
 
     copied = Signal(str)
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(
+        self,
+        parent: QWidget | None = None,
+        *,
+        names: Sequence[str] = NAMES,
+        source: Source = snippets.snippets,
+        chooser: str = "tabs",
+        label: str = "",
+    ) -> None:
         super().__init__(parent)
         self.setObjectName("SnippetView")
         self.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
+        self._source = source
         self._base_url = ""
         self._model: str | None = None
         self._key = ""
         self._key_visible = False
-        self._current = NAMES[0]
-        self._shown: dict[str, Snippet] = {}
-        self._real: dict[str, Snippet] = {}
+        self._current = names[0]
+        self._shown: dict[str, _Shown] = {}
+        self._real: dict[str, _Shown] = {}
 
         self.group = QButtonGroup(self)
         self.group.setExclusive(True)
         self.tabs: dict[str, QPushButton] = {}
+        self.combo: QComboBox | None = None
         tab_row = QHBoxLayout()
         tab_row.setContentsMargins(8, 6, 6, 0)
         tab_row.setSpacing(2)
-        for name in NAMES:
+        if chooser == "combo":
+            if label:
+                caption = QLabel(label, self)
+                tab_row.addWidget(caption)
+                tab_row.addSpacing(6)
+            self.combo = QComboBox(self)
+            self.combo.setObjectName("SnippetChooser")
+            self.combo.setAccessibleName(label or "Snippet")
+            self.combo.addItems(list(names))
+            self.combo.currentTextChanged.connect(self._on_combo_changed)
+            tab_row.addWidget(self.combo)
+        for name in names if chooser == "tabs" else ():
             button = _Tab(name, self)
             button.setObjectName("SnippetTab")
             button.setCheckable(True)
@@ -78,7 +121,8 @@ class SnippetView(QFrame):
             self.group.addButton(button)
             self.tabs[name] = button
             tab_row.addWidget(button)
-        self.tabs[self._current].setChecked(True)
+        if self.tabs:
+            self.tabs[self._current].setChecked(True)
         tab_row.addStretch(1)
         self.copy_button = QToolButton(self)
         self.copy_button.setObjectName("BodyCopy")
@@ -128,9 +172,9 @@ class SnippetView(QFrame):
             key,
             key_visible,
         )
-        self._real = {s.name: s for s in snippets.snippets(base_url, model, key)}
+        self._real = {s.name: s for s in self._source(base_url, model, key)}
         shown_key = key if key_visible else snippets.mask(key)
-        self._shown = {s.name: s for s in snippets.snippets(base_url, model, shown_key)}
+        self._shown = {s.name: s for s in self._source(base_url, model, shown_key)}
         self._render()
         self._fit_height()
 
@@ -147,8 +191,16 @@ class SnippetView(QFrame):
 
     def select(self, name: str) -> None:
         self._current = name
-        self.tabs[name].setChecked(True)
+        if name in self.tabs:
+            self.tabs[name].setChecked(True)
+        if self.combo is not None and self.combo.currentText() != name:
+            self.combo.setCurrentText(name)
         self._render()
+
+    @Slot(str)
+    def _on_combo_changed(self, name: str) -> None:
+        if name and name != self._current:
+            self.select(name)
 
     def _render(self) -> None:
         snippet = self._shown.get(self._current)

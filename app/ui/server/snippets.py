@@ -1,5 +1,6 @@
-"""Ready-to-paste snippets for the API: curl, the Python ``openai`` SDK, Continue's config, and
-for Ollama's API (same server, no ``/v1``): the ``ollama`` Python client and Open WebUI.
+"""Ready-to-paste snippets for the API: curl, the Python ``openai`` SDK, Continue's config (as
+app/server/clients.py writes it, with the other coding agents'), and for Ollama's API (same
+server, no ``/v1``): the ``ollama`` Python client and Open WebUI.
 
 Pure functions (no Qt). ``key`` is the real API key (empty: none is required); the pane shows
 a masked copy when the key is hidden and copies the real one.
@@ -9,6 +10,8 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+
+from app.server import clients
 
 PLACEHOLDER_MODEL = "MODEL_ID"
 NO_KEY = "ember"  # the openai SDK insists on a key; Ember ignores it when none is set
@@ -67,21 +70,7 @@ def python_openai(base_url: str, model: str, key: str) -> str:
 
 
 def continue_config(base_url: str, model: str, key: str) -> str:
-    lines = [
-        "# ~/.continue/config.yaml",
-        "name: Local assistant",
-        "version: 1.0.0",
-        "schema: v1",
-        "models:",
-        f"  - name: {model} (Ember)",
-        "    provider: openai",
-        f"    model: {model}",
-        f"    apiBase: {base_url}",
-    ]
-    if key:
-        lines.append(f"    apiKey: {key}")
-    lines += ["    roles:", "      - chat", "      - edit", "      - apply"]
-    return "\n".join(lines)
+    return clients.continue_config(ollama_url(base_url), model, key)  # one home: clients.py
 
 
 def ollama_url(base_url: str) -> str:
