@@ -66,13 +66,23 @@ Part = Annotated[
 ]
 
 
+def _text_tag(value: Any) -> str:
+    return "text" if isinstance(value, str) else "items"
+
+
+# a string or a list: a bad list's errors name its part, not "should be a valid string"
+TextOrParts = Annotated[
+    Annotated[str, Tag("text")] | Annotated[list[Part], Tag("items")], Discriminator(_text_tag)
+]
+
+
 # ---- items ----------------------------------------------------------------------------------
 
 
 class MessageItem(_Body):
     type: Literal["message"] = "message"
     role: Literal["user", "system", "developer", "assistant"]
-    content: str | list[Part]
+    content: TextOrParts
     id: str | None = None
     status: str | None = None
 
@@ -89,7 +99,7 @@ class FunctionCallItem(_Body):
 class FunctionCallOutputItem(_Body):
     type: Literal["function_call_output"]
     call_id: str = Field(max_length=MAX_NAME_CHARS)
-    output: str | list[Part]
+    output: TextOrParts
     id: str | None = None
     status: str | None = None
 
@@ -184,9 +194,24 @@ class ReasoningConfig(_Body):
 # ---- the body -------------------------------------------------------------------------------
 
 
+Input = Annotated[
+    Annotated[str, Tag("text")] | Annotated[list[Item], Field(min_length=1), Tag("items")],
+    Discriminator(_text_tag),
+]
+TAGS = frozenset(
+    {"text", "items", *ITEM_TYPES, "input_text", "output_text", "refusal", "input_image"}
+)
+
+
+def without_tags(errors: list[Any]) -> list[Any]:
+    """Validation errors with the union tags above taken out of each location, so a param
+    reads ``input[0].content[1]``, as the client wrote it."""
+    return [{**e, "loc": tuple(p for p in e["loc"] if p not in TAGS)} for e in errors]
+
+
 class ResponsesRequest(_Body):
     model: str | None = None
-    input: str | Annotated[list[Item], Field(min_length=1)]
+    input: Input
     instructions: str | None = None
     previous_response_id: str | None = None
     tools: list[FunctionTool] | None = None

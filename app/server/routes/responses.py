@@ -20,12 +20,13 @@ from pydantic import TypeAdapter, ValidationError
 from starlette.responses import Response
 
 from app.server import convert
-from app.server.answering import parse, prepare_chat, respond
-from app.server.errors import APIError
+from app.server.answering import prepare_chat, respond
+from app.server.errors import APIError, from_validation_errors
 from app.server.gateway import Gateway
+from app.server.requestlog import LogNote, note_of
 from app.server.responses import translate
 from app.server.responses.answer import ResponsesAnswer
-from app.server.responses.schemas import RESPONSE_ID, Item, ResponsesRequest
+from app.server.responses.schemas import RESPONSE_ID, Item, ResponsesRequest, without_tags
 from app.server.responses.shapes import ResponseMeta, new_id
 from app.server.responses.store import (
     ConversationTooLargeError,
@@ -60,7 +61,7 @@ KeeperDep = Annotated[ResponseKeeper, Depends(_keeper)]
 
 @router.post("/v1/responses", response_model=None)
 async def create_response(request: Request, gateway: GatewayDep, keeper: KeeperDep) -> Response:
-    body, note = await parse(request, ResponsesRequest)
+    body, note = await _parse(request)
     translate.check_request(body)
     items = body.items()
     history = await _conversation(keeper, body.previous_response_id)
@@ -120,6 +121,17 @@ async def list_input_items(
             "has_more": len(items) > limit,
         }
     )
+
+
+async def _parse(request: Request) -> tuple[ResponsesRequest, LogNote]:
+    """As answering.parse, with the union tags taken out of an error's parameter."""
+    try:
+        body = ResponsesRequest.model_validate_json(await request.body())
+    except ValidationError as e:
+        raise from_validation_errors(without_tags(e.errors(include_url=False))) from None
+    note = note_of(request.scope)
+    note.stream = bool(body.stream)
+    return body, note
 
 
 # ---- the store ------------------------------------------------------------------------------
