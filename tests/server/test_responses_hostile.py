@@ -66,7 +66,8 @@ def client(runner: ServerRunner) -> Iterator[openai.OpenAI]:
 def keeper_of(runner: ServerRunner) -> ResponseKeeper:
     server = runner._server
     assert server is not None
-    keeper: ResponseKeeper = server.config.app.state.responses
+    app: Any = server.config.app  # the FastAPI app create_app built
+    keeper: ResponseKeeper = app.state.responses
     return keeper
 
 
@@ -107,10 +108,8 @@ def test_reasoning_comes_back_as_a_reasoning_item(client: openai.OpenAI) -> None
     assert [e.sequence_number for e in events] == list(range(len(events)))
     assert [e.output_index for e in events[2:14]] == [0] * 6 + [1] * 6  # type: ignore[union-attr]
     # reasoning resent as it came back is accepted, and not rendered into the prompt
-    again = client.responses.create(
-        model=MODEL,
-        input=[*(i.model_dump() for i in r.output), {"role": "user", "content": "More"}],
-    )
+    resent: Any = [*(i.model_dump() for i in r.output), {"role": "user", "content": "More"}]
+    again = client.responses.create(model=MODEL, input=resent)
     assert again.output_text == "Hi!"
 
 
