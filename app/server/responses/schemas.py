@@ -233,7 +233,12 @@ class ResponsesRequest(_Body):
     background: bool | None = None
     conversation: str | dict[str, Any] | None = None
     prompt: dict[str, Any] | None = None
-    seed: int | None = None  # not OpenAI's, but llama-server's clients send it
+    # not OpenAI's Responses, but chat completions' and llama-server's: passed to the chat body
+    seed: int | None = None
+    top_k: int | None = None
+    min_p: float | None = None
+    repeat_penalty: float | None = None
+    logit_bias: dict[str, float] | None = None
 
     @field_validator("tools", mode="before")
     @classmethod

@@ -78,6 +78,10 @@ def chat_body(
         "temperature": body.temperature,
         "top_p": body.top_p,
         "seed": body.seed,
+        "top_k": body.top_k,
+        "min_p": body.min_p,
+        "repeat_penalty": body.repeat_penalty,
+        "logit_bias": body.logit_bias,
         "parallel_tool_calls": body.parallel_tool_calls,
         "reasoning_effort": body.reasoning.effort if body.reasoning else None,
         "response_format": _response_format(body),
@@ -97,7 +101,9 @@ def chat_body(
         )
     except ValidationError as e:
         error = from_validation_errors(e.errors(include_url=False))
-        raise APIError(400, error.message.replace("'messages", "'input"), param="input") from None
+        if error.param and error.param.startswith("messages"):  # the items, as messages
+            error.message, error.param = error.message.replace("'messages", "'input"), "input"
+        raise error from None
 
 
 def _response_format(body: ResponsesRequest) -> dict[str, Any] | None:
