@@ -19,7 +19,7 @@ that continues from it at once finds it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from app.engine.types import Finished
@@ -35,10 +35,14 @@ class _Item:
     kind: str  # "message", "reasoning", "function_call"
     id: str
     index: int  # output_index
-    text: str = ""  # the text, the reasoning, or the call's arguments
     call_id: str = ""
     name: str = ""
     call: int = -1  # the call's index among the answer's calls
+    parts: list[str] = field(default_factory=list)  # the text, reasoning or arguments so far
+
+    @property
+    def text(self) -> str:
+        return "".join(self.parts)
 
     def dict(self, status: str) -> dict[str, Any]:
         done = status != "in_progress"
@@ -141,7 +145,7 @@ class ResponsesAnswer(Answer):
                 )
             item = self.open
             assert item is not None
-            item.text += piece.text
+            item.parts.append(piece.text)
             delta = (
                 "response.output_text.delta"
                 if kind == "message"
@@ -168,7 +172,7 @@ class ResponsesAnswer(Answer):
             )
             frames += self._add(item)
         if piece.text:
-            item.text += piece.text
+            item.parts.append(piece.text)
             frames.append(
                 self._event(
                     "response.function_call_arguments.delta", **self._where(item), delta=piece.text
