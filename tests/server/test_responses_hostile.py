@@ -14,7 +14,8 @@ import httpx
 import openai
 import pytest
 
-from app.engine.types import LoadParams, LoadRequest
+from app.engine.templates import RenderedPrompt
+from app.engine.types import ChatRequest, LoadParams, LoadRequest
 from app.engine.worker import EngineWorker
 from app.server.config import ServerConfig
 from app.server.gateway import Gateway
@@ -27,11 +28,23 @@ BROKEN = "broken"
 PIECES = ("<think>", "Hm.", "</think>", "Hi!")
 
 
+SLOW = "slow"
+EFFORTS: list[str | None] = []  # each chat request's reasoning_effort, as the engine saw it
+
+
 class _Model(ScriptedModel):
-    """Writes ``<think>Hm.</think>Hi!`` and ends; the ``broken`` one fails after two tokens."""
+    """Writes ``<think>Hm.</think>Hi!`` and ends; the ``broken`` one fails after two tokens,
+    the ``slow`` one writes 20 tokens a second until its max_output_tokens."""
 
     def __init__(self, request: LoadRequest, _progress: object = None) -> None:
-        super().__init__(request, pieces=PIECES, eog_after=4)
+        if request.model_id == SLOW:
+            super().__init__(request, tokens_per_second=20)
+        else:
+            super().__init__(request, pieces=PIECES, eog_after=4)
+
+    def render_chat(self, request: ChatRequest) -> RenderedPrompt:
+        EFFORTS.append(request.reasoning_effort)
+        return super().render_chat(request)
 
     def decode(self) -> int:
         if self.model_id == BROKEN and self.decodes >= 3:
@@ -80,7 +93,9 @@ def error_of(r: httpx.Response, status: int) -> dict[str, Any]:
 
 
 def test_reasoning_comes_back_as_a_reasoning_item(client: openai.OpenAI) -> None:
+    EFFORTS.clear()
     r = client.responses.create(model=MODEL, input="Hi", reasoning={"effort": "low"})
+    assert EFFORTS == ["low"]  # reasoning.effort reaches the engine's ChatRequest
     reasoning, message = r.output
     assert reasoning.type == "reasoning" and reasoning.id.startswith("rs_")
     assert reasoning.content is not None and reasoning.content[0].text == "Hm."
@@ -299,3 +314,51 @@ def test_path_like_ids_read_nothing_outside_ember_home(http: httpx.Client, tmp_p
     error_of(http.get("/v1/responses/resp_abc/input_items?limit=1000"), 400)
     error_of(http.get("/v1/responses/resp_abc/input_items?order=sideways"), 400)
     assert http.get("/health").status_code == 200
+
+
+def test_a_queued_stream_gets_headers_and_keep_alives(
+    runner: ServerRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from app.server import jobs
+
+    runner.gateway.load("slow.gguf", SLOW, LoadParams(n_ctx=4096, n_parallel=1)).wait(30)
+    monkeypatch.setattr(jobs, "QUEUE_DEADLINE", 0.3)
+    monkeypatch.setattr(jobs, "KEEPALIVE_AFTER", 0.3)
+    base = f"http://127.0.0.1:{runner.port}"
+    long = {"model": SLOW, "input": "Hi", "stream": True, "max_output_tokens": 100_000}
+    short = {"model": SLOW, "input": "Hi", "stream": True, "max_output_tokens": 3}
+    with (
+        httpx.Client(base_url=base, timeout=60) as http,
+        httpx.Client(base_url=base, timeout=60) as other,
+        http.stream("POST", "/v1/responses", json=long) as running,
+    ):
+        long_lines = running.iter_lines()  # kept: a dropped generator closes the response
+        next(long_lines)  # the long answer holds the one slot
+        with other.stream("POST", "/v1/responses", json=short) as queued:
+            assert queued.status_code == 200
+            lines = queued.iter_lines()
+            head = [line for line in (next(lines) for _ in range(7)) if line]
+            assert [line for line in head if not line.startswith("data: ")] == [
+                "event: response.created",
+                "event: response.in_progress",
+                ": waiting for the engine",
+            ]
+            running.close()  # the long answer is cancelled; the queued one runs
+            rest = [line for line in lines if line]
+    assert rest[-2] == "event: response.incomplete", rest
+    assert sum(line == "event: response.output_text.delta" for line in rest) == 3
+
+
+def test_an_image_for_a_model_without_a_projector_names_the_input(http: httpx.Client) -> None:
+    import base64
+    import io
+
+    from PIL import Image
+
+    png = io.BytesIO()
+    Image.new("RGB", (8, 8)).save(png, "PNG")
+    url = "data:image/png;base64," + base64.b64encode(png.getvalue()).decode()
+    part = {"type": "input_image", "image_url": url}
+    body = {"model": MODEL, "input": [{"role": "user", "content": [part]}]}
+    error = error_of(http.post("/v1/responses", json=body), 400)
+    assert error["code"] == "model_not_vision" and error["param"] == "input"

@@ -85,7 +85,7 @@ class ResponseMeta:
             "tool_choice": tool_choice,
             "tools": [t.model_dump(exclude_none=True) for t in body.tools or []],
             "top_p": body.top_p if body.top_p is not None else 1.0,
-            "truncation": "disabled",
+            "truncation": body.truncation or "disabled",
             "usage": usage,
             "user": body.user,
             "metadata": body.metadata or {},

@@ -48,6 +48,8 @@ def check_request(body: ResponsesRequest) -> None:
             param="model",
             code="model_not_supported",
         )
+    if body.top_logprobs or any("logprobs" in i for i in body.include or ()):
+        raise APIError(400, "logprobs are not supported by this server.", param="top_logprobs")
     for name, unsupported in (
         ("background", body.background),
         ("conversation", body.conversation),
@@ -101,9 +103,26 @@ def chat_body(
         )
     except ValidationError as e:
         error = from_validation_errors(e.errors(include_url=False))
-        if error.param and error.param.startswith("messages"):  # the items, as messages
-            error.message, error.param = error.message.replace("'messages", "'input"), "input"
-        raise error from None
+        error.message = error.message.replace("'messages", "'input")
+        raise as_responses_error(error) from None
+
+
+# the chat body's parameters, as a Responses client named them
+_PARAMS = {
+    "messages": "input",
+    "response_format": "text.format",
+    "max_completion_tokens": "max_output_tokens",
+    "reasoning_effort": "reasoning.effort",
+}
+
+
+def as_responses_error(error: APIError) -> APIError:
+    """``error`` (of the chat path) naming the Responses parameter; a message's index is not
+    an item's (instructions and the stored conversation come first), so only ``input``."""
+    for chat_param, param in _PARAMS.items():
+        if error.param and error.param.startswith(chat_param):
+            error.param = param
+    return error
 
 
 def _response_format(body: ResponsesRequest) -> dict[str, Any] | None:

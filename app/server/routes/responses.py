@@ -65,10 +65,11 @@ async def create_response(request: Request, gateway: GatewayDep, keeper: KeeperD
     translate.check_request(body)
     items = body.items()
     history = await _conversation(keeper, body.previous_response_id)
-    plan, model = await prepare_chat(
-        request, gateway, translate.chat_body(body, history, items), note
-    )
-    meta = ResponseMeta(model.model_id, body)
+    chat_body = translate.chat_body(body, history, items)
+    try:
+        plan, model = await prepare_chat(request, gateway, chat_body, note)
+    except APIError as e:
+        raise translate.as_responses_error(e) from None
     save = None
     if body.storing:
         stored_input = [_stored(item) for item in items]
@@ -76,8 +77,11 @@ async def create_response(request: Request, gateway: GatewayDep, keeper: KeeperD
         def save(response: dict[str, Any]) -> None:
             keeper.save_soon(body.previous_response_id, stored_input, response)
 
-    answer = ResponsesAnswer(meta, convert.chat_output(plan), save)
-    return await respond(request, gateway.submit(plan.request), answer, note, body.stream)
+    answer = ResponsesAnswer(ResponseMeta(model.model_id, body), convert.chat_output(plan), save)
+    try:
+        return await respond(request, gateway.submit(plan.request), answer, note, body.stream)
+    except APIError as e:  # before the headers: a context overflow names the input
+        raise translate.as_responses_error(e) from None
 
 
 @router.get("/v1/responses/{response_id}", response_model=None)
