@@ -70,6 +70,7 @@ class ResponsesAnswer(Answer):
         self.open: _Item | None = None
         self.reasoning_tokens = 0
         self.streaming = True
+        self._final: dict[str, Any] = {}  # the finished response object
 
     # ---- Answer ---------------------------------------------------------------------------
 
