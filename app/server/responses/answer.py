@@ -65,7 +65,6 @@ class ResponsesAnswer(Answer):
         self.output = output
         self.save = save
         self.sequence = 0
-        self.items: list[_Item] = []
         self.done: list[dict[str, Any]] = []  # the output items closed so far
         self.open: _Item | None = None
         self.reasoning_tokens = 0
