@@ -1,8 +1,9 @@
 """The FastAPI application factory.
 
-``create_app(gateway, config, request_log)`` builds one app: the OpenAI routes, Anthropic's
-(``/v1/messages``: app/server/routes/anthropic.py), Ollama's (``/``, ``/api/...``:
-app/server/ollama), ``/health``, OpenAI-shaped errors for all but Ollama's routes (they answer
+``create_app(gateway, config, request_log)`` builds one app: the OpenAI routes (Responses
+included, its store in EMBER_HOME: app/server/responses), Anthropic's (``/v1/messages``:
+app/server/routes/anthropic.py), Ollama's (``/``, ``/api/...``: app/server/ollama),
+``/health``, OpenAI-shaped errors for all but Ollama's routes (they answer
 ``{"error": "..."}``) and Anthropic's (``{"type": "error", ...}``), and the ASGI middleware
 (outermost first): request log, then the bound on requests in flight (app/server/limits.py),
 then security (Host, Origin/CORS, API key, body size and the budget of bodies held at once).
@@ -24,8 +25,10 @@ from app.server.limits import ConcurrencyMiddleware, RequestLimits
 from app.server.ollama.manage import router as ollama_manage_router
 from app.server.ollama.routes import router as ollama_router
 from app.server.requestlog import RequestLog, RequestLogMiddleware
+from app.server.responses.store import ResponseKeeper
 from app.server.routes.anthropic import router as anthropic_router
 from app.server.routes.openai import router as openai_router
+from app.server.routes.responses import router as responses_router
 from app.server.security import SecurityMiddleware
 
 
@@ -49,6 +52,7 @@ def create_app(
     app.state.config = config
     app.state.forwarder = forwarder or RemoteForwarder()
     app.state.limits = limits
+    app.state.responses = ResponseKeeper()  # EMBER_HOME/responses.db, opened on use
     install_handlers(app)
 
     @app.get("/health", response_model=None)
@@ -58,6 +62,7 @@ def create_app(
 
     app.include_router(openai_router)
     app.include_router(anthropic_router)
+    app.include_router(responses_router)
     app.include_router(ollama_router)
     app.include_router(ollama_manage_router)
     app.add_middleware(SecurityMiddleware, config=config, limits=limits)
