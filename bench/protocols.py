@@ -101,7 +101,7 @@ def rate(http: httpx.Client, protocol: Protocol, tokens: int) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "--protocols", default="responses", help="comma-separated: " + ", ".join(PROTOCOLS)
+        "--protocols", default="responses,messages", help="comma-separated: " + ", ".join(PROTOCOLS)
     )
     parser.add_argument("--tokens", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=3)
