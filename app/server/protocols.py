@@ -35,7 +35,9 @@ def protocol_of(path: str) -> Protocol:
 
 
 def anthropic_error(status: int, message: str) -> dict[str, object]:
-    kind = ANTHROPIC_ERROR_TYPES.get(status, "api_error" if status >= 500 else "invalid_request_error")
+    kind = ANTHROPIC_ERROR_TYPES.get(
+        status, "api_error" if status >= 500 else "invalid_request_error"
+    )
     return {"type": "error", "error": {"type": kind, "message": message}}
 
 

@@ -206,5 +206,3 @@ async def embeddings(request: Request, gateway: GatewayDep) -> Response:
     return JSONResponse(
         shapes.embedding_list(vectors, model.model_id, final.usage.prompt_tokens, as_base64)
     )
-
-
