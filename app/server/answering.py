@@ -33,8 +33,15 @@ from app.server.errors import APIError, from_engine_error, from_validation_error
 from app.server.forward import RemoteForwarder
 from app.server.gateway import Gateway, JobStream, model_meta
 from app.server.images import fetch_image_urls
-from app.server.jobs import KEEPALIVE, TICK, cancelled, check_constraint, collect, first_events
-from app.server.jobs import next_event
+from app.server.jobs import (
+    KEEPALIVE,
+    TICK,
+    cancelled,
+    check_constraint,
+    collect,
+    first_events,
+    next_event,
+)
 from app.server.requestlog import LogNote, note_of
 from app.server.streaming import EventStreamResponse
 
@@ -129,7 +136,9 @@ async def prepare_chat(
     await asyncio.to_thread(convert.check_chat, body)
     await check_constraint(convert.chat_constraint(body))
     model, meta = await resolve(gateway, body.model, note)
-    return convert.plan_chat(body, model, meta), model
+    # off the event loop: the lazy tool-call grammar is converted from the tools' schemas
+    # (then cached), and the template is rendered once to see if it opens reasoning
+    return await asyncio.to_thread(convert.plan_chat, body, model, meta), model
 
 
 # ---- the answer -----------------------------------------------------------------------------

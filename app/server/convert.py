@@ -254,7 +254,8 @@ def plan_chat(body: schemas.ChatCompletionRequest, model: LoadedModel, meta: Mod
     template = model.chat_template
     native_tools = template_supports_tools(template)
     fmt = tool_format(template)
-    messages = _chat_messages(body.messages, native_tools, fmt)
+    renders_calls = native_tools and "tool_calls" in (template or "")
+    messages = _chat_messages(body.messages, renders_calls, fmt)
     if mode != "none" and not native_tools:
         messages = _with_system(messages, tools_prompt(tools_for_template))
     images = decode_images(body.messages)
@@ -309,8 +310,11 @@ def _response_format(
 
 
 def _chat_messages(
-    messages: list[schemas.Message], native_tools: bool, fmt: ToolFormat = GENERIC
+    messages: list[schemas.Message], renders_calls: bool, fmt: ToolFormat = GENERIC
 ) -> list[ChatMessage]:
+    """The messages for the template: earlier calls as ``tool_calls`` in the shape the
+    format's template expects, or (a template that renders none) written into the content
+    the way the model writes them."""
     out: list[ChatMessage] = []
     for m in messages:
         role = "system" if m.role == "developer" else "tool" if m.role == "function" else m.role
@@ -320,18 +324,19 @@ def _chat_messages(
         if m.tool_call_id:
             msg["tool_call_id"] = m.tool_call_id
         if m.tool_calls:
-            if native_tools:
+            if renders_calls:
                 msg["tool_calls"] = [
                     tool_render.template_call(fmt, c.id, c.function.name, c.function.arguments)
                     for c in m.tool_calls
                 ]
             else:
+                write = fmt.call_text or call_as_text
                 calls = "\n".join(
-                    call_as_text(c.function.name, c.function.arguments) for c in m.tool_calls
+                    write(c.function.name, c.function.arguments) for c in m.tool_calls
                 )
                 msg["content"] = f"{m.text() or ''}\n{calls}".strip()
         out.append(msg)
-    return tool_render.results_named(fmt, out) if native_tools else out
+    return tool_render.results_named(fmt, out) if renders_calls else out
 
 
 def _message_chars(message: schemas.Message) -> int:

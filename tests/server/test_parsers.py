@@ -140,6 +140,7 @@ def test_a_bare_call_of_an_unknown_tool_is_content_and_text_after_a_call_stays()
     c = run(ChatOutput(tool_mode="auto", tool_names=TOOLS), [unknown])
     assert (c.content, c.calls) == (unknown, None)
     c = run(ChatOutput(tool_mode="auto", tool_names=TOOLS), ['{"name": "get_time"} trailing'])
+    assert c.calls is not None
     assert c.calls == [{"id": c.calls[0]["id"], "name": "get_time", "arguments": "{}"}]
     assert c.content == "trailing"
 

@@ -9,6 +9,7 @@ tools in no known format gets :data:`GENERIC`.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,7 +19,6 @@ from app.server.toolcalls import grammar as g
 from app.server.toolcalls import syntaxes as s
 from app.server.toolcalls.grammar import WS, CallShape, Tool, alternatives, json_lit, lit
 from app.server.toolcalls.reader import Syntax
-
 
 NL = "\n"
 
@@ -38,6 +38,9 @@ class ToolFormat:
     arguments: Literal["object", "string"] = "object"  # earlier calls' arguments, as rendered
     ids: Literal["any", "alnum9"] = "any"  # the call ids its template accepts
     own_reasoning: bool = False  # its syntax reads reasoning itself (no <think> splitter)
+    # An earlier call (name, arguments JSON) as the model writes it, for a template that
+    # renders no tool_calls (None: the tool prompt's <tool_call> shape)
+    call_text: Callable[[str, str], str] | None = None
 
     def detects(self, source: str) -> bool:
         return all(m in source for m in self.markers) and not any(a in source for a in self.absent)
@@ -177,6 +180,14 @@ def _glm(tools: list[Tool]) -> str:
     return call + "\n" + g.xml_text_rule("a").rstrip()
 
 
+def _granite_text(name: str, arguments: str) -> str:
+    try:
+        args = json.loads(arguments or "{}")
+    except (ValueError, RecursionError):
+        args = arguments
+    return "<|tool_call|>" + json.dumps([{"name": name, "arguments": args}], ensure_ascii=False)
+
+
 # ---- the table ------------------------------------------------------------------------------
 
 HERMES = ToolFormat(
@@ -237,6 +248,7 @@ FORMATS: tuple[ToolFormat, ...] = (
     ToolFormat(
         "granite3", "Granite 3.x (<|tool_call|>[JSON])",
         ("<|tool_call|>",), s.granite3, _granite3, _words("<|tool_call|>"),
+        call_text=_granite_text,
     ),
     HERMES,
     ToolFormat(

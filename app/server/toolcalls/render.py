@@ -49,13 +49,17 @@ def template_call(fmt: ToolFormat, given_id: str, name: str, args: str) -> dict[
 
 
 def results_named(fmt: ToolFormat, messages: list[ChatMessage]) -> list[ChatMessage]:
-    """Tool results with their call's id mapped as the calls' are, and its name if missing."""
+    """Tool results with their call's id mapped as the calls' are, and its name if missing;
+    a call's empty content as "" (GPT-OSS's and Devstral's templates fail on none), as
+    llama.cpp does for templates that render calls."""
     names: dict[str, str] = {}
     out: list[ChatMessage] = []
     for message in messages:
         for c in message.get("tool_calls") or ():
             names[str(c.get("id"))] = str((c.get("function") or {}).get("name", ""))
         m = message
+        if m.get("tool_calls") and m.get("content") is None:
+            m = {**m, "content": ""}
         if m.get("role") == "tool" and "tool_call_id" in m:
             m = {**m, "tool_call_id": call_id(fmt, m["tool_call_id"])}
             if "name" not in m and m["tool_call_id"] in names:
