@@ -160,9 +160,11 @@ def chat_output(plan: ChatPlan) -> ChatOutput:
 
 
 def tool_format(template: str | None) -> ToolFormat:
-    """The format a model with chat template ``template`` writes calls in (the tool prompt's,
-    for a template that renders no tools)."""
-    return detect(template) if template_supports_tools(template) else GENERIC
+    """The format a model with chat template ``template`` writes calls in: its family's, if
+    its template renders tools or the family has its own tool prompt; else the generic tool
+    prompt's."""
+    fmt = detect(template)
+    return fmt if template_supports_tools(template) or fmt.tools_prompt else GENERIC
 
 
 def _lazy_tool_grammar(
@@ -254,10 +256,12 @@ def plan_chat(body: schemas.ChatCompletionRequest, model: LoadedModel, meta: Mod
     template = model.chat_template
     native_tools = template_supports_tools(template)
     fmt = tool_format(template)
-    renders_calls = native_tools and "tool_calls" in (template or "")
-    messages = _chat_messages(body.messages, renders_calls, fmt)
+    renders_calls = "tool_calls" in (template or "")
+    shape = tool_render.template_shape(template, fmt.arguments) if renders_calls else None
+    messages = _chat_messages(body.messages, renders_calls, fmt, shape)
     if mode != "none" and not native_tools:
-        messages = _with_system(messages, tools_prompt(tools_for_template))
+        describe = fmt.tools_prompt or tools_prompt
+        messages = _with_system(messages, describe(tools_for_template))
     images = decode_images(body.messages)
     if images and not model.vision:
         raise APIError(
@@ -310,12 +314,16 @@ def _response_format(
 
 
 def _chat_messages(
-    messages: list[schemas.Message], renders_calls: bool, fmt: ToolFormat = GENERIC
+    messages: list[schemas.Message],
+    renders_calls: bool,
+    fmt: ToolFormat = GENERIC,
+    shape: tool_render.TemplateShape | None = None,
 ) -> list[ChatMessage]:
     """The messages for the template: earlier calls as ``tool_calls`` in the shape the
     format's template expects, or (a template that renders none) written into the content
     the way the model writes them."""
     out: list[ChatMessage] = []
+    style = shape.arguments if shape else None
     for m in messages:
         role = "system" if m.role == "developer" else "tool" if m.role == "function" else m.role
         msg: ChatMessage = {"role": role, "content": m.text()}
@@ -326,7 +334,9 @@ def _chat_messages(
         if m.tool_calls:
             if renders_calls:
                 msg["tool_calls"] = [
-                    tool_render.template_call(fmt, c.id, c.function.name, c.function.arguments)
+                    tool_render.template_call(
+                        fmt, c.id, c.function.name, c.function.arguments, style
+                    )
                     for c in m.tool_calls
                 ]
             else:
@@ -336,7 +346,9 @@ def _chat_messages(
                 )
                 msg["content"] = f"{m.text() or ''}\n{calls}".strip()
         out.append(msg)
-    return tool_render.results_named(fmt, out) if renders_calls else out
+    if not renders_calls:
+        return out
+    return tool_render.results_named(fmt, out, shape.empty if shape else "")
 
 
 def _message_chars(message: schemas.Message) -> int:

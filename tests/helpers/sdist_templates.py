@@ -43,8 +43,10 @@ def find_sdist() -> Path:
         return CACHE / SDIST
     CACHE.mkdir(parents=True, exist_ok=True)
     subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:"]
-        + ["-d", str(CACHE), f"llama-cpp-python=={VERSION}"],
+        [
+            *(sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:"),
+            *("-d", str(CACHE), f"llama-cpp-python=={VERSION}"),
+        ],
         check=True,
         capture_output=True,
     )

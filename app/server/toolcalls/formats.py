@@ -13,7 +13,7 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from app.server.toolcalls import grammar as g
 from app.server.toolcalls import syntaxes as s
@@ -41,6 +41,9 @@ class ToolFormat:
     # An earlier call (name, arguments JSON) as the model writes it, for a template that
     # renders no tool_calls (None: the tool prompt's <tool_call> shape)
     call_text: Callable[[str, str], str] | None = None
+    # The tools described in a system message, in the model's own words, for a template
+    # that renders no tool definitions (DeepSeek's; None: the generic tool prompt)
+    tools_prompt: Callable[[list[dict[str, Any]]], str] | None = None
 
     def detects(self, source: str) -> bool:
         return all(m in source for m in self.markers) and not any(a in source for a in self.absent)
@@ -188,6 +191,37 @@ def _granite_text(name: str, arguments: str) -> str:
     return "<|tool_call|>" + json.dumps([{"name": name, "arguments": args}], ensure_ascii=False)
 
 
+def _deepseek_prompt(example: str) -> Callable[[list[dict[str, Any]]], str]:
+    """DeepSeek's tool prompt (from its model cards): its templates render no tools."""
+
+    def prompt(tools: list[dict[str, Any]]) -> str:
+        described = "".join(
+            f"\n### {f.get('name')}\nDescription: {f.get('description', '')}\n\n"
+            f"Parameters: {json.dumps(f.get('parameters') or {}, ensure_ascii=False)}\n"
+            for f in (t.get("function", t) for t in tools)
+        )
+        return (
+            f"## Tools\n\nYou have access to the following tools:\n{described}\n"
+            "IMPORTANT: ALWAYS adhere to this exact format for tool use:\n"
+            f"{example}\n\nWhere:\n- `tool_call_name` must be an exact match to one of the "
+            "available tools\n- `tool_call_arguments` must be valid JSON that strictly follows "
+            "the tool's Parameters Schema\n- For multiple tool calls, chain them directly "
+            "without separators or spaces"
+        )
+
+    return prompt
+
+
+_V31_EXAMPLE = (
+    f"{s.DS_CALLS}{s.DS_CALL}tool_call_name{s.DS_SEP}tool_call_arguments{s.DS_END}"
+    f"{{{{additional_tool_calls}}}}{s.DS_CALLS_END}"
+)
+_R1_EXAMPLE = (
+    f"{s.DS_CALLS}{s.DS_CALL}function{s.DS_SEP}tool_call_name\n```json\ntool_call_arguments\n"
+    f"```{s.DS_END}{{{{additional_tool_calls}}}}{s.DS_CALLS_END}"
+)
+
+
 # ---- the table ------------------------------------------------------------------------------
 
 HERMES = ToolFormat(
@@ -218,10 +252,12 @@ FORMATS: tuple[ToolFormat, ...] = (
     ToolFormat(
         "deepseek_r1", "DeepSeek R1 (<｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME)",
         (s.DS_CALLS, "```json"), s.deepseek_r1, _deepseek_r1, _words(s.DS_CALLS),
+        tools_prompt=_deepseek_prompt(_R1_EXAMPLE),
     ),
     ToolFormat(
         "deepseek_v31", "DeepSeek V3.1 (<｜tool▁call▁begin｜>NAME<｜tool▁sep｜>)",
         (s.DS_CALLS,), s.deepseek_v31, _deepseek_v31, _words(s.DS_CALLS),
+        tools_prompt=_deepseek_prompt(_V31_EXAMPLE),
     ),
     ToolFormat(
         "mistral", "Mistral Small 3.2, Magistral, Devstral ([TOOL_CALLS]NAME[ARGS])",

@@ -436,5 +436,7 @@ def _harmony_body(r: Reader, header: str) -> Step:
             pass
         r.end_call()
         return (yield from r.text_until(_ENDS))
+    if target.startswith("functions."):  # not one of the tools: the message as written
+        r.emit("content", header + "<|message|>")
     reasoning = channel is not None and channel.group(1) == "analysis" and not target
     return (yield from r.text_until(_ENDS, "reasoning" if reasoning else "content"))
