@@ -1,8 +1,10 @@
 """Does a text match a GBNF grammar, as llama.cpp's own grammar sampler reads it?
 
-Loads only a model's vocabulary (``vocab_only``: no weights), tokenizes the text with it and
-walks the tokens through ``llama_sampler_init_grammar``: each token must keep its logit, and
-at the end an end-of-generation token must be allowed (the grammar is complete).
+Loads only a model's vocabulary (``vocab_only``: no weights) and walks the text through
+``llama_sampler_init_grammar`` one byte at a time, each as a token whose piece is that byte
+(SentencePiece vocabularies turn "▁" into a space, so their own tokenization of a text is
+not always the text): each must keep its logit, and at the end an end-of-generation token
+must be allowed (the grammar is complete).
 """
 
 from __future__ import annotations
@@ -22,6 +24,18 @@ class GrammarMatcher:
         if not self._model:
             raise RuntimeError(f"cannot load the vocabulary of {model_path}")
         self._vocab = native.llama_model_get_vocab(self._model)
+        self._bytes = self._byte_tokens()
+
+    def _byte_tokens(self) -> dict[int, int]:
+        found: dict[int, int] = {}
+        buf = ctypes.create_string_buffer(64)
+        for token in range(native.llama_vocab_n_tokens(self._vocab)):
+            n = native.llama_token_to_piece(self._vocab, token, buf, len(buf), 0, True)
+            if n == 1:
+                found.setdefault(buf.raw[0], token)
+                if len(found) == 256:
+                    break
+        return found
 
     def close(self) -> None:
         if self._model:
@@ -29,11 +43,7 @@ class GrammarMatcher:
             self._model = None
 
     def tokens(self, text: str) -> list[int]:
-        data = text.encode()
-        buf = (native.llama_token * (len(data) + 8))()
-        n = native.llama_tokenize(self._vocab, data, len(data), buf, len(buf), False, False)
-        assert n >= 0, "tokenize failed"
-        return list(buf[:n])
+        return [self._bytes[b] for b in text.encode()]
 
     def parses(self, grammar: str) -> bool:
         sampler = native.llama_sampler_init_grammar(self._vocab, grammar.encode(), b"root")
