@@ -29,11 +29,10 @@ WEATHER = {
 }
 TIME = {"type": "object", "properties": {"tz": {"type": "string"}}}
 SCHEMAS = {"get_weather": WEATHER, "get_time": TIME}
-TOOLS = [
-    {"type": "function", "function": {"name": n, "description": n, "parameters": p}}
-    for n, p in SCHEMAS.items()
+FUNCTIONS: list[dict[str, Any]] = [
+    {"name": n, "description": n, "parameters": p} for n, p in SCHEMAS.items()
 ]
-FUNCTIONS = [t["function"] for t in TOOLS]
+TOOLS = [{"type": "function", "function": f} for f in FUNCTIONS]
 BOTH = [("get_weather", {"city": "Paris", "days": 2}), ("get_time", {})]
 ONE = [("get_weather", {"city": "Paris", "days": 2})]
 DS = "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>"
