@@ -18,15 +18,9 @@ from app.server.errors import APIError
 from app.server.images import decode_images
 from app.server.output import ChatOutput
 from app.server.reasoning import prompt_opens_reasoning
-from app.server.toolcalls import GENERIC, ToolFormat, detect, lazy_grammar
+from app.server.toolcalls import GENERIC, ToolFormat, format_for, lazy_grammar
 from app.server.toolcalls import render as tool_render
-from app.server.tools import (
-    ToolMode,
-    call_as_text,
-    call_schema,
-    template_supports_tools,
-    tools_prompt,
-)
+from app.server.tools import ToolMode, call_schema, template_supports_tools, tools_prompt
 
 log = logging.getLogger(__name__)
 
@@ -160,11 +154,8 @@ def chat_output(plan: ChatPlan) -> ChatOutput:
 
 
 def tool_format(template: str | None) -> ToolFormat:
-    """The format a model with chat template ``template`` writes calls in: its family's, if
-    its template renders tools or the family has its own tool prompt; else the generic tool
-    prompt's."""
-    fmt = detect(template)
-    return fmt if template_supports_tools(template) or fmt.tools_prompt else GENERIC
+    """The format a model with chat template ``template`` writes calls in."""
+    return format_for(template)
 
 
 def _lazy_tool_grammar(
@@ -256,9 +247,7 @@ def plan_chat(body: schemas.ChatCompletionRequest, model: LoadedModel, meta: Mod
     template = model.chat_template
     native_tools = template_supports_tools(template)
     fmt = tool_format(template)
-    renders_calls = "tool_calls" in (template or "")
-    shape = tool_render.template_shape(template, fmt.arguments) if renders_calls else None
-    messages = _chat_messages(body.messages, renders_calls, fmt, shape)
+    messages = _chat_messages(body.messages, template, fmt)
     if mode != "none" and not native_tools:
         describe = fmt.tools_prompt or tools_prompt
         messages = _with_system(messages, describe(tools_for_template))
@@ -314,16 +303,11 @@ def _response_format(
 
 
 def _chat_messages(
-    messages: list[schemas.Message],
-    renders_calls: bool,
-    fmt: ToolFormat = GENERIC,
-    shape: tool_render.TemplateShape | None = None,
+    messages: list[schemas.Message], template: str | None, fmt: ToolFormat = GENERIC
 ) -> list[ChatMessage]:
-    """The messages for the template: earlier calls as ``tool_calls`` in the shape the
-    format's template expects, or (a template that renders none) written into the content
-    the way the model writes them."""
+    """The messages for the model's template (earlier calls shaped for it: see
+    :func:`app.server.toolcalls.render.for_template`)."""
     out: list[ChatMessage] = []
-    style = shape.arguments if shape else None
     for m in messages:
         role = "system" if m.role == "developer" else "tool" if m.role == "function" else m.role
         msg: ChatMessage = {"role": role, "content": m.text()}
@@ -332,23 +316,16 @@ def _chat_messages(
         if m.tool_call_id:
             msg["tool_call_id"] = m.tool_call_id
         if m.tool_calls:
-            if renders_calls:
-                msg["tool_calls"] = [
-                    tool_render.template_call(
-                        fmt, c.id, c.function.name, c.function.arguments, style
-                    )
-                    for c in m.tool_calls
-                ]
-            else:
-                write = fmt.call_text or call_as_text
-                calls = "\n".join(
-                    write(c.function.name, c.function.arguments) for c in m.tool_calls
-                )
-                msg["content"] = f"{m.text() or ''}\n{calls}".strip()
+            msg["tool_calls"] = [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.function.name, "arguments": c.function.arguments},
+                }
+                for c in m.tool_calls
+            ]
         out.append(msg)
-    if not renders_calls:
-        return out
-    return tool_render.results_named(fmt, out, shape.empty if shape else "")
+    return tool_render.for_template(out, template, fmt)
 
 
 def _message_chars(message: schemas.Message) -> int:

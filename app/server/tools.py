@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from app.server.toolcalls.grammar import arguments_schema
 from app.server.toolcalls.reader import new_call_id
+from app.server.toolcalls.render import call_as_text
 
 ToolMode = Literal["none", "auto", "required", "named"]
 CallPiece = tuple[int, str | None, str | None, str]  # index, id (first piece), name, arguments
@@ -50,17 +51,6 @@ def tools_prompt(tools: list[dict[str, Any]]) -> str:
 
 def template_supports_tools(template_source: str | None) -> bool:
     return bool(template_source) and "tools" in (template_source or "")
-
-
-def call_as_text(name: str, arguments: str) -> str:
-    """An earlier call, written the way the tool prompt asks for calls (for templates that
-    cannot render ``tool_calls`` themselves)."""
-    try:
-        args: Any = json.loads(arguments) if arguments else {}
-    except (ValueError, RecursionError):  # RecursionError: nested thousands deep
-        args = arguments
-    call = json.dumps({"name": name, "arguments": args}, ensure_ascii=False)
-    return f"<tool_call>{call}</tool_call>"
 
 
 # ---- forced calls ---------------------------------------------------------------------------

@@ -19,7 +19,6 @@ from app.server import convert, schemas
 from app.server.output import ChatOutput, Piece
 from app.server.reasoning import prompt_opens_reasoning
 from app.server.toolcalls import BY_NAME, detect
-from app.server.toolcalls import render as tool_render
 from tests.helpers.sdist_templates import template
 
 WEATHER = {
@@ -232,9 +231,8 @@ def test_a_call_and_its_result_render_in_the_familys_shape(name: str, template_n
         },
         {"role": "tool", "tool_call_id": "call_abc123", "content": "Sunny, 21 C"},
     ]
-    shape = tool_render.template_shape(source, fmt.arguments)
     shaped = convert._chat_messages(
-        [schemas.Message.model_validate(m) for m in messages], "tool_calls" in source, fmt, shape
+        [schemas.Message.model_validate(m) for m in messages], source, fmt
     )
     text = ChatTemplate(source, "<s>", "</s>").render(shaped, tools=TOOLS).text
     after = text[text.index("Weather in Paris?") :]

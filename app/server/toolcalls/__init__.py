@@ -31,8 +31,18 @@ __all__ = [
     "CallReader",
     "ToolFormat",
     "detect",
+    "format_for",
     "lazy_grammar",
 ]
+
+
+def format_for(template_source: str | None) -> ToolFormat:
+    """The format a model with this chat template writes calls in: its family's, if the
+    template renders tools (it mentions ``tools``) or the family has its own tool prompt;
+    else the generic one (the tool prompt asks for ``<tool_call>``)."""
+    fmt = detect(template_source)
+    renders_tools = "tools" in (template_source or "")
+    return fmt if renders_tools or fmt.tools_prompt is not None else GENERIC
 
 
 class CallReader:

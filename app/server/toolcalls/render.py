@@ -26,6 +26,50 @@ _PROBE_ID = "abcdefghi"  # nine letters: Mistral's templates refuse other ids
 _ALNUM = string.ascii_letters + string.digits
 
 
+def call_as_text(name: str, arguments: str) -> str:
+    """An earlier call, written the way Ember's tool prompt asks for calls (for templates
+    that cannot render ``tool_calls`` themselves)."""
+    try:
+        args: Any = json.loads(arguments) if arguments else {}
+    except (ValueError, RecursionError):  # RecursionError: nested thousands deep
+        args = arguments
+    call = json.dumps({"name": name, "arguments": args}, ensure_ascii=False)
+    return f"<tool_call>{call}</tool_call>"
+
+
+def for_template(
+    messages: list[ChatMessage], template_source: str | None, fmt: ToolFormat
+) -> list[ChatMessage]:
+    """``messages`` (earlier calls as OpenAI's ``tool_calls``, arguments as JSON text) as
+    the model's template takes them: calls in the shape it renders them in, or, if it
+    renders none, written into the content the way the model writes them."""
+    renders = "tool_calls" in (template_source or "")
+    shape = template_shape(template_source, fmt.arguments) if renders else None
+    write = fmt.call_text or call_as_text
+    out: list[ChatMessage] = []
+    for m in messages:
+        calls = m.get("tool_calls")
+        if not calls:
+            out.append(m)
+            continue
+        msg: ChatMessage = {k: v for k, v in m.items() if k != "tool_calls"}  # type: ignore[assignment]
+        functions = [(str(c.get("id") or ""), c.get("function") or {}) for c in calls]
+        if shape is not None:
+            msg["tool_calls"] = [
+                template_call(
+                    fmt, i, str(f.get("name")), str(f.get("arguments") or ""), shape.arguments
+                )
+                for i, f in functions
+            ]
+        else:
+            written = "\n".join(
+                write(str(f.get("name")), str(f.get("arguments") or "")) for _, f in functions
+            )
+            msg["content"] = f"{m.get('content') or ''}\n{written}".strip()
+        out.append(msg)
+    return results_named(fmt, out, shape.empty) if shape is not None else out
+
+
 def call_id(fmt: ToolFormat, given: str) -> str:
     if fmt.ids != "alnum9" or (len(given) == 9 and given.isascii() and given.isalnum()):
         return given
