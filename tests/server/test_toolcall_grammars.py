@@ -73,6 +73,13 @@ def test_an_oversized_schema_leaves_auto_calls_without_a_grammar() -> None:
         lazy_grammar(BY_NAME["hermes"], [{"name": "f", "parameters": huge}])
 
 
+def test_trigger_patterns_past_the_engine_s_bound_leave_calls_without_a_grammar() -> None:
+    many = [{"name": f"tool_number_{i}", "parameters": {}} for i in range(40)]
+    with pytest.raises(BadRequestError):
+        lazy_grammar(BY_NAME["functionary_v32"], many)
+    assert lazy_grammar(BY_NAME["hermes"], many)[1] == ("<tool_call>",)
+
+
 ATTACKS = {
     "spaces after a fence": "```" + " " * 4000,
     "spaces": " " * 4000,

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from app.engine.types import BadRequestError
 from app.server.pieces import Piece
 from app.server.toolcalls import grammar
 from app.server.toolcalls.formats import BY_NAME, FORMATS, GENERIC, HERMES, ToolFormat, detect
@@ -65,8 +66,20 @@ class CallReader:
         return self._reader.finish()
 
 
+# The engine's bounds on trigger patterns (app/engine/triggers.py checks them again).
+MAX_TRIGGERS = 32
+MAX_TRIGGER_CHARS = 256
+
+
 def lazy_grammar(fmt: ToolFormat, functions: list[dict[str, Any]]) -> tuple[str, tuple[str, ...]]:
     """The grammar of ``fmt``'s calls of ``functions`` and the patterns that start it.
-    BadRequestError if a schema or the grammar is past a bound; call it off the event loop."""
+    BadRequestError if a schema, the grammar or a pattern (Functionary v3.2's list every
+    tool's name) is past a bound; call it off the event loop."""
+    triggers = fmt.triggers([f["name"] for f in functions])
+    if len(triggers) > MAX_TRIGGERS or any(len(t) > MAX_TRIGGER_CHARS for t in triggers):
+        raise BadRequestError(
+            f"The {fmt.name} call format's trigger patterns for these tools are over "
+            f"{MAX_TRIGGER_CHARS} characters."
+        )
     text = grammar.build(fmt.shape, functions, params=fmt.params, key=fmt.name)
-    return text, fmt.triggers([f["name"] for f in functions])
+    return text, triggers
