@@ -118,6 +118,12 @@ class _JsonEnd:
         return len(text)
 
 
+# The head (``{"name": "...", "arguments": ``) is looked for in at most this much text: the
+# grammar writes it in a few dozen characters, and matching a growing buffer again and again
+# must stay bounded (issue 26).
+FORCED_HEAD_CAP = 1024
+
+
 class ForcedCallParser:
     """Streams ``{"name": "f", "arguments": {...}}`` as one tool call."""
 
@@ -128,6 +134,8 @@ class ForcedCallParser:
     def feed(self, text: str) -> list[CallPiece]:
         out: list[CallPiece] = []
         if self._end is None:
+            if len(self._buf) > FORCED_HEAD_CAP:
+                return out  # no call head where one must be: nothing more to find
             self._buf += text
             m = _HEAD.match(self._buf)
             if m is None:
@@ -146,7 +154,7 @@ class ForcedCallParser:
         if self._end is not None or not self._buf.strip():
             return []
         # The head never completed (the answer was cut short): salvage a name if there is one.
-        m = re.match(r'\s*\{\s*"name"\s*:\s*"((?:[^"\\]|\\.)*)"', self._buf)
+        m = re.match(r'\s*\{\s*"name"\s*:\s*"((?:[^"\\]|\\.)*)"', self._buf[:FORCED_HEAD_CAP])
         if m is None:
             return []
         return [(0, new_call_id(), json.loads(f'"{m.group(1)}"'), "")]

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from app.server import tools
 from app.server.errors import from_validation_errors, param_path
 from app.server.output import ChatOutput, Collected, Piece
 from app.server.reasoning import prompt_opens_reasoning
@@ -206,3 +207,12 @@ def test_param_paths_and_validation_messages() -> None:
     assert param_path(("stop", "list[str]", 2)) == "stop[2]"
     error = from_validation_errors([{"type": "missing", "loc": ("body", "model"), "msg": "x"}])
     assert (error.status, error.param, error.code) == (400, "model", "missing_required_parameter")
+
+
+def test_a_forced_call_without_a_head_is_read_in_bounded_work() -> None:
+    """Issue 26: a head matched again and again in a growing buffer was quadratic."""
+    parser = ForcedCallParser()
+    for _ in range(20000):
+        assert parser.feed(" ") == []
+    assert len(parser._buf) <= tools.FORCED_HEAD_CAP + 1
+    assert parser.finish() == []
