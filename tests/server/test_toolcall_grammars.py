@@ -7,6 +7,7 @@ spaces held the event loop 30-40 s)."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -131,3 +132,39 @@ def test_reading_a_well_formed_answer_is_linear(name: str) -> None:
         reader.feed(ch)
     reader.finish()
     assert reader.work <= LINEAR * len(text)
+
+
+EDIT = {
+    "type": "object",
+    "properties": {
+        "path": {"type": "string"},
+        "edits": {"type": "array"},
+        "n": {"type": "integer"},
+    },
+}
+XML_CALLS = {
+    "qwen3_coder": "<tool_call>\n<function=edit>\n<parameter=path>\n{path}\n</parameter>\n"
+    "<parameter=edits>\n{edits}\n</parameter>\n<parameter=n>\n3\n</parameter>\n</function>\n"
+    "</tool_call>",
+    "glm": "<tool_call>edit\n<arg_key>path</arg_key>\n<arg_value>{path}</arg_value>\n"
+    "<arg_key>edits</arg_key>\n<arg_value>{edits}</arg_value>\n<arg_key>n</arg_key>\n"
+    "<arg_value>3</arg_value>\n</tool_call>",
+}
+
+
+@pytest.mark.parametrize("name", list(XML_CALLS))
+def test_xml_style_parameters_of_any_size_stream_as_json(name: str) -> None:
+    """Text parameters stream as JSON strings, objects and lists as written, however long
+    (a file's contents); numbers are read whole."""
+    path = 'src/"quoted"\\dir\n' + "x" * 100_000 + "</div>"
+    edits = json.dumps([{"old": "a" * 50_000, "new": "b"}])
+    text = XML_CALLS[name].replace("{path}", path).replace("{edits}", edits)
+    reader = CallReader(BY_NAME[name], {"edit": EDIT})
+    pieces = []
+    for i in range(0, len(text), 3):
+        pieces += reader.feed(text[i : i + 3])
+    pieces += reader.finish()
+    assert reader.work <= LINEAR * len(text)
+    assert [p.name for p in pieces if p.name] == ["edit"]
+    arguments = json.loads("".join(p.text for p in pieces if p.kind == "tool"))
+    assert arguments == {"path": path, "edits": json.loads(edits), "n": 3}

@@ -321,24 +321,25 @@ class Reader:
                     return None
                 raise Broken("the answer ended")
 
-    def string_until(self, markers: tuple[str, ...]) -> Step:
-        """Stream the text up to the first of ``markers`` (consumed) as a JSON string, as
-        arguments; the marker, or None at the end of the answer."""
-        self.args('"')
+    def string_until(self, markers: tuple[str, ...], quoted: bool = True) -> Step:
+        """Stream the text up to the first of ``markers`` (consumed) as arguments: as a JSON
+        string (``quoted``), or as it is (JSON already); the marker, or None at the end."""
+        quote, escape = ('"', _escape) if quoted else ("", _same)
+        self.args(quote)
         while True:
             found, at = _earliest(self.buf, self.pos, markers)
             self.work += (len(self.buf) - self.pos) * len(markers)
             end = at if found is not None else len(self.buf)
             if found is None:
                 end -= _partial_tail(self.buf, self.pos, markers)
-            self.args(_escape(self.buf[self.pos : end]))
+            self.args(escape(self.buf[self.pos : end]))
             self.pos = end
             if found is not None:
                 self.pos += len(found)
-                self.args('"')
+                self.args(quote)
                 return found
             if not (yield from self.wait()):
-                self.args(_escape(self.buf[self.pos :]) + '"')
+                self.args(escape(self.buf[self.pos :]) + quote)
                 self.pos = len(self.buf)
                 return None
 
@@ -396,6 +397,10 @@ class JsonScan:
                 self.scalar = self.started = True
             i += 1
         return n
+
+
+def _same(text: str) -> str:
+    return text
 
 
 def _escape(text: str) -> str:

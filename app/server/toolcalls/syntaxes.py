@@ -356,7 +356,9 @@ def xml_params(r: Reader, tool: str, shape: XmlShape) -> Step:
         first = False
         if _param_kind(r, tool, key.strip()) == "string":
             yield from r.string_until(closers)
-        else:
+        elif (yield from r.peek(1)) in ("{", "["):  # an object or a list: JSON, streamed
+            yield from r.string_until(closers, quoted=False)
+        else:  # a number, true, false, null (or text where they belong): short, read whole
             value, _ = yield from r.until(closers, VALUE_CAP)
             r.args(_typed(value.strip()))
     if not first:
