@@ -93,6 +93,9 @@ class Reader:
             except StopIteration:
                 self._done = True
                 self.flush_rest()
+            except Broken:  # a syntax that let one through: the rest is text, never an error
+                self._done, self.pinned = True, False
+                self.flush_rest()
         self._trim()
         return self._take()
 

@@ -410,17 +410,20 @@ def harmony(r: Reader) -> Step:
     while True:
         yield from r.literal("<|start|>")
         yield from r.literal("assistant")
-        start = r.pos
+        r.mark()  # the header's text is kept until it is read
         head = yield from r.first_of(("<|channel|>", " to="))
         if head is None:  # no header: text up to the next message
+            r.pinned = False
             found = yield from r.text_until(_ENDS)
         else:
             try:
                 header, _ = yield from r.until(("<|message|>",), HEAD_CAP)
             except Broken:
-                r.emit("content", r.buf[start : r.pos])
+                r.pinned = False
+                r.emit("content", r.buf[r.call_start : r.pos])
                 yield from r.text_until(())
                 return
+            r.pinned = False
             found = yield from _harmony_body(r, head + header)
         if found is None:
             return
