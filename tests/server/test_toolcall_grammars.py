@@ -16,9 +16,10 @@ import pytest
 
 from app.engine.constraints import grammar_for
 from app.engine.types import BadRequestError, SamplingParams
+from app.server.output import ChatOutput
 from app.server.toolcalls import BY_NAME, FORMATS, GENERIC, CallReader, lazy_grammar
 from tests.helpers.gbnf_match import GrammarMatcher
-from tests.server.test_toolcall_formats import FAMILIES, FUNCTIONS, SCHEMAS
+from tests.server.test_toolcall_formats import FAMILIES, FUNCTIONS, SCHEMAS, read
 
 # Work per character of answer: each is looked at a bounded number of times.
 LINEAR = 40
@@ -125,13 +126,17 @@ def test_many_openers_in_a_row_cost_linear_work(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", list(FAMILIES))
-def test_reading_a_well_formed_answer_is_linear(name: str) -> None:
+def test_reading_a_long_answer_is_linear_and_split_alike(name: str) -> None:
+    """Fifty answers in a row (past the point where the reader drops what it has read):
+    character by character as whole, in linear work."""
     text = FAMILIES[name].output * 50
-    reader = CallReader(BY_NAME[name], SCHEMAS)
-    for ch in text:
-        reader.feed(ch)
-    reader.finish()
-    assert reader.work <= LINEAR * len(text)
+
+    def output() -> ChatOutput:
+        return ChatOutput(tool_mode="auto", tool_format=BY_NAME[name], tools=SCHEMAS)
+
+    slow = output()
+    assert read(slow, list(text)) == read(output(), [text])
+    assert slow.work <= LINEAR * len(text)
 
 
 EDIT = {
