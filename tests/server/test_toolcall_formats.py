@@ -263,3 +263,21 @@ def test_an_unknown_tool_in_the_format_stays_content(name: str) -> None:
     names = [n for k, _, _, n in pieces if k == "tool" and n is not None]
     assert "rm_rf_slash" not in names
     assert "rm_rf_slash" in "".join(t for k, _, t, _ in pieces if k == "content")
+
+
+def test_gpt_oss_channels_are_read_without_tools_too() -> None:
+    """Harmony carries reasoning in its channels whether or not tools are offered; a call
+    without tools is text."""
+    text = (
+        "<|channel|>analysis<|message|>Easy one.<|end|><|start|>assistant<|channel|>final"
+        "<|message|>Paris is sunny."
+    )
+    for parts in ([text], list(text)):
+        pieces = read(ChatOutput(tool_format=BY_NAME["harmony"]), parts)
+        assert pieces == [
+            ("reasoning", 0, "Easy one.", None),
+            ("content", 0, "Paris is sunny.", None),
+        ]
+    call = FAMILIES["harmony"].output
+    pieces = read(ChatOutput(tool_format=BY_NAME["harmony"]), [call])
+    assert all(kind != "tool" for kind, *_ in pieces)
