@@ -78,6 +78,11 @@ def _nemo(tools: list[Tool]) -> str:
     return _json_list(tools, "[TOOL_CALLS]", call_id)
 
 
+def _firefunction(tools: list[Tool]) -> str:
+    call = alternatives([g.call_object(t) for t in tools])
+    return f'"functools[" {WS} {call} ( {WS} "," {WS} {call} )* {WS} "]" {WS}'
+
+
 def _granite3(tools: list[Tool]) -> str:
     return _json_list(tools, "<|tool_call|>")
 
@@ -280,6 +285,10 @@ FORMATS: tuple[ToolFormat, ...] = (
         "functionary_v31", "Functionary v3.1 (<function=NAME>{JSON}</function>)",
         ("<function=", "<|start_header_id|>"), s.functionary_v31, _functionary_v31,
         _words("<function="),
+    ),
+    ToolFormat(
+        "firefunction", "FireFunction v2 (functools[JSON])",
+        (" functools[",), s.firefunction, _firefunction, _words("functools["),
     ),
     ToolFormat(
         "granite3", "Granite 3.x (<|tool_call|>[JSON])",

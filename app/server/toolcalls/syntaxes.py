@@ -80,6 +80,13 @@ def call_list(
     if not (yield from r.literal("[")):
         yield from call_object(r, names, arg_keys)
         return
+    yield from list_items(r, names, arg_keys)
+
+
+def list_items(
+    r: Reader, names: tuple[str, ...] = NAME_KEYS, arg_keys: tuple[str, ...] = ARG_KEYS
+) -> Step:
+    """The calls of a list whose ``[`` was read, and its ``]``."""
     first = True
     while True:
         yield from r.space()
@@ -175,6 +182,13 @@ def _mistral_call(r: Reader, opener: str) -> Step:
 
 
 mistral = calls_in_text(("[TOOL_CALLS]",), _mistral_call)
+
+
+def _firefunction_list(r: Reader, opener: str) -> Step:
+    yield from list_items(r)
+
+
+firefunction = calls_in_text(("functools[",), _firefunction_list)
 
 _granite_call = _mistral_list
 granite3 = calls_in_text(("<|tool_call|>",), _granite_call)
