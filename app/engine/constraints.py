@@ -31,7 +31,14 @@ from app.engine.gbnf import MAX_NESTING as MAX_GRAMMAR_NESTING
 from app.engine.gbnf import MAX_REPEAT as MAX_GRAMMAR_REPEAT
 from app.engine.types import BadRequestError, SamplingParams
 
-__all__ = ["MAX_GRAMMAR_NESTING", "MAX_GRAMMAR_REPEAT", "Grammar", "check_gbnf", "grammar_for"]
+__all__ = [
+    "MAX_GRAMMAR_NESTING",
+    "MAX_GRAMMAR_REPEAT",
+    "Grammar",
+    "check_gbnf",
+    "grammar_for",
+    "schema_rules",
+]
 
 MAX_SCHEMA_BYTES: Final = 64 * 1024  # the schema as JSON
 MAX_SCHEMA_DEPTH: Final = 32  # nested objects/arrays in the schema document
@@ -197,6 +204,32 @@ def _check_pattern(pattern: Any, where: str) -> None:
                 f"'pattern' at {where} repeats {m[0]}; the limit is {MAX_REPEAT:,}. Use * or + "
                 "for an open-ended repetition."
             )
+
+
+def schema_rules(named: list[tuple[str, Any]]) -> tuple[str, list[str]]:
+    """GBNF rules for several JSON schemas at once (no ``root``): each schema is checked as
+    :func:`grammar_for` checks one, and converted under its own rule name (a grammar that
+    composes them, like a tool call's, names them). Returns the rules and each schema's rule
+    name, in order. The caller checks the grammar it builds with :func:`check_gbnf`."""
+    texts = [_schema_text(schema) for _, schema in named]
+    total = sum(len(t) for t in texts)
+    if total > MAX_SCHEMA_BYTES * 4:
+        raise BadRequestError(
+            f"The JSON schemas are too large together ({total:,} bytes); the limit is "
+            f"{MAX_SCHEMA_BYTES * 4:,}. Send fewer or smaller tools."
+        )
+    for _, schema in named:
+        check_schema(schema)
+    converter = _converter_class()()
+    names: list[str] = []
+    try:
+        for (name, _), text in zip(named, texts, strict=True):
+            names.append(converter.visit(converter.resolve_refs(json.loads(text), "stdin"), name))
+        return str(converter.format_grammar()), names
+    except RecursionError as e:
+        raise BadRequestError("The JSON schema refers to itself too deeply.") from e
+    except Exception as e:  # as in _convert: the converter's complaints are the request's fault
+        raise BadRequestError(f"The JSON schema cannot be turned into a grammar: {e!r}") from e
 
 
 def _convert(schema_text: str) -> str:

@@ -24,6 +24,7 @@ with the stop strings ``"\\nUser:"`` and ``"\\nAssistant:"``: a model without a 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -77,6 +78,8 @@ def _tojson(value: Any, indent: int | str | None = None, **_: Any) -> str:
     width = len(indent) if isinstance(indent, str) else indent or 0
     if width > MAX_TOJSON_INDENT:  # json.dumps writes it on every line, before any check
         raise OverBudget(f"tojson with an indent of {width:,}")
+    if isinstance(value, Iterator):  # ``tools | map(attribute='function') | tojson``
+        value = list(value)
     return json.dumps(value, ensure_ascii=False, indent=indent)
 
 

@@ -136,7 +136,9 @@ async def prepare_chat(
     await asyncio.to_thread(convert.check_chat, body)
     await check_constraint(convert.chat_constraint(body))
     model, meta = await resolve(gateway, body.model, note)
-    return convert.plan_chat(body, model, meta), model
+    # off the event loop: the lazy tool-call grammar is converted from the tools' schemas
+    # (then cached), and the template is rendered once to see if it opens reasoning
+    return await asyncio.to_thread(convert.plan_chat, body, model, meta), model
 
 
 # ---- the answer -----------------------------------------------------------------------------

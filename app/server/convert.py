@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from app.engine import types as engine
@@ -16,13 +18,11 @@ from app.server.errors import APIError
 from app.server.images import decode_images
 from app.server.output import ChatOutput
 from app.server.reasoning import prompt_opens_reasoning
-from app.server.tools import (
-    ToolMode,
-    call_as_text,
-    call_schema,
-    template_supports_tools,
-    tools_prompt,
-)
+from app.server.toolcalls import GENERIC, ToolFormat, format_for, lazy_grammar
+from app.server.toolcalls import render as tool_render
+from app.server.tools import ToolMode, call_schema, template_supports_tools, tools_prompt
+
+log = logging.getLogger(__name__)
 
 # Any JSON object; whitespace is bounded so a small model cannot pad forever.
 JSON_OBJECT_GBNF = r"""
@@ -136,6 +136,8 @@ class ChatPlan:
     tool_names: frozenset[str] = frozenset()
     reasoning_open: bool = False
     constrained: bool = False  # response_format or a forced call: no reasoning to split
+    tool_format: ToolFormat = GENERIC  # how the model writes calls (app.server.toolcalls)
+    tool_schemas: Mapping[str, Any] = field(default_factory=dict)  # name -> parameters
 
 
 def chat_output(plan: ChatPlan) -> ChatOutput:
@@ -146,7 +148,27 @@ def chat_output(plan: ChatPlan) -> ChatOutput:
         tool_names=plan.tool_names,
         reasoning=not plan.constrained,
         reasoning_open=plan.reasoning_open,
+        tool_format=plan.tool_format,
+        tools=plan.tool_schemas or None,
     )
+
+
+def tool_format(template: str | None) -> ToolFormat:
+    """The format a model with chat template ``template`` writes calls in."""
+    return format_for(template)
+
+
+def _lazy_tool_grammar(
+    fmt: ToolFormat, functions: list[dict[str, Any]]
+) -> tuple[str | None, tuple[str, ...]]:
+    """The grammar that constrains ``auto`` calls once one opens. Tools whose schemas are too
+    large for a grammar go without one (the calls are still read): that is no reason to
+    refuse the request."""
+    try:
+        return lazy_grammar(fmt, functions)
+    except BadRequestError as e:
+        log.info("tool calls go without a grammar: %s", e.message)
+        return None, ()
 
 
 def tool_mode(body: schemas.ChatCompletionRequest) -> tuple[ToolMode, str | None]:
@@ -224,9 +246,11 @@ def plan_chat(body: schemas.ChatCompletionRequest, model: LoadedModel, meta: Mod
         grammar = None  # sampling() takes the body's own grammar itself
     template = model.chat_template
     native_tools = template_supports_tools(template)
-    messages = _chat_messages(body.messages, native_tools)
+    fmt = tool_format(template)
+    messages = _chat_messages(body.messages, template, fmt)
     if mode != "none" and not native_tools:
-        messages = _with_system(messages, tools_prompt(tools_for_template))
+        describe = fmt.tools_prompt or tools_prompt
+        messages = _with_system(messages, describe(tools_for_template))
     images = decode_images(body.messages)
     if images and not model.vision:
         raise APIError(
@@ -236,9 +260,14 @@ def plan_chat(body: schemas.ChatCompletionRequest, model: LoadedModel, meta: Mod
             code="model_not_vision",
         )
     max_tokens = body.max_completion_tokens or body.max_tokens
+    params = sampling(body, max_tokens=max_tokens, grammar=grammar, json_schema=schema)
+    if mode == "auto" and params.grammar is None and params.json_schema is None:
+        lazy, triggers = _lazy_tool_grammar(fmt, functions)
+        if lazy is not None:
+            params = replace(params, grammar=lazy, grammar_triggers=triggers)
     request = engine.ChatRequest(
         messages=messages,
-        sampling=sampling(body, max_tokens=max_tokens, grammar=grammar, json_schema=schema),
+        sampling=params,
         model=model.model_id,
         tools=tools_for_template if mode != "none" and native_tools else None,
         images=images,
@@ -251,6 +280,8 @@ def plan_chat(body: schemas.ChatCompletionRequest, model: LoadedModel, meta: Mod
         tool_names=frozenset(f["name"] for f in functions),
         reasoning_open=prompt_opens_reasoning(template),
         constrained=grammar is not None or schema is not None,
+        tool_format=fmt,
+        tool_schemas={f["name"]: f.get("parameters") or {} for f in functions},
     )
 
 
@@ -271,7 +302,11 @@ def _response_format(
     return None, None
 
 
-def _chat_messages(messages: list[schemas.Message], native_tools: bool) -> list[ChatMessage]:
+def _chat_messages(
+    messages: list[schemas.Message], template: str | None, fmt: ToolFormat = GENERIC
+) -> list[ChatMessage]:
+    """The messages for the model's template (earlier calls shaped for it: see
+    :func:`app.server.toolcalls.render.for_template`)."""
     out: list[ChatMessage] = []
     for m in messages:
         role = "system" if m.role == "developer" else "tool" if m.role == "function" else m.role
@@ -281,33 +316,21 @@ def _chat_messages(messages: list[schemas.Message], native_tools: bool) -> list[
         if m.tool_call_id:
             msg["tool_call_id"] = m.tool_call_id
         if m.tool_calls:
-            if native_tools:
-                msg["tool_calls"] = [_template_call(c) for c in m.tool_calls]
-            else:
-                calls = "\n".join(
-                    call_as_text(c.function.name, c.function.arguments) for c in m.tool_calls
-                )
-                msg["content"] = f"{m.text() or ''}\n{calls}".strip()
+            msg["tool_calls"] = [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.function.name, "arguments": c.function.arguments},
+                }
+                for c in m.tool_calls
+            ]
         out.append(msg)
-    return out
+    return tool_render.for_template(out, template, fmt)
 
 
 def _message_chars(message: schemas.Message) -> int:
     calls = message.tool_calls or []
     return len(message.text() or "") + sum(len(c.function.arguments) + 40 for c in calls)
-
-
-def _template_call(call: schemas.ToolCall) -> dict[str, Any]:
-    """Templates (following Hugging Face) expect the arguments as an object, not a string."""
-    try:
-        arguments: Any = json.loads(call.function.arguments or "{}")
-    except (ValueError, RecursionError):  # RecursionError: nested thousands deep
-        arguments = call.function.arguments
-    return {
-        "id": call.id,
-        "type": "function",
-        "function": {"name": call.function.name, "arguments": arguments},
-    }
 
 
 def _with_system(messages: list[ChatMessage], text: str) -> list[ChatMessage]:

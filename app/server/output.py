@@ -3,31 +3,30 @@ tool calls, the same way for streaming and non-streaming answers.
 
 ``ChatOutput.feed(text)`` takes generated text as it arrives and returns :class:`Piece` s;
 ``finish()`` flushes what was held back. Reasoning (``<think>…</think>``) is split off first,
-then tool calls are found in what remains (see :mod:`app.server.tools`).
+then tool calls are found in what remains, in the model family's own format
+(:mod:`app.server.toolcalls`; a forced call: :mod:`app.server.tools`). Formats that carry
+reasoning themselves (GPT-OSS's channels) are read by their own reader instead.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any
 
+from app.server.pieces import Piece
 from app.server.reasoning import ReasoningSplitter
-from app.server.tools import AutoToolParser, ForcedCallParser, ToolMode
+from app.server.toolcalls import GENERIC, CallReader, ToolFormat
+from app.server.tools import ForcedCallParser, ToolMode
 
-
-@dataclass(frozen=True, slots=True)
-class Piece:
-    """A bit of answer. For ``tool``: the first piece of a call has ``id`` and ``name``, the
-    next ones carry more of its ``text`` (the arguments' JSON)."""
-
-    kind: Literal["content", "reasoning", "tool"]
-    text: str = ""
-    index: int = 0
-    id: str | None = None
-    name: str | None = None
+__all__ = ["ChatOutput", "Collected", "Piece"]
 
 
 class ChatOutput:
+    """Reads one answer. ``tool_format`` is the model family's (``app.server.toolcalls``;
+    default: the common shapes) and ``tools`` maps each tool's name to its parameters'
+    JSON schema (default: ``tool_names``, untyped)."""
+
     def __init__(
         self,
         *,
@@ -35,12 +34,27 @@ class ChatOutput:
         tool_names: frozenset[str] = frozenset(),
         reasoning: bool = True,
         reasoning_open: bool = False,
+        tool_format: ToolFormat = GENERIC,
+        tools: Mapping[str, Any] | None = None,
     ) -> None:
         forced = tool_mode in ("required", "named")
-        self._reasoning = ReasoningSplitter(reasoning_open) if reasoning and not forced else None
+        schemas = tools if tools is not None else dict.fromkeys(tool_names)
+        own = tool_format.own_reasoning and reasoning and not forced
+        self._reasoning = (
+            ReasoningSplitter(reasoning_open) if reasoning and not forced and not own else None
+        )
         self._forced = ForcedCallParser() if forced else None
-        self._auto = AutoToolParser(tool_names) if tool_mode == "auto" else None
+        # A format that carries reasoning itself (GPT-OSS's channels) is read without tools too.
+        reads = tool_mode == "auto" or own
+        self._reader = (
+            CallReader(tool_format, schemas if tool_mode == "auto" else {}) if reads else None
+        )
         self.tool_calls = 0
+
+    @property
+    def work(self) -> int:
+        """Characters the call reader examined (linear in the answer)."""
+        return self._reader.work if self._reader is not None else 0
 
     def feed(self, text: str) -> list[Piece]:
         if self._reasoning is None:
@@ -57,8 +71,8 @@ class ChatOutput:
                 out += [Piece("reasoning", part)] if kind == "reasoning" else self._content(part)
         if self._forced is not None:
             out += self._calls(self._forced.finish())
-        if self._auto is not None:
-            out += self._auto_pieces(self._auto.finish())
+        if self._reader is not None:
+            out += self._counted(self._reader.finish())
         return out
 
     def _content(self, text: str) -> list[Piece]:
@@ -66,29 +80,18 @@ class ChatOutput:
             return []
         if self._forced is not None:
             return self._calls(self._forced.feed(text))
-        if self._auto is not None:
-            return self._auto_pieces(self._auto.feed(text))
+        if self._reader is not None:
+            return self._counted(self._reader.feed(text))
         return [Piece("content", text)]
 
-    def _calls(self, calls: list[tuple[int, str | None, str | None, str]]) -> list[Piece]:
-        out = []
-        for index, call_id, name, args in calls:
-            if call_id is not None:
-                self.tool_calls = max(self.tool_calls, index + 1)
-            out.append(Piece("tool", args, index, call_id, name))
-        return out
+    def _counted(self, pieces: list[Piece]) -> list[Piece]:
+        for p in pieces:
+            if p.kind == "tool" and p.id is not None:
+                self.tool_calls = max(self.tool_calls, p.index + 1)
+        return pieces
 
-    def _auto_pieces(
-        self, items: list[str | tuple[int, str | None, str | None, str]]
-    ) -> list[Piece]:
-        out: list[Piece] = []
-        for item in items:
-            if isinstance(item, str):
-                if item:
-                    out.append(Piece("content", item))
-            else:
-                out += self._calls([item])
-        return out
+    def _calls(self, calls: list[tuple[int, str | None, str | None, str]]) -> list[Piece]:
+        return self._counted([Piece("tool", a, i, call_id, name) for i, call_id, name, a in calls])
 
 
 @dataclass(slots=True)

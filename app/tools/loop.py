@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from app.engine.types import (
+    BadRequestError,
     ChatMessage,
     ChatRequest,
     Delta,
@@ -36,7 +37,9 @@ from app.engine.types import (
 )
 from app.engine.worker import Job
 from app.server.output import ChatOutput
-from app.server.tools import call_as_text, call_schema, template_supports_tools, tools_prompt
+from app.server.toolcalls import format_for, lazy_grammar
+from app.server.toolcalls.render import for_template
+from app.server.tools import call_schema, template_supports_tools, tools_prompt
 from app.tools.choices import Decision, ToolChoice
 from app.tools.manager import ToolBox, ToolError, ToolManager
 from app.tools.results import ToolOutput, error_output
@@ -248,6 +251,11 @@ class ToolLoop:
             tool_mode=choice if choice != "none" else "none",
             tool_names=names,
             reasoning=True,
+            tool_format=format_for(self.chat_template),
+            tools={
+                t["function"]["name"]: t["function"].get("parameters") or {}
+                for t in self.toolbox.tools
+            },
         )
         job = self.engine.submit(request)
         if not self.control._running(job=job):
@@ -291,16 +299,26 @@ class ToolLoop:
         return out
 
     def request(self, history: list[ChatMessage], choice: ToolChoice) -> ChatRequest:
-        """The engine request for ``history`` with the tools offered as ``choice`` says."""
+        """The engine request for ``history`` with the tools offered as ``choice`` says:
+        earlier calls in the shape the model's template takes, and in ``auto`` the lazy
+        grammar of the model family's call format (``app.server.toolcalls``)."""
         native = template_supports_tools(self.chat_template)
-        messages = [_engine_message(m, native) for m in history]
+        fmt = format_for(self.chat_template)
+        messages = for_template(history, self.chat_template, fmt)
         sampling = self.sampling
         tools = self.toolbox.tools if choice != "none" else []
         if tools and not native:
-            messages = _with_system(messages, tools_prompt(tools))
+            messages = _with_system(messages, (fmt.tools_prompt or tools_prompt)(tools))
+        functions = [t["function"] for t in tools]
         if tools and choice == "required":
-            functions = [t["function"] for t in tools]
             sampling = dataclasses.replace(sampling, json_schema=call_schema(functions))
+        elif tools and sampling.grammar is None and sampling.json_schema is None:
+            try:
+                grammar, triggers = lazy_grammar(fmt, functions)
+            except BadRequestError:  # schemas too large for a grammar: calls go unconstrained
+                pass
+            else:
+                sampling = dataclasses.replace(sampling, grammar=grammar, grammar_triggers=triggers)
         return ChatRequest(
             messages=messages,
             sampling=sampling,
@@ -351,37 +369,6 @@ class ToolLoop:
             return error_output(str(e))
         finally:
             self.control._running()
-
-
-def _engine_message(message: ChatMessage, native: bool) -> ChatMessage:
-    """A stored message as the engine takes it: earlier calls as the template expects them,
-    or written out the way Ember's tool prompt asks when the template has no tool support."""
-    calls = message.get("tool_calls")
-    if not calls:
-        return message
-    out: ChatMessage = {k: v for k, v in message.items() if k != "tool_calls"}  # type: ignore[assignment]
-    if native:
-        out["tool_calls"] = [_template_call(c) for c in calls]
-        return out
-    written = "\n".join(
-        call_as_text(c["function"]["name"], c["function"].get("arguments", "")) for c in calls
-    )
-    out["content"] = f"{message.get('content') or ''}\n{written}".strip()
-    return out
-
-
-def _template_call(call: dict[str, Any]) -> dict[str, Any]:
-    """Templates (following Hugging Face) expect the arguments as an object."""
-    function = call.get("function", {})
-    try:
-        arguments: Any = json.loads(function.get("arguments") or "{}")
-    except ValueError:
-        arguments = function.get("arguments")
-    return {
-        "id": call.get("id"),
-        "type": "function",
-        "function": {"name": function.get("name"), "arguments": arguments},
-    }
 
 
 def _with_system(messages: list[ChatMessage], text: str) -> list[ChatMessage]:

@@ -33,6 +33,7 @@ from app.server.gateway import Gateway
 from app.server.ollama.answers import _Pieces
 from app.server.output import Piece
 from app.server.runner import ServerRunner
+from app.server.toolcalls import HERMES
 from tests.server.conftest import MODEL_ID, N_CTX, Served
 
 MESSAGES = [{"role": "user", "content": "Hi"}]
@@ -133,7 +134,12 @@ def test_json_nested_thousands_deep_in_a_call_is_kept_as_text() -> None:
     [call] = pieces.tool_calls()
     assert call["function"]["arguments"] == {"arguments": DEEP}
     earlier = schemas.ToolCall.model_validate({"function": {"name": "f", "arguments": DEEP}})
-    assert convert._template_call(earlier)["function"]["arguments"] == DEEP
+    [shaped] = convert._chat_messages(
+        [schemas.Message.model_validate({"role": "assistant", "tool_calls": [earlier]})],
+        "{{ messages[0].tool_calls }}",
+        HERMES,
+    )
+    assert shaped["tool_calls"][0]["function"]["arguments"] == DEEP
 
 
 class Upstream(BaseHTTPRequestHandler):

@@ -7,11 +7,13 @@ import json
 
 import pytest
 
+from app.server import tools
 from app.server.errors import from_validation_errors, param_path
 from app.server.output import ChatOutput, Collected, Piece
 from app.server.reasoning import prompt_opens_reasoning
 from app.server.requestlog import RequestLog, RequestRecord
-from app.server.tools import AutoToolParser, ForcedCallParser, call_schema, parse_calls
+from app.server.toolcalls import GENERIC, CallReader
+from app.server.tools import ForcedCallParser, call_schema
 
 TOOLS = frozenset({"get_weather", "get_time"})
 
@@ -127,17 +129,21 @@ def test_auto_mode_leaves_non_calls_as_content() -> None:
         assert c.content == text and c.calls is None
 
 
-def test_auto_parser_streams_plain_text_without_waiting() -> None:
-    parser = AutoToolParser(TOOLS)
-    assert parser.feed("Hello") == ["Hello"]
-    assert parser.feed(" <tool") == [" "]  # holds what may start a marker
-    assert parser.feed("box>") == ["<toolbox>"]
+def test_auto_reader_streams_plain_text_without_waiting() -> None:
+    reader = CallReader(GENERIC, dict.fromkeys(TOOLS))
+    assert [p.text for p in reader.feed("Hello")] == ["Hello"]
+    assert [p.text for p in reader.feed(" <tool")] == [" "]  # holds what may start a marker
+    assert [p.text for p in reader.feed("box>")] == ["<toolbox>"]
 
 
-def test_parse_calls_rejects_unknown_tools_and_junk() -> None:
-    assert parse_calls('{"name": "nope", "arguments": {}}', TOOLS) is None
-    assert parse_calls('{"name": "get_time"} trailing', TOOLS) is None
-    assert parse_calls('{"name": "get_time"}', TOOLS) == [("get_time", "{}")]
+def test_a_bare_call_of_an_unknown_tool_is_content_and_text_after_a_call_stays() -> None:
+    unknown = '{"name": "nope", "arguments": {}}'
+    c = run(ChatOutput(tool_mode="auto", tool_names=TOOLS), [unknown])
+    assert (c.content, c.calls) == (unknown, None)
+    c = run(ChatOutput(tool_mode="auto", tool_names=TOOLS), ['{"name": "get_time"} trailing'])
+    assert c.calls is not None
+    assert c.calls == [{"id": c.calls[0]["id"], "name": "get_time", "arguments": "{}"}]
+    assert c.content == "trailing"
 
 
 def test_call_schema_pins_names_and_closes_arguments() -> None:
@@ -201,3 +207,12 @@ def test_param_paths_and_validation_messages() -> None:
     assert param_path(("stop", "list[str]", 2)) == "stop[2]"
     error = from_validation_errors([{"type": "missing", "loc": ("body", "model"), "msg": "x"}])
     assert (error.status, error.param, error.code) == (400, "model", "missing_required_parameter")
+
+
+def test_a_forced_call_without_a_head_is_read_in_bounded_work() -> None:
+    """Issue 26: a head matched again and again in a growing buffer was quadratic."""
+    parser = ForcedCallParser()
+    for _ in range(20000):
+        assert parser.feed(" ") == []
+    assert len(parser._buf) <= tools.FORCED_HEAD_CAP + 1
+    assert parser.finish() == []

@@ -219,3 +219,28 @@ def test_a_chat_can_leave_out_single_tools(
     assert "crash" not in box.route and "flood" not in box.route
     assert "echo" in box.route
     assert [t.name for t in manager.known_tools("t") or []][:1] == ["echo"]
+
+
+def test_a_model_family_s_own_call_format_runs_and_renders_back(
+    config: McpConfig, manager: ToolManager, markers: Path
+) -> None:
+    """Devstral writes ``[TOOL_CALLS]NAME[ARGS]{…}``: the loop reads it, constrains it with
+    the family's lazy grammar, and gives the call back to its template in the shape it takes
+    (Mistral's nine-character ids)."""
+    from app.engine.templates import ChatTemplate
+    from tests.helpers.sdist_templates import template
+
+    source = template("unsloth-mistral-Devstral-Small-2507")
+    config.add(sdk_server("t", markers))
+    engine = ScriptedEngine(['[TOOL_CALLS]echo[ARGS]{"text": "hi there"}', "It said hi there."])
+    result = make_loop(engine, manager, ["t"], Asker("once"), chat_template=source).run(QUESTION)
+    assert result.answer == "It said hi there."
+    assert result.messages[0]["tool_calls"][0]["function"]["name"] == "echo"
+    first, second = engine.requests
+    assert first.sampling.grammar_triggers == (r"\[TOOL_CALLS\]",)
+    assert first.sampling.grammar is not None and '"echo"' in first.sampling.grammar
+    [call] = second.messages[-2]["tool_calls"]
+    assert len(call["id"]) == 9 and call["id"].isalnum()
+    assert second.messages[-1]["tool_call_id"] == call["id"]
+    rendered = ChatTemplate(source).render(second.messages, tools=second.tools).text
+    assert '[TOOL_CALLS]echo[ARGS]{"text": "hi there"}' in rendered

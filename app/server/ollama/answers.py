@@ -17,7 +17,7 @@ from fastapi.responses import JSONResponse
 from starlette.responses import Response
 
 from app.engine.types import Delta, Event, Failed, Finished
-from app.server.convert import ChatPlan
+from app.server.convert import ChatPlan, chat_output
 from app.server.errors import APIError, from_engine_error
 from app.server.gateway import JobStream
 
@@ -90,12 +90,7 @@ class _Pieces:
 
 
 def _output(plan: ChatPlan) -> ChatOutput:
-    return ChatOutput(
-        tool_mode=plan.tool_mode,
-        tool_names=plan.tool_names,
-        reasoning=not plan.constrained,
-        reasoning_open=plan.reasoning_open,
-    )
+    return chat_output(plan)  # the model family's tool-call format, as for every protocol
 
 
 class ChatAnswer(Answer):
