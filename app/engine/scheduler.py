@@ -79,6 +79,7 @@ class Slot:
     first_at: float | None = None
     queued: float = 0.0
     media: MediaPrompt | None = None  # a prompt with images: where they are, their chunks
+    special: bool = False  # control tokens are rendered in the text (ChatRequest.special_tokens)
 
     @property
     def generating(self) -> bool:
@@ -192,6 +193,7 @@ class Scheduler:
             pending=prompt[reused:],
             queued=queued,
             media=media,
+            special=bool(getattr(r, "special_tokens", False)),
         )
 
     # -- cancelling ---------------------------------------------------------------------------
@@ -350,7 +352,7 @@ class Scheduler:
             self._end(slot, "stop")
             return
         slot.n_out += 1
-        text = slot.matcher.feed(slot.utf8.feed(model.piece(token)))
+        text = slot.matcher.feed(slot.utf8.feed(model.piece(token, slot.special)))
         if text:
             slot.pieces.append(text)
             slot.job.emit(Delta(slot.job.id, text, 1))

@@ -124,6 +124,11 @@ class ChatRequest:
     # At most this many tokens of thinking; then the engine closes the thinking in the
     # model's own format and the answer follows. None: no limit.
     thinking_budget: int | None = None
+    # Render the model's control tokens in the answer's text ("preserved tokens"): the markers
+    # a family writes its tool calls and channels with ([TOOL_CALLS], <|channel|>,
+    # <|python_tag|>…), which its reader (app/server/toolcalls) looks for. End-of-generation
+    # tokens still end the answer unseen.
+    special_tokens: bool = False
 
 
 @dataclass(slots=True)

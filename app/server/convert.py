@@ -273,6 +273,8 @@ def plan_chat(body: schemas.ChatCompletionRequest, model: LoadedModel, meta: Mod
         images=images,
         reasoning_effort=body.reasoning_effort,
         thinking_budget=body.thinking_budget_tokens,
+        # the family's markers are often control tokens: rendered, so its reader sees them
+        special_tokens=mode != "none" or fmt.own_reasoning,
     )
     return ChatPlan(
         request=request,

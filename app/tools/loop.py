@@ -325,6 +325,7 @@ class ToolLoop:
             model=self.model,
             tools=tools if tools and native else None,
             priority=1,
+            special_tokens=bool(tools) or fmt.own_reasoning,  # the family's markers, as text
         )
 
     # -- one call ------------------------------------------------------------------------------

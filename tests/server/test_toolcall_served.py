@@ -51,9 +51,19 @@ def attack_for(name: str) -> str:
 ATTACKS = {f"attack-{name}": (FAMILIES[name].templates[0], attack_for(name)) for name in FAMILIES}
 
 
+# Markers that are control tokens in their model's vocabulary: llama.cpp renders them only
+# when asked for special tokens (ChatRequest.special_tokens), as one token each
+CONTROL = (
+    "[TOOL_CALLS]", "[ARGS]", "<|channel|>", "<|message|>", "<|start|>", "<|end|>", "<|call|>",
+    "<|constrain|>", "<|return|>",
+)  # fmt: skip
+_CONTROL_RE = "|".join(re.escape(c) for c in CONTROL)
+
+
 def token_pieces(text: str) -> tuple[str, ...]:
-    """The answer as a model's tokens might bring it (a few characters each)."""
-    return tuple(re.findall(r"\s|\w{1,4}|[^\w\s]{1,3}", text))
+    """The answer as a model's tokens might bring it (a few characters each, control tokens
+    whole)."""
+    return tuple(re.findall(rf"{_CONTROL_RE}|\s|\w{{1,4}}|[^\w\s]{{1,3}}", text))
 
 
 SAMPLING: dict[str, SamplingParams] = {}  # each model's last request's sampling
@@ -69,6 +79,10 @@ class TemplatedModel(ScriptedModel):
 
     def describe(self) -> LoadedModel:
         return dataclasses.replace(super().describe(), chat_template=self.source)
+
+    def piece(self, token: int, special: bool = False) -> bytes:
+        text = super().piece(token, special)
+        return text if special or text.decode() not in CONTROL else b""
 
     def new_sampler(self, sampling: SamplingParams, seed: int) -> Any:
         SAMPLING[self.model_id] = sampling
