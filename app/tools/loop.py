@@ -187,6 +187,7 @@ class ToolLoop:
     tool_choice: ToolChoice = "auto"
     timeout: float = DEFAULT_TIMEOUT
     max_rounds: int = DEFAULT_ROUNDS
+    reasoning_effort: str | None = None  # ChatRequest.reasoning_effort, every round
     control: LoopControl = field(default_factory=LoopControl)
 
     def run(self, messages: list[ChatMessage]) -> LoopResult:
@@ -307,6 +308,7 @@ class ToolLoop:
             model=self.model,
             tools=tools if tools and native else None,
             priority=1,
+            reasoning_effort=self.reasoning_effort,
         )
 
     # -- one call ------------------------------------------------------------------------------

@@ -39,6 +39,7 @@ from app.ui.chat.chat_model import ChatModelSync, model_file, remote_model
 from app.ui.chat.chat_record import with_gui_keys, with_partial_stats
 from app.ui.chat.context import PER_MESSAGE_OVERHEAD, PROMPT_OVERHEAD, TokenCounter, estimate_tokens
 from app.ui.chat.drafts import DraftKeeper
+from app.ui.chat.thinking import reasoning_effort
 from app.ui.chat.tool_turn import ToolSetup
 from app.ui.chat.waiting_label import THINKING
 from app.ui.engine_session import EngineSession
@@ -435,6 +436,7 @@ class ConversationController(QObject):
             system_prompt=system_prompt,
             sampling=self.sampling_params(),
             tools=self.tool_setup(),
+            reasoning_effort=reasoning_effort(self.conversation_settings()[2]),
         )
         self.branch.append(streaming)
         self.message_added.emit(streaming, True)

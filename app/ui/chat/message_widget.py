@@ -36,7 +36,7 @@ from app.ui.chat.message_attachments import (
     attached_files,
     sources_of,
 )
-from app.ui.chat.message_body import MarkdownBody
+from app.ui.chat.thought_block import AnswerBody
 from app.ui.chat.tool_message import ToolMessageView
 from app.ui.chat.waiting_label import WaitingLabel
 
@@ -130,7 +130,7 @@ class MessageWidget(QFrame):
         self._layout = QVBoxLayout(self)
         self._layout.setContentsMargins(0, 6, 0, 6)
         self._layout.setSpacing(6)
-        self.body: MarkdownBody | None = None
+        self.body: AnswerBody | None = None
         self.text_label: QLabel | None = None
         self.attachment_chips: AttachmentChips | None = None  # a question's files
         self.sources_line: SourcesLine | None = None  # an answer's sources
@@ -181,7 +181,7 @@ class MessageWidget(QFrame):
         self.notice.setWordWrap(True)
         self.notice.hide()
         self.thinking = WaitingLabel(self)  # while a streaming answer has no text yet
-        self.body = MarkdownBody(renderer, self)
+        self.body = AnswerBody(renderer, self)
         self.status_label = QLabel(self)
         self.status_label.setObjectName("StatusChip")
         self.status_label.setWordWrap(True)
@@ -404,6 +404,7 @@ class MessageWidget(QFrame):
         self.status_label.style().unpolish(self.status_label)
         self.status_label.style().polish(self.status_label)
         self.stats_label.setText("" if self.streaming else stats_text(meta))
+        self.body.set_thought_seconds(meta.get("thought_seconds"))  # type: ignore[union-attr]
         self._refresh_thinking()
 
     def _refresh_attachments(self) -> None:

@@ -82,6 +82,7 @@ class ToolAnswers(QObject):
             answer.sampling,
             timeout=float(settings.get("tools.timeout")),
             max_rounds=int(settings.get("tools.max_rounds")),
+            reasoning_effort=answer.reasoning_effort,
             parent=self,
         )
         answer.turn = turn

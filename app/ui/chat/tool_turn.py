@@ -116,6 +116,7 @@ class ToolTurn(QObject):
         *,
         timeout: float,
         max_rounds: int,
+        reasoning_effort: str | None = None,
         parent: QObject | None = None,
     ) -> None:
         super().__init__(parent)
@@ -140,6 +141,7 @@ class ToolTurn(QObject):
             tool_choice=setup.choice,
             timeout=timeout,
             max_rounds=max_rounds,
+            reasoning_effort=reasoning_effort,
         )
         self._manager = manager
         self._lock = threading.Lock()

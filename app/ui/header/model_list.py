@@ -21,6 +21,7 @@ from app.library.local import Library
 from app.library.projectors import VISION_TAG, projector_beside
 from app.library.quant import is_projector, parse_quant
 from app.library.same_file import group_same
+from app.ui.chat.thinking import supports_thinking
 from app.ui.engine_session import model_name
 from app.ui.task_runner import tasks
 
@@ -41,6 +42,7 @@ class ModelEntry:
     projector: str | None = None  # the vision projector it loads with (it takes images)
     base: bool = False  # no chat template: a base model, which continues text
     locations: tuple[str, ...] = ()  # every path of this same file (``path`` first)
+    thinks: bool = False  # its template knows about thinking (the chat offers its control)
 
     @property
     def vision(self) -> bool:
@@ -89,6 +91,7 @@ def scan_models(settings: Settings, library: Library) -> list[ModelEntry]:
             seen.add(str(model.path.resolve()))
             projector = model.mmproj
             base = model.info is not None and not model.info.chat_template
+            thinks = model.info is not None and supports_thinking(model.info.chat_template)
             entries.append(
                 ModelEntry(
                     str(model.path),
@@ -97,6 +100,7 @@ def scan_models(settings: Settings, library: Library) -> list[ModelEntry]:
                     _detail(model.quant, model.size, projector, base),
                     str(projector) if projector is not None else None,
                     base,
+                    thinks=thinks,
                 )
             )
     for name in settings.get(RECENT_KEY):
