@@ -40,6 +40,7 @@ from app.engine.types import (
     Finished,
     FinishReason,
     Model,
+    PromptProgress,
     SamplerLike,
     Started,
     Timings,
@@ -271,6 +272,9 @@ class Scheduler:
                 decoded = slot.pending[: slot.chunk]
                 slot.tokens.extend(decoded)
                 del slot.pending[: slot.chunk]
+                if slot.pending:  # a long prompt: how far it has been read (the app shows it)
+                    read = len(slot.tokens)
+                    slot.job.emit(PromptProgress(slot.job.id, read, read + len(slot.pending)))
             if slot.i_batch >= 0:
                 self._sample(slot, now)
 

@@ -265,6 +265,17 @@ class LoadProgress:
 
 
 @dataclass(frozen=True, slots=True)
+class PromptProgress:
+    """How far a generation has read its prompt: ``done`` of ``total`` tokens (the cached
+    prefix counts as read). Sent after each chunk of a prompt longer than one batch, until
+    the last chunk (the first token follows that)."""
+
+    job_id: str
+    done: int
+    total: int
+
+
+@dataclass(frozen=True, slots=True)
 class Finished:
     """The job's final event when it did not fail. ``result`` holds non-streaming output
     (a LoadedModel, token ids, embeddings, a rendered prompt, or the full generated text)."""
@@ -290,7 +301,7 @@ class Failed:
         return "error"
 
 
-Event = Started | Delta | ToolCallDelta | LoadProgress | Finished | Failed
+Event = Started | Delta | ToolCallDelta | LoadProgress | PromptProgress | Finished | Failed
 FinalEvent = Finished | Failed
 
 

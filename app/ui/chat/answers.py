@@ -123,6 +123,7 @@ class Answer:
     starting: tuple[str, ...] = ()  # the chat's MCP servers being connected to
     reasoning_effort: str | None = None  # the chat's thinking control (thinking.py)
     thought_for: float | None = None  # seconds from its first token to its "</think>"
+    reading: int | None = None  # percent of its long prompt read, until its first token
 
     @property
     def remote(self) -> bool:
@@ -133,7 +134,8 @@ class Answer:
         the tool) or a server's command line (NAME: ``"the NAME server"``) waits for the
         person's yes; ``("tool", NAME)`` a call runs; ``("loading", "")`` it waits for its
         model to load; ``("starting", NAMES)`` the chat's MCP servers connect;
-        ``("generating", "")`` anything else (the model reads or writes, its files are read)."""
+        ``("generating", "40%")`` the model reads a long prompt; ``("generating", "")``
+        anything else (the model reads or writes, its files are read)."""
         turn = self.turn
         if turn is not None and turn.pending is not None:
             call = turn.pending
@@ -146,7 +148,7 @@ class Answer:
             return "loading", ""
         if self.starting:
             return "starting", ", ".join(self.starting)
-        return "generating", ""
+        return "generating", f"{self.reading}%" if self.reading is not None else ""
 
     def stats_so_far(self) -> dict[str, Any]:
         """What was produced so far, measured on the GUI thread (the engine's own timings
@@ -454,6 +456,7 @@ class AnswerRunner(QObject):
         handle = self.engine.chat(request)
         answer.handle = handle
         handle.delta.connect(self._on_delta)
+        handle.prompt_progress.connect(self._on_prompt_progress)
         handle.finished.connect(self._on_job_finished)
         handle.failed.connect(self._on_job_failed)
 
@@ -462,11 +465,22 @@ class AnswerRunner(QObject):
     def _answer_of(self, handle: object) -> Answer | None:
         return next((a for a in self._answers.values() if a.handle is handle), None)
 
+    @Slot(int, int)
+    def _on_prompt_progress(self, done: int, total: int) -> None:
+        answer = self._answer_of(self.sender())
+        if answer is not None and total > 0 and answer.first_delta_at is None:
+            answer.reading = min(99, done * 100 // total)
+            self.set_waiting(answer, f"Reading the prompt… {answer.reading}%")
+            self.activity_changed.emit()
+
     @Slot(str, int)
     def _on_delta(self, text: str, tokens: int) -> None:
         answer = self._answer_of(self.sender())
         if answer is None:
             return
+        if answer.reading is not None:  # read: the status bar says it writes now
+            answer.reading = None
+            self.activity_changed.emit()
         now = time.perf_counter()
         if answer.first_delta_at is None:
             answer.first_delta_at = now

@@ -572,7 +572,7 @@ class ConversationController(QObject):
         """Tokens the conversation fills: exact after an answer, else counted or estimated."""
         answer = self.answer
         draft = estimate_tokens(self._draft_text) if self._draft_text.strip() else 0
-        if answer is not None:
+        if answer is not None and answer.prompt_tokens:  # else counted as before it was sent
             return answer.prompt_tokens + answer.tokens
         last = self.branch[-1] if self.branch else None
         if last is not None and last.role == "assistant":
