@@ -469,10 +469,9 @@ class MessageWidget(QFrame):
 
     def _refresh_avatar(self) -> None:
         if not self.is_user:
-            palette = theme.current()
-            self.avatar.setPixmap(
-                icons.pixmap("flame", palette.accent, 18, self.devicePixelRatioF())
-            )
+            icon = "tool" if self.message.role == "tool" else "flame"  # a result is not Ember's
+            ratio = self.devicePixelRatioF()
+            self.avatar.setPixmap(icons.pixmap(icon, theme.current().accent, 18, ratio))
 
     # -- editing --------------------------------------------------------------------------
 
