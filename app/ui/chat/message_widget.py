@@ -455,9 +455,11 @@ class MessageWidget(QFrame):
         if show:
             index = self.message.sibling_index
             self.sibling_label.setText(f"{index + 1}/{count}")
-            free = not self.streaming and not self._answering
-            self.previous_button.setEnabled(index > 0 and free)
-            self.next_button.setEnabled(index < count - 1 and free)
+            free = not self.streaming and not self._answering  # arrows only when they work
+            self.previous_button.setVisible(free)
+            self.next_button.setVisible(free)
+            self.previous_button.setEnabled(index > 0)
+            self.next_button.setEnabled(index < count - 1)
 
     def _refresh_actions(self) -> None:
         visible = (self._hovered or self._always_show_actions) and not self.streaming
