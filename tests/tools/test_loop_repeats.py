@@ -9,7 +9,15 @@ import threading
 import time
 from pathlib import Path
 
-from app.engine.types import ChatRequest, Delta, Finished, Request, Started, Usage
+from app.engine.types import (
+    ChatRequest,
+    Delta,
+    Finished,
+    FinishReason,
+    Request,
+    Started,
+    Usage,
+)
 from app.engine.worker import Job
 from app.tools.config import McpConfig
 from app.tools.loop import LoopHooks, ToolLoop
@@ -52,7 +60,7 @@ class StuckEngine:
             time.sleep(0.0005)
         if job.cancelled.is_set():
             self.cancelled_by_loop.set()
-        reason = "cancelled" if job.cancelled.is_set() else "length"
+        reason: FinishReason = "cancelled" if job.cancelled.is_set() else "length"
         job.finish(Finished(job.id, reason, Usage(10, self.pieces)))
 
 

@@ -33,7 +33,12 @@ def test_ctrl_q_and_the_quit_item_close_the_window(qtbot: QtBot, window: MainWin
     saved: list[bool] = []
     window.services.settings.set("ui.last_conversation", "")
     original = window.save_state
-    window.save_state = lambda: (saved.append(True), original())[1]  # type: ignore[method-assign]
+
+    def save_state() -> None:
+        saved.append(True)
+        original()
+
+    window.save_state = save_state  # type: ignore[method-assign]
     qtbot.keyClick(window, Qt.Key.Key_Q, Qt.KeyboardModifier.ControlModifier)
     assert not window.isVisible() and saved == [True]  # closed the normal way, state saved
 

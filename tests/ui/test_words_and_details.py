@@ -48,7 +48,7 @@ def test_a_load_that_failed_says_so_in_sentences(window: MainWindow, tmp_path: P
     try:
         read_gguf(path)
     except NotGGUFError as error:
-        window.chat._on_load_failed(str(path), error)
+        window.chat._on_load_failed(str(path), error)  # type: ignore[arg-type]
     text = window.chat.banner.text.text()
     assert "download a .gguf file. Still using " in text and text.endswith(".")
 
@@ -152,9 +152,12 @@ def test_a_sent_file_opens_on_a_click(
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(data)
     opened: list[str] = []
-    monkeypatch.setattr(
-        QDesktopServices, "openUrl", lambda url: opened.append(url.toLocalFile()) or True
-    )
+
+    def open_url(url: QUrl) -> bool:
+        opened.append(url.toLocalFile())
+        return True
+
+    monkeypatch.setattr(QDesktopServices, "openUrl", open_url)
     chips = AttachmentChips()
     qtbot.addWidget(chips)
     chips.set_files([{"name": "minutes.txt", "sha256": sha, "suffix": ".txt", "size": 22}])
