@@ -14,6 +14,10 @@ import hashlib
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from app.library.local_files import LocalModel
 
 SAMPLE = 1 << 20
 
@@ -29,6 +33,21 @@ def fingerprint(path: Path, size: int) -> str | None:
     except OSError:
         return None
     return digest.hexdigest()
+
+
+def one_per_file(
+    models: Sequence[LocalModel],
+) -> tuple[list[LocalModel], dict[str, tuple[Path, ...]]]:
+    """``models`` with the same file listed once (the first found), and for each model kept
+    that was found more than once, every path it was found at (its own first)."""
+    groups = group_same([(m.path, m.size) for m in models])
+    kept = [models[group[0]] for group in groups]
+    places = {
+        models[group[0]].id: tuple(models[i].path for i in group)
+        for group in groups
+        if len(group) > 1
+    }
+    return kept, places
 
 
 def group_same(files: Sequence[tuple[Path, int]]) -> list[list[int]]:

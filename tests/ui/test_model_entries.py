@@ -90,3 +90,28 @@ def test_the_chat_says_once_that_the_loaded_model_is_a_base_model(
     assert not banner.isVisible()  # not repeated under the answer
     send(qtbot, window, "Again")
     assert not banner.isVisible()
+
+
+def test_the_models_page_lists_the_same_file_once_with_its_places(
+    qtbot: QtBot, ember_app: QApplication, tmp_path: Path
+) -> None:
+    from app.ui.models.my_models import MyModelsView
+    from app.ui.models.runner import Runner
+    from app.ui.models.widgets import Chip
+
+    ember = tmp_path / "models" / "google" / "gemma-3-270m-GGUF" / "gemma-3-270m-Q4_K_M.gguf"
+    write_gguf(ember, chat_template=CHATML, payload=4096)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    copy = mine / "gemma-3-270m-q4_k_m.gguf"
+    shutil.copyfile(ember, copy)
+    library = Library(tmp_path / "models", [mine], tmp_path / "hf", lmstudio_dirs=())
+    view = MyModelsView(library, Settings(tmp_path / "settings.json"), Runner(1, "library"))
+    qtbot.addWidget(view)
+    view.refresh()
+    qtbot.waitUntil(lambda: view.scanned)
+    assert len(view.models) == 1 and len(view.rows) == 1
+    row = next(iter(view.rows.values()))
+    assert row.places == (ember, copy)
+    chips = [c for c in row.findChildren(Chip) if c.text() == "2 places"]
+    assert chips and str(copy) in chips[0].toolTip()
