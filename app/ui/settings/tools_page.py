@@ -70,6 +70,11 @@ def _parse_lines(text: str, sep: str, what: str) -> dict[str, str]:
     return out
 
 
+def _item_text(server: ServerConfig, state: str) -> str:
+    """A server in the list: its name, how it is doing, then what it runs (cut first)."""
+    return f"{server.name} · {state} — {server.target}"
+
+
 class ToolsPage(QWidget):
     """See the module docstring. ``manager``: the app's (shared with chats), else its own."""
 
@@ -104,6 +109,9 @@ class ToolsPage(QWidget):
         self.server_list = QListWidget(self)
         self.server_list.setObjectName("ToolServers")
         self.server_list.setFixedHeight(130)
+        # a long command line ends in "…" (the tooltip has it all), never a sideways scroll bar
+        self.server_list.setTextElideMode(Qt.TextElideMode.ElideRight)
+        self.server_list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.server_list.currentRowChanged.connect(self._on_server_selected)
         self.add_button = self._button("Add server", self.new_server)
         self.import_button = self._button("Import…", self._on_import_clicked)
@@ -250,9 +258,9 @@ class ToolsPage(QWidget):
         self.server_list.clear()
         for server in self.servers:
             state = self.server_state(server)
-            item = QListWidgetItem(f"{server.name} — {server.target} · {state}", self.server_list)
+            item = QListWidgetItem(_item_text(server, state), self.server_list)
             item.setData(Qt.ItemDataRole.UserRole, server.name)
-            item.setToolTip(f"{server.name}: {state}")
+            item.setToolTip(f"{server.name}: {state}\n{server.target}")
         self.server_list.blockSignals(False)
         names = [s.name for s in self.servers]
         if select in names:
@@ -287,7 +295,7 @@ class ToolsPage(QWidget):
             return f"running, {len(tools)} tool{'s' if len(tools) != 1 else ''}"
         if state == "failed":
             return f"failed: {error}" if error else "failed"
-        return {"starting": "starting…"}.get(state, "not running (starts when a chat uses it)")
+        return {"starting": "starting…"}.get(state, "not running")
 
     @Slot(int)
     def _on_server_selected(self, row: int) -> None:
@@ -487,8 +495,8 @@ class ToolsPage(QWidget):
             item = self.server_list.item(row)
             if item is not None:
                 state = self.server_state(server)
-                item.setText(f"{server.name} — {server.target} · {state}")
-                item.setToolTip(f"{server.name}: {state}")
+                item.setText(_item_text(server, state))
+                item.setToolTip(f"{server.name}: {state}\n{server.target}")
 
     @Slot()
     def _reveal_result(self) -> None:
