@@ -35,6 +35,7 @@ from app.engine.types import (
     Failed,
     FinalEvent,
     Finished,
+    PromptProgress,
     Request,
     SamplingParams,
     content_text,
@@ -161,6 +162,8 @@ class LoopHooks:
     on_writing: Callable[[], None] = lambda: None
     # the model's thinking (``<think>…</think>`` split off), as it comes
     on_reasoning: Callable[[str], None] = lambda text: None
+    # how far a long prompt has been read: tokens done, of how many (the engine's chunks)
+    on_prompt: Callable[[int, int], None] = lambda done, total: None
 
 
 @dataclass(slots=True)
@@ -271,7 +274,9 @@ class ToolLoop:
         watch = RepeatWatch()
         repeated = False
         for event in job.events():
-            if isinstance(event, Delta):
+            if isinstance(event, PromptProgress):
+                self.hooks.on_prompt(event.done, event.total)
+            elif isinstance(event, Delta):
                 pieces += self._take(output.feed(event.text), text)
                 writing = watch.writing_call
                 if watch.feed(event.text):

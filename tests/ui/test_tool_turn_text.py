@@ -7,6 +7,8 @@ from __future__ import annotations
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
+from app.engine.types import ChatRequest, Delta, Finished, PromptProgress, Request, Started, Usage
+from app.engine.worker import Job
 from app.tools.manager import ToolManager
 from app.ui.chat.tool_turn import ToolSetup
 from app.ui.chat.waiting_label import WRITING_CALL, WaitingLabel
@@ -53,4 +55,31 @@ def test_thinking_reaches_the_chat_between_think_tags(
         turn.start(QUESTION)  # type: ignore[arg-type]
     assert "".join(texts) == "<think>The user wants the time.</think>I can tell without tools."
     assert done.args[0].answer == "I can tell without tools."  # the history gets the answer
+    turn.deleteLater()
+
+
+class _ReadingEngine(ScriptedEngine):
+    """Reads a long prompt in two chunks before it answers."""
+
+    def submit(self, request: Request) -> Job:
+        assert isinstance(request, ChatRequest)
+        self.requests.append(request)
+        job = Job(request)
+        job.emit(Started(job.id))
+        job.emit(PromptProgress(job.id, 512, 1400))
+        job.emit(PromptProgress(job.id, 1024, 1400))
+        job.emit(Delta(job.id, "Noon."))
+        job.finish(Finished(job.id, "stop", Usage(1400, 2)))
+        return job
+
+
+def test_a_round_says_how_far_it_has_read_its_prompt(
+    qtbot: QtBot, ember_app: QApplication, manager: ToolManager
+) -> None:
+    turn = make_turn(manager, _ReadingEngine([]))
+    read: list[tuple[int, int]] = []
+    turn.reading.connect(lambda done, total: read.append((done, total)))
+    with qtbot.waitSignal(turn.done, timeout=WAIT_MS):
+        turn.start(QUESTION)  # type: ignore[arg-type]
+    assert read == [(512, 1400), (1024, 1400)]
     turn.deleteLater()

@@ -96,6 +96,7 @@ class ToolAnswers(QObject):
         turn.call_finished.connect(self._on_call_finished)
         turn.done.connect(self._on_done)
         turn.writing.connect(self._on_writing)
+        turn.reading.connect(self._on_reading)
         turn.start(messages)
 
     def known_tools(self, server: str) -> list[str] | None:
@@ -165,6 +166,14 @@ class ToolAnswers(QObject):
         if answer is not None:
             self.ensure_streaming(answer)
             self.runner.set_waiting(answer, WRITING_CALL)
+
+    @Slot(int, int)
+    def _on_reading(self, done: int, total: int) -> None:
+        """A round reads a long prompt (the results of calls, say): its message says how far."""
+        answer = self._answer_of(self.sender())
+        if answer is not None and total > 0:
+            self.ensure_streaming(answer)
+            self.runner.set_waiting(answer, f"Reading the prompt… {min(99, done * 100 // total)}%")
 
     @Slot(list)
     def _on_starting(self, servers: list[str]) -> None:

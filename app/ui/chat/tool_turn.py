@@ -108,6 +108,7 @@ class ToolTurn(QObject):
     call_finished = Signal(object)
     done = Signal(object)
     writing = Signal()
+    reading = Signal(int, int)  # a round's long prompt: tokens read, of how many
 
     def __init__(
         self,
@@ -139,6 +140,7 @@ class ToolTurn(QObject):
                 on_round=self._on_round,
                 on_writing=self.writing.emit,
                 on_reasoning=self._on_reasoning,
+                on_prompt=self.reading.emit,
             ),
             sampling=sampling,
             model=loaded.model_id,
