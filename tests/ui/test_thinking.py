@@ -167,3 +167,26 @@ def test_no_thinking_control_for_a_model_that_does_not_think(
         window.close()
         services.close()
         worker.shutdown()
+
+
+def test_an_answer_without_thinking_streams_without_splitting_it_again(
+    qtbot: QtBot, ember_app: QApplication, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once the start is known not to be thinking, each piece goes straight to the Markdown:
+    a long answer is not split from its start on every piece (quadratic)."""
+    from app.ui.chat import thought_block
+
+    splits: list[int] = []
+    real = thought_block.split_thinking
+
+    def counting(text: str) -> Any:
+        splits.append(len(text))
+        return real(text)
+
+    monkeypatch.setattr(thought_block, "split_thinking", counting)
+    body = AnswerBody(MarkdownRenderer(LIGHT))
+    qtbot.addWidget(body)
+    for i in range(200):
+        body.append(f"word{i} ")
+    assert len(splits) <= 2 and body.thought is None
+    assert body.text.startswith("word0 word1") and body.text.endswith("word199 ")

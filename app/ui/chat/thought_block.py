@@ -19,7 +19,7 @@ from PySide6.QtWidgets import QLabel, QSizePolicy, QToolButton, QVBoxLayout, QWi
 from app.ui.chat.height_cache import invalidate_ancestors
 from app.ui.chat.markdown import MarkdownRenderer
 from app.ui.chat.message_body import MarkdownBody
-from app.ui.chat.thinking import Split, split_thinking, thought_title
+from app.ui.chat.thinking import OPEN, Split, closed_in, split_thinking, thought_title
 
 
 class ThoughtBlock(QWidget):
@@ -84,6 +84,9 @@ class AnswerBody(MarkdownBody):
         self._started: float | None = None  # the first streamed text, here
         self._closed_after: float | None = None  # when its thinking ended, here
         self._streaming = False
+        # what is streamed from now on is all answer (no thinking, or its end passed): each
+        # piece goes straight to the Markdown, not through a split of the whole text
+        self._settled = False
 
     @property
     def text(self) -> str:
@@ -98,7 +101,7 @@ class AnswerBody(MarkdownBody):
         self._show_thought(split_thinking(self._whole), streaming=self._streaming)
 
     def set_markdown(self, text: str, force: bool = False) -> None:
-        self._whole, self._streaming = text, False
+        self._whole, self._streaming, self._settled = text, False, False
         split = split_thinking(text)
         self._show_thought(split, streaming=False)
         super().set_markdown(split.answer, force)
@@ -109,7 +112,11 @@ class AnswerBody(MarkdownBody):
             self._started = now
         self._whole += chunk
         self._streaming = True
+        if self._settled and not closed_in(self._whole, len(chunk)):
+            super().append(chunk)
+            return
         split = split_thinking(self._whole)
+        self._settled = not split.open and (split.thought or len(self._whole.lstrip()) >= len(OPEN))
         if split.thought and not split.open and self._closed_after is None:
             self._closed_after = now - self._started
         self._show_thought(split, streaming=True)
