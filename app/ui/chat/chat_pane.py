@@ -208,6 +208,7 @@ class ChatPane(QWidget):
 
     @Slot(str)
     def _on_send_requested(self, text: str) -> None:
+        self.controller.sent_context = self.composer.meter.used  # its files counted too
         if self.controller.send(text):
             self.composer.clear()
             self.banner.hide()

@@ -129,6 +129,7 @@ class ConversationController(QObject):
         self.attachments = AttachmentTray(self)  # the composer's files, taken when sending
         self._new_chat: dict[str, Any] = self._new_chat_settings()
         self._draft_text = ""
+        self.sent_context = 0  # what the meter showed at the send (files too): kept until counted
         self.answers.text_added.connect(self._on_answer_text)
         self.answers.context_notice.connect(self._on_answer_context_notice)
         self.answers.waiting_changed.connect(self._on_answer_waiting)
@@ -257,8 +258,7 @@ class ConversationController(QObject):
                 conversation, branch = None, []
         except ChatStoreError:
             conversation, branch = None, []
-        self.conversation = conversation
-        self.branch = branch
+        self.conversation, self.branch, self.sent_context = conversation, branch, 0
         if conversation is None:
             self._new_chat = self._new_chat_settings()
         self.models.select_engine_model()
@@ -572,8 +572,9 @@ class ConversationController(QObject):
         """Tokens the conversation fills: exact after an answer, else counted or estimated."""
         answer = self.answer
         draft = estimate_tokens(self._draft_text) if self._draft_text.strip() else 0
-        if answer is not None and answer.prompt_tokens:  # else counted as before it was sent
+        if answer is not None and answer.prompt_tokens:  # else as much as before it was sent
             return answer.prompt_tokens + answer.tokens
+        floor = self.sent_context if answer is not None else 0
         last = self.branch[-1] if self.branch else None
         if last is not None and last.role == "assistant":
             meta = last.metadata
@@ -585,7 +586,7 @@ class ConversationController(QObject):
         total = sum(count(m.content) + PER_MESSAGE_OVERHEAD for m in self.branch)
         if system_prompt:
             total += count(system_prompt) + PER_MESSAGE_OVERHEAD
-        return total + draft + (PROMPT_OVERHEAD if self.branch or draft else 0)
+        return max(floor, total + draft + (PROMPT_OVERHEAD if self.branch or draft else 0))
 
     # -- shutdown -------------------------------------------------------------------------
 
