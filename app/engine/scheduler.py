@@ -80,6 +80,7 @@ class Slot:
     first_at: float | None = None
     queued: float = 0.0
     media: MediaPrompt | None = None  # a prompt with images: where they are, their chunks
+    progress: bool = False  # its request asked for PromptProgress events
 
     @property
     def generating(self) -> bool:
@@ -193,6 +194,7 @@ class Scheduler:
             pending=prompt[reused:],
             queued=queued,
             media=media,
+            progress=isinstance(r, ChatRequest) and r.prompt_progress,
         )
 
     # -- cancelling ---------------------------------------------------------------------------
@@ -272,7 +274,7 @@ class Scheduler:
                 decoded = slot.pending[: slot.chunk]
                 slot.tokens.extend(decoded)
                 del slot.pending[: slot.chunk]
-                if slot.pending:  # a long prompt: how far it has been read (the app shows it)
+                if slot.pending and slot.progress:  # how far a long prompt has been read
                     read = len(slot.tokens)
                     slot.job.emit(PromptProgress(slot.job.id, read, read + len(slot.pending)))
             if slot.i_batch >= 0:

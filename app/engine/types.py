@@ -119,6 +119,9 @@ class ChatRequest:
     # At most this many tokens of thinking; then the engine closes the thinking in the
     # model's own format and the answer follows. None: no limit.
     thinking_budget: int | None = None
+    # Send PromptProgress while a long prompt is read (the app shows it; an API stream does
+    # not want events that would hold back its keep-alives).
+    prompt_progress: bool = False
 
 
 @dataclass(slots=True)
@@ -267,8 +270,8 @@ class LoadProgress:
 @dataclass(frozen=True, slots=True)
 class PromptProgress:
     """How far a generation has read its prompt: ``done`` of ``total`` tokens (the cached
-    prefix counts as read). Sent after each chunk of a prompt longer than one batch, until
-    the last chunk (the first token follows that)."""
+    prefix counts as read). Sent, for a ChatRequest with ``prompt_progress``, after each
+    chunk of a prompt longer than one batch, until the last chunk (the first token follows)."""
 
     job_id: str
     done: int

@@ -345,6 +345,7 @@ class ToolLoop:
             tools=tools if tools and native else None,
             priority=1,
             reasoning_effort=self.reasoning_effort,
+            prompt_progress=True,  # on_prompt
         )
 
     # -- one call ------------------------------------------------------------------------------

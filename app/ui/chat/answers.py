@@ -362,7 +362,7 @@ class AnswerRunner(QObject):
             return
         # priority: the app's own chat goes ahead of API requests waiting for a slot
         request = ChatRequest(plan.messages, answer.sampling, model=loaded.model_id, priority=1)
-        request.reasoning_effort = answer.reasoning_effort
+        request.reasoning_effort, request.prompt_progress = answer.reasoning_effort, True
         if answer.attached is not None:
             request.images = answer.attached.images_after(answer.history, plan.dropped)
         self._run(answer, request)
