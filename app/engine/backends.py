@@ -474,8 +474,13 @@ def describe(hw: Hardware) -> list[tuple[str, str]]:
         ("CPU features", " ".join(hw.cpu_features) or "unknown"),
         ("Back-ends", ", ".join(hw.backends)),
     ]
+    from app.engine.sizing import available_memory
+
     for dev in hw.devices:
-        free, total = human_bytes(dev.memory_free), human_bytes(dev.memory_total)
+        # the CPU's memory as the fit checks and the loader measure it (llama.cpp's own count
+        # differs by gigabytes: "25.3 GB free" here and "22.5 GB is free" on a model's badge)
+        free_bytes = available_memory() if dev.kind == "cpu" else dev.memory_free
+        free, total = human_bytes(free_bytes), human_bytes(dev.memory_total)
         what = f"{dev.description} ({dev.kind}, {dev.backend}); {free} free of {total}"
         rows.append((f"Device {dev.name}", what))
     if not hw.gpus:

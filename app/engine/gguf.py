@@ -244,9 +244,20 @@ def _check_magic(reader: Reader) -> None:
     if not head.startswith(GGUF_MAGIC) and not (len(head) < 4 and GGUF_MAGIC.startswith(head)):
         raise NotGGUFError(
             f"{reader.name} is not a GGUF model file (it starts with {_describe_start(head)}). "
-            "Ember runs GGUF models; convert it or download a .gguf"
+            "Ember runs GGUF models; convert it or download a .gguf file."
         )
     reader.take(4)  # raises the reader's "short" error for a file of fewer than 4 bytes
+
+
+def _shown_start(head: bytes) -> str:
+    """The first bytes as a person reads them: text in quotes, else hexadecimal."""
+    try:
+        text = head.decode("ascii")
+    except UnicodeDecodeError:
+        text = ""
+    if text and text.isprintable():
+        return f"the text “{text}…”"
+    return "the bytes " + " ".join(f"{b:02X}" for b in head)
 
 
 def _describe_start(head: bytes) -> str:
@@ -265,7 +276,7 @@ def _describe_start(head: bytes) -> str:
         (b"tjgg", "an old GGJT model, which llama.cpp no longer runs"),
         (b"\x89HDF", "an HDF5 (Keras) file"),
     )
-    shown = repr(head[:8])
+    shown = _shown_start(head[:8])
     for prefix, kind in kinds:
         if head.startswith(prefix):
             return f"{shown}, {kind}"

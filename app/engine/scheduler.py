@@ -40,6 +40,7 @@ from app.engine.types import (
     Finished,
     FinishReason,
     Model,
+    PromptProgress,
     SamplerLike,
     Started,
     Timings,
@@ -80,6 +81,7 @@ class Slot:
     queued: float = 0.0
     media: MediaPrompt | None = None  # a prompt with images: where they are, their chunks
     special: bool = False  # control tokens are rendered in the text (ChatRequest.special_tokens)
+    progress: bool = False  # its request asked for PromptProgress events
 
     @property
     def generating(self) -> bool:
@@ -194,6 +196,7 @@ class Scheduler:
             queued=queued,
             media=media,
             special=bool(getattr(r, "special_tokens", False)),
+            progress=isinstance(r, ChatRequest) and r.prompt_progress,
         )
 
     # -- cancelling ---------------------------------------------------------------------------
@@ -273,6 +276,9 @@ class Scheduler:
                 decoded = slot.pending[: slot.chunk]
                 slot.tokens.extend(decoded)
                 del slot.pending[: slot.chunk]
+                if slot.pending and slot.progress:  # how far a long prompt has been read
+                    read = len(slot.tokens)
+                    slot.job.emit(PromptProgress(slot.job.id, read, read + len(slot.pending)))
             if slot.i_batch >= 0:
                 self._sample(slot, now)
 

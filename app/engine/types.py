@@ -129,6 +129,9 @@ class ChatRequest:
     # <|python_tag|>…), which its reader (app/server/toolcalls) looks for. End-of-generation
     # tokens still end the answer unseen.
     special_tokens: bool = False
+    # Send PromptProgress while a long prompt is read (the app shows it; an API stream does
+    # not want events that would hold back its keep-alives).
+    prompt_progress: bool = False
 
 
 @dataclass(slots=True)
@@ -279,6 +282,17 @@ class LoadProgress:
 
 
 @dataclass(frozen=True, slots=True)
+class PromptProgress:
+    """How far a generation has read its prompt: ``done`` of ``total`` tokens (the cached
+    prefix counts as read). Sent, for a ChatRequest with ``prompt_progress``, after each
+    chunk of a prompt longer than one batch, until the last chunk (the first token follows)."""
+
+    job_id: str
+    done: int
+    total: int
+
+
+@dataclass(frozen=True, slots=True)
 class Finished:
     """The job's final event when it did not fail. ``result`` holds non-streaming output
     (a LoadedModel, token ids, embeddings, a rendered prompt, or the full generated text)."""
@@ -305,7 +319,7 @@ class Failed:
         return "error"
 
 
-Event = Started | Delta | ToolCallDelta | LoadProgress | Finished | Failed
+Event = Started | Delta | ToolCallDelta | LoadProgress | PromptProgress | Finished | Failed
 FinalEvent = Finished | Failed
 
 

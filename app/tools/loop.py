@@ -8,6 +8,11 @@ without tool support, into a system message (Ember's tool prompt). ``required`` 
 first round only: after a result the model may answer. When the rounds run out while the model
 still calls tools, one last answer is asked for without tools.
 
+A model stuck writing the same call again and again is stopped at the first repeat, and the
+same call (tool and arguments) made again in one turn keeps the person's first answer rather
+than asking again (:mod:`app.tools.repeats`). ``on_writing`` says when a round starts writing
+a call, which the chat shows while the call is held back until it is complete.
+
 The loop runs on the caller's thread (a worker thread in the app, the main thread in the
 terminal); :class:`LoopControl` cancels it from any thread: the current answer or call stops
 at once. A tool result is data for the model, never an instruction to Ember.
@@ -31,6 +36,7 @@ from app.engine.types import (
     Failed,
     FinalEvent,
     Finished,
+    PromptProgress,
     Request,
     SamplingParams,
     content_text,
@@ -42,6 +48,7 @@ from app.server.toolcalls.render import for_template
 from app.server.tools import call_schema, template_supports_tools, tools_prompt
 from app.tools.choices import Decision, ToolChoice
 from app.tools.manager import ToolBox, ToolError, ToolManager
+from app.tools.repeats import RepeatWatch, call_key
 from app.tools.results import ToolOutput, error_output
 
 DEFAULT_TIMEOUT = 60.0
@@ -154,6 +161,12 @@ class LoopHooks:
     # a call about to run (allowed, now or always), after ``approve``; ``on_result`` follows
     # (last: callers pass the fields above by position)
     on_run: Callable[[ToolCall], None] = lambda call: None
+    # a round began writing a tool call (held back until complete); once per round
+    on_writing: Callable[[], None] = lambda: None
+    # the model's thinking (``<think>…</think>`` split off), as it comes
+    on_reasoning: Callable[[str], None] = lambda text: None
+    # how far a long prompt has been read: tokens done, of how many (the engine's chunks)
+    on_prompt: Callable[[int, int], None] = lambda done, total: None
 
 
 @dataclass(slots=True)
@@ -190,11 +203,15 @@ class ToolLoop:
     tool_choice: ToolChoice = "auto"
     timeout: float = DEFAULT_TIMEOUT
     max_rounds: int = DEFAULT_ROUNDS
+    reasoning_effort: str | None = None  # ChatRequest.reasoning_effort, every round
     control: LoopControl = field(default_factory=LoopControl)
+    # the calls run or refused in this turn (call_key) -> what became of them
+    _answered: dict[str, ToolCall] = field(default_factory=dict, init=False)
 
     def run(self, messages: list[ChatMessage]) -> LoopResult:
         """Answer the conversation ``messages`` (not changed; see ``LoopResult.messages``)."""
         result = LoopResult()
+        self._answered = {}
         history = list(messages)
         choice: ToolChoice = self.tool_choice if self.toolbox else "none"
         while True:
@@ -262,21 +279,41 @@ class ToolLoop:
             return "", [], job.wait()
         text: list[str] = []
         pieces = []
+        watch = RepeatWatch()
+        repeated = False
         for event in job.events():
-            if isinstance(event, Delta):
+            if isinstance(event, PromptProgress):
+                self.hooks.on_prompt(event.done, event.total)
+            elif isinstance(event, Delta):
                 pieces += self._take(output.feed(event.text), text)
+                writing = watch.writing_call
+                if watch.feed(event.text):
+                    repeated = True
+                    job.cancel()
+                    break
+                if watch.writing_call and not writing:
+                    self.hooks.on_writing()
         final = job.wait()
         self.control._running()
-        if isinstance(final, Finished):
+        if repeated and final.reason == "cancelled" and not self.control.cancelled:
+            # stopped here, not by the person: the calls written before the repeat stand
+            final = dataclasses.replace(final, reason="stop")  # type: ignore[arg-type]
+            fresh = ChatOutput(tool_mode=choice, tool_names=names, reasoning=True)
+            raw = watch.raw[: watch.cut]
+            pieces = [p for p in fresh.feed(raw) + fresh.finish() if p.kind == "tool"]
+        elif isinstance(final, Finished):
             pieces += self._take(output.finish(), text)
         calls = self._calls(pieces)
         return "".join(text), calls, final
 
     def _take(self, pieces: list[Any], text: list[str]) -> list[Any]:
-        """Content goes to ``on_text`` as it comes; tool pieces are returned."""
+        """Content goes to ``on_text`` as it comes, the model's thinking to ``on_reasoning``;
+        tool pieces are returned."""
         calls = []
         for piece in pieces:
-            if piece.kind == "content":
+            if piece.kind == "reasoning" and piece.text:
+                self.hooks.on_reasoning(piece.text)
+            elif piece.kind == "content":
                 text.append(piece.text)
                 self.hooks.on_text(piece.text)
             elif piece.kind == "tool":
@@ -292,11 +329,11 @@ class ToolLoop:
             if piece.name is not None:
                 call.name = piece.name
             call.arguments += piece.text
-        out = []
-        for call in calls.values():
+        out: dict[str, ToolCall] = {}
+        for call in calls.values():  # the same call twice in one answer is made once
             call.server, call.tool = self.toolbox.route.get(call.name, ("", ""))
-            out.append(call)
-        return out
+            out.setdefault(call_key(call.name, call.arguments), call)
+        return list(out.values())
 
     def request(self, history: list[ChatMessage], choice: ToolChoice) -> ChatRequest:
         """The engine request for ``history`` with the tools offered as ``choice`` says:
@@ -326,6 +363,8 @@ class ToolLoop:
             tools=tools if tools and native else None,
             priority=1,
             special_tokens=bool(tools) or fmt.own_reasoning,  # the family's markers, as text
+            reasoning_effort=self.reasoning_effort,
+            prompt_progress=True,  # on_prompt
         )
 
     # -- one call ------------------------------------------------------------------------------
@@ -344,13 +383,24 @@ class ToolLoop:
         arguments = call.parsed_arguments()
         if arguments is None:
             return error_output("the arguments are not a JSON object; call the tool again.")
+        key = call_key(call.name, call.arguments)
+        before = self._answered.get(key)
         server = self.manager.config.find(call.server)
         if server is not None and call.tool in server.always_allow:
             call.decision = "always"
+        elif before is not None and before.decision is not None:
+            # the same call again in this turn: the person's answer stands (not asked twice)
+            call.decision = before.decision
         else:
             call.decision = self.hooks.approve(call)
+        self._answered[key] = call
         if self.control.cancelled:
             return error_output("the user stopped the answer before this call ran.")
+        if call.decision == "deny" and before is not None:
+            return error_output(
+                "the user did not allow this call, and you made it again: do not call it "
+                "again; answer the user now."
+            )
         if call.decision == "deny":
             return error_output("the user did not allow this call.")
         if call.decision == "always":

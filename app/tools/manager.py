@@ -496,6 +496,15 @@ class ToolManager:
         servers = (self.config.find(n) for n in names)
         return [s for s in servers if s is not None and s.enabled and s.needs_approval]
 
+    def status(self, name: str) -> tuple[str, str | None]:
+        """A server's connection state (``stopped``, ``starting``, ``ready``, ``failed``)
+        and its last error, without connecting (for Settings → Tools)."""
+        with self._lock:
+            connection = self._connections.get(name)
+        if connection is None:
+            return "stopped", None
+        return connection.state, connection.last_error
+
     def known_tools(self, name: str) -> list[ToolInfo] | None:
         """The tools of a server that is up now, without connecting (None: not known yet)."""
         with self._lock:

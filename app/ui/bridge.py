@@ -27,6 +27,7 @@ from app.engine.types import (
     Failed,
     Finished,
     LoadProgress,
+    PromptProgress,
     Request,
     Started,
 )
@@ -54,6 +55,7 @@ class JobHandle(QObject):
     started = Signal()
     delta = Signal(str, int)
     progress = Signal(float)  # a load job's fraction done
+    prompt_progress = Signal(int, int)  # a generation's prompt: tokens read, of how many
     finished = Signal(object)
     failed = Signal(object)
     done = Signal(object)
@@ -113,6 +115,8 @@ class JobHandle(QObject):
             self._started_posted.emit()
         elif isinstance(event, LoadProgress):
             self.progress.emit(event.fraction)  # queued: the handle lives on the GUI thread
+        elif isinstance(event, PromptProgress):
+            self.prompt_progress.emit(event.done, event.total)
         elif isinstance(event, Finished | Failed):
             self._final_posted.emit(event)
 

@@ -89,6 +89,14 @@ _SHAPES: dict[str, str] = {
         '<circle cx="9.5" cy="11.25" r="2.75"/>'
         '<path d="M15.5 9.5h3M15.5 13h3M6 16.5v2.5M10 16.5v2.5M14 16.5v2.5"/>'
     ),
+    "chat-import": (  # a page with an arrow coming in: not Downloads' arrow into a tray
+        '<path d="M7 8.5v-3a2 2 0 0 1 2-2h6.5l4 4v11a2 2 0 0 1-2 2H9a2 2 0 0 1-2-2v-3"/>'
+        '<path d="M15.5 3.5v4h4M3 12h9.5M9.5 9l3 3-3 3"/>'
+    ),
+    "tool": (  # Feather's wrench (MIT)
+        '<path d="M14.7 6.3a1 1 0 0 0 0 1.4l1.6 1.6a1 1 0 0 0 1.4 0l3.77-3.77a6 6 0 0 1-7.94 '
+        '7.94l-6.91 6.91a2.12 2.12 0 0 1-3-3l6.91-6.91a6 6 0 0 1 7.94-7.94l-3.76 3.76z"/>'
+    ),
     "close": '<path d="M6.5 6.5l11 11M17.5 6.5l-11 11"/>',
     "alert": (
         '<path d="M10.3 4.6L3.2 17.2c-.7 1.3.2 2.8 1.7 2.8h14.2c1.5 0 2.4-1.5 1.7-2.8L13.7 4.6'

@@ -12,11 +12,12 @@ of ``models_pane``/``server_pane``: ``run_gui`` asks for them once the window ha
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QByteArray, Qt, QTimer, Slot
-from PySide6.QtGui import QCloseEvent, QKeySequence, QResizeEvent, QShortcut, QShowEvent
+from PySide6.QtGui import QAction, QCloseEvent, QKeySequence, QResizeEvent, QShortcut, QShowEvent
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QMainWindow,
@@ -126,6 +127,7 @@ class MainWindow(QMainWindow):
 
         self._connect()
         self._add_shortcuts()
+        self._add_quit()
         self._restore_state()
         if services.history_notice:
             self._on_history_recovered(services.history_notice)
@@ -182,6 +184,21 @@ class MainWindow(QMainWindow):
             shortcut = QShortcut(QKeySequence(keys), self)
             shortcut.setContext(Qt.ShortcutContext.WindowShortcut)
             shortcut.activated.connect(slot)
+
+    def _add_quit(self) -> None:
+        """Quit Ember (Ctrl+Q; Cmd+Q on macOS, where it sits in the application menu): closes
+        the window as its close button does (state saved, an answer being written saved as
+        stopped), which ends the app."""
+        action = QAction(theme.icon("close"), "Quit Ember", self)
+        action.setShortcut(QKeySequence("Ctrl+Q"))  # Qt reads Ctrl as Cmd on macOS
+        action.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
+        action.setMenuRole(QAction.MenuRole.QuitRole)
+        action.triggered.connect(self.close)
+        self.addAction(action)
+        self.quit_action = action
+        self.header.add_app_action(action)
+        if sys.platform == "darwin":  # the native menu bar takes no room in the window
+            self.menuBar().addMenu("File").addAction(action)
 
     # -- pages ----------------------------------------------------------------------------
 
@@ -314,6 +331,8 @@ class MainWindow(QMainWindow):
         if self.settings_dialog is not None and self.settings_dialog.isVisible():
             self.settings_dialog.raise_()
             return
+        # A closed dialog deletes itself (WA_DeleteOnClose): forget it then, not only when the
+        # next one replaces it (asking a deleted one isVisible() raised, and Settings was dead).
         dialog = SettingsDialog(
             self.services.settings,
             self.services.engine.loaded,
@@ -328,6 +347,7 @@ class MainWindow(QMainWindow):
         if self.themes is not None:
             dialog.theme_chosen.connect(self.themes.set_choice)
         dialog.reload_model_requested.connect(self._on_reload_model_requested)
+        dialog.destroyed.connect(self._on_settings_destroyed)
         self.settings_dialog = dialog
         dialog.open()
 
@@ -337,6 +357,10 @@ class MainWindow(QMainWindow):
         self.open_settings()
         if self.settings_dialog is not None:
             self.settings_dialog.show_page("Hardware")
+
+    @Slot()
+    def _on_settings_destroyed(self) -> None:
+        self.settings_dialog = None
 
     @Slot()
     def open_providers(self) -> None:

@@ -296,6 +296,8 @@ class StatusBar(QStatusBar):
             clients = "1 for an API client" if api == 1 else f"{api} for API clients"
             total = running + api
             parts.append(f"{total} answer{'s' if total > 1 else ''} running ({clients})")
+        elif running == 1 and (read := [n for k, n in activities if k == "generating" and n]):
+            parts.append(f"Reading the prompt… {read[0]}")
         elif running == 1:
             parts.append(f"Generating at {rate}" if rate else "Generating…")
         elif running > 1:

@@ -283,7 +283,8 @@ def test_not_a_gguf_file(tmp_path: Path, content: bytes, hint: str) -> None:
     message = str(info.value)
     assert message.startswith(f"{path} is not a GGUF model file (it starts with ")
     assert hint in message
-    assert message.endswith("Ember runs GGUF models; convert it or download a .gguf")
+    assert message.endswith("Ember runs GGUF models; convert it or download a .gguf file.")
+    assert "b'" not in message  # no Python bytes literal
     with pytest.raises(NotGGUFError):
         parse_gguf_bytes(content)
 

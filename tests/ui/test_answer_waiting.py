@@ -25,7 +25,7 @@ from app.tools.config import McpConfig, ServerConfig
 from app.ui.chat.message_widget import MessageWidget
 from app.ui.chat.tool_card import CommandCard, ToolCallCard
 from app.ui.chat.tool_turn import ToolSetup
-from app.ui.chat.waiting_label import THINKING
+from app.ui.chat.waiting_label import THINKING, WRITING_CALL
 from app.ui.main_window import MainWindow
 from tests.tools.conftest import sdk_server
 from tests.tools.scripted import ScriptedEngine, call_text
@@ -84,7 +84,8 @@ def test_the_message_tells_what_the_answer_waits_for(
     with qtbot.waitSignal(controller.tool_approval_requested, timeout=WAIT_MS) as asked:
         card.run_button.click()
     assert "Starting time…" in said  # while the server connected
-    assert said[-1] == THINKING  # then the model read the question
+    # then the model read the question, then wrote a call (held back until complete)
+    assert said[-2:] == [THINKING, WRITING_CALL]
     call = asked.args[0]
     card = window.chat.tool_panel.pending()
     assert isinstance(card, ToolCallCard) and card.call is call

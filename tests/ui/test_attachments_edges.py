@@ -17,7 +17,7 @@ from pytestqt.qtbot import QtBot
 from app.attachments.document import Document, Section
 from app.chats.models import Message
 from app.engine.types import LoadParams
-from app.ui.chat import answers, attaching
+from app.ui.chat import attached_prompt, attaching
 from app.ui.chat.attached_prompt import AttachedPrompt
 from app.ui.engine_session import api_model_id
 from app.ui.main_window import MainWindow
@@ -113,8 +113,8 @@ def test_stopping_while_the_files_are_prepared_stops_preparing_them(
         cancel.wait(WAIT_MS / 1000)
         raise RuntimeError("stopped")
 
-    real = answers.prepare_prompt
-    monkeypatch.setattr(answers, "prepare_prompt", prepare)
+    real = attached_prompt.prepare_prompt
+    monkeypatch.setattr(attached_prompt, "prepare_prompt", prepare)
     with qtbot.waitSignal(window.controller.answer_finished, timeout=WAIT_MS) as finished:
         window.chat.composer.set_text("Summarize it")
         window.chat.composer.send_button.click()

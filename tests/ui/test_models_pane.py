@@ -598,7 +598,8 @@ def test_my_models_refresh_updates_only_the_rows_that_changed(
     before = rescan()  # nothing changed: every row is the same widget
     assert view.rows == before and all(view.rows[k] is row for k, row in before.items())
 
-    (folder / "Tiny-Q2_K.gguf").write_bytes(gguf_bytes(quant="Q2_K"))
+    # (another model's bytes: a copy of Tiny-Q4_K_M would be the same file, listed once)
+    (folder / "Tiny-Q2_K.gguf").write_bytes(gguf_bytes(quant="Q2_K", name="Tiny Q2"))
     before = rescan()  # one more: the others stay
     assert len(view.rows) == 3 and all(view.rows[k] is row for k, row in before.items())
 

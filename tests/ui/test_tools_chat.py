@@ -37,11 +37,11 @@ def test_a_chat_calls_the_time_tool_after_allow_once(
     window = make_window()
     add_time_server(window)
     controller, panel = window.controller, window.chat.tool_panel
-    assert panel.button.text() == "Tools: off"
+    assert panel.button.text() == "Tools: no server chosen"
     panel.choose_servers(["time"])
     panel.choose("required")
     assert controller.tool_setup() == ToolSetup(("time",), "required")
-    assert panel.button.text() == "Tools: time"
+    assert panel.button.text() == "Tools: time (a call first)"
     with qtbot.waitSignal(controller.tool_approval_requested, timeout=WAIT_MS) as asked:
         window.chat.composer.set_text("What time is it?")
         window.chat.composer.send_requested.emit("What time is it?")

@@ -35,7 +35,7 @@ def test_vision_models_are_marked_in_the_picker_my_models_and_the_pill(
     catalog.refresh()
     qtbot.waitUntil(lambda: len(catalog.models) == 2, timeout=30_000)
     by_path = {m.path: m for m in catalog.models}
-    assert by_path[str(vision)].detail.startswith("Vision · Q4_K_M · ")
+    assert by_path[str(vision)].detail.startswith("Base model · Vision · Q4_K_M · ")  # no template
     assert not by_path[str(listed)].detail.startswith("Vision")
 
     session = EngineSession(Settings(), EngineWorker())
@@ -45,7 +45,7 @@ def test_vision_models_are_marked_in_the_picker_my_models_and_the_pill(
     try:
         picker.menu.aboutToShow.emit()
         actions = {str(a.data()): a for a in picker.menu.actions() if isinstance(a, QAction)}
-        assert "\tVision · " in actions[str(vision)].text()
+        assert " · Vision · " in actions[str(vision)].text()
         assert "Vision: takes images (loads with mmproj-gemma-f16.gguf)" in (
             actions[str(vision)].toolTip()
         )

@@ -126,7 +126,7 @@ def test_the_picker_offers_models_from_the_users_own_folders(
     catalog = ModelChoices(Settings(), library)
     catalog.refresh()
     qtbot.waitUntil(lambda: [m.path for m in catalog.models] == [str(model)])
-    assert catalog.models[0].detail.startswith("Q4_K_M · ")
+    assert catalog.models[0].detail.startswith("Base model · Q4_K_M · ")  # no chat template
 
 
 def test_settings_tools_page_and_the_chats_share_the_mcp_servers(window: MainWindow) -> None:

@@ -51,10 +51,11 @@ from app.ui.chat.attached_prompt import (
     ReadingProgress,
     documents_of,
     needs_preparing,
-    prepare_prompt,
+    prepared_prompt_with,
 )
 from app.ui.chat.attaching import StopFlag
 from app.ui.chat.chat_images import cannot_read_images, remote_content
+from app.ui.chat.chat_record import answer_stats as _stats
 from app.ui.chat.chat_record import save_partial_stats
 from app.ui.chat.context import (
     PER_MESSAGE_OVERHEAD,
@@ -65,6 +66,7 @@ from app.ui.chat.context import (
     estimate_tokens,
     plan_context,
 )
+from app.ui.chat.thinking import closed_in, thought_seconds
 from app.ui.chat.tool_answers import ToolAnswers
 from app.ui.chat.tool_turn import CommandRequest, ToolSetup, ToolTurn
 from app.ui.chat.waiting_label import THINKING, reading_text
@@ -73,9 +75,7 @@ from app.ui.relay import Relay
 from app.ui.task_runner import Task, tasks
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    from app.attachments.embedder import Embedder, Embedders
+    from app.attachments.embedder import Embedders
     from app.config import Settings
 
 log = logging.getLogger(__name__)
@@ -121,6 +121,9 @@ class Answer:
     prepared: Task | None = None  # the task preparing it
     waiting: str = THINKING  # what its message says until its text comes (waiting_label.py)
     starting: tuple[str, ...] = ()  # the chat's MCP servers being connected to
+    reasoning_effort: str | None = None  # the chat's thinking control (thinking.py)
+    thought_for: float | None = None  # seconds from its first token to its "</think>"
+    reading: int | None = None  # percent of its long prompt read, until its first token
 
     @property
     def remote(self) -> bool:
@@ -131,7 +134,8 @@ class Answer:
         the tool) or a server's command line (NAME: ``"the NAME server"``) waits for the
         person's yes; ``("tool", NAME)`` a call runs; ``("loading", "")`` it waits for its
         model to load; ``("starting", NAMES)`` the chat's MCP servers connect;
-        ``("generating", "")`` anything else (the model reads or writes, its files are read)."""
+        ``("generating", "40%")`` the model reads a long prompt; ``("generating", "")``
+        anything else (the model reads or writes, its files are read)."""
         turn = self.turn
         if turn is not None and turn.pending is not None:
             call = turn.pending
@@ -144,7 +148,7 @@ class Answer:
             return "loading", ""
         if self.starting:
             return "starting", ", ".join(self.starting)
-        return "generating", ""
+        return "generating", f"{self.reading}%" if self.reading is not None else ""
 
     def stats_so_far(self) -> dict[str, Any]:
         """What was produced so far, measured on the GUI thread (the engine's own timings
@@ -240,6 +244,7 @@ class AnswerRunner(QObject):
         system_prompt: str,
         sampling: SamplingParams,
         tools: ToolSetup | None = None,
+        reasoning_effort: str | None = None,
     ) -> tuple[Answer, Message]:
         """Begin an answer to ``question`` (the last of ``history``) with ``model_path`` (a
         file or a remote id); returns it and its streaming message."""
@@ -254,6 +259,7 @@ class AnswerRunner(QObject):
             conversation_id, streaming.id, model_path, name, history, system_prompt, sampling
         )
         answer.tools = tools if tools is not None and tools.active and not remote else None
+        answer.reasoning_effort = reasoning_effort
         self._answers[conversation_id] = answer
         self._save_timer.start()
         self.activity_changed.emit()
@@ -356,6 +362,7 @@ class AnswerRunner(QObject):
             return
         # priority: the app's own chat goes ahead of API requests waiting for a slot
         request = ChatRequest(plan.messages, answer.sampling, model=loaded.model_id, priority=1)
+        request.reasoning_effort, request.prompt_progress = answer.reasoning_effort, True
         if answer.attached is not None:
             request.images = answer.attached.images_after(answer.history, plan.dropped)
         self._run(answer, request)
@@ -382,7 +389,7 @@ class AnswerRunner(QObject):
             )
         answer.prepared = tasks().submit(
             functools.partial(
-                _prepared_prompt,
+                prepared_prompt_with,
                 find_embedder,
                 list(answer.history),
                 budget,
@@ -440,13 +447,16 @@ class AnswerRunner(QObject):
             estimate_tokens(t) + PER_MESSAGE_OVERHEAD for t in texts
         )
         answer.prompt_tokens += IMAGE_TOKENS * sum(len(i) for i in images.values())
-        self._run(answer, ChatRequest(messages, answer.sampling, model=answer.model_path))
+        request = ChatRequest(messages, answer.sampling, model=answer.model_path)
+        request.reasoning_effort = answer.reasoning_effort
+        self._run(answer, request)
 
     def _run(self, answer: Answer, request: ChatRequest) -> None:
         answer.submitted_at = time.perf_counter()
         handle = self.engine.chat(request)
         answer.handle = handle
         handle.delta.connect(self._on_delta)
+        handle.prompt_progress.connect(self._on_prompt_progress)
         handle.finished.connect(self._on_job_finished)
         handle.failed.connect(self._on_job_failed)
 
@@ -455,17 +465,30 @@ class AnswerRunner(QObject):
     def _answer_of(self, handle: object) -> Answer | None:
         return next((a for a in self._answers.values() if a.handle is handle), None)
 
+    @Slot(int, int)
+    def _on_prompt_progress(self, done: int, total: int) -> None:
+        answer = self._answer_of(self.sender())
+        if answer is not None and total > 0 and answer.first_delta_at is None:
+            answer.reading = min(99, done * 100 // total)
+            self.set_waiting(answer, f"Reading the prompt… {answer.reading}%")
+            self.activity_changed.emit()
+
     @Slot(str, int)
     def _on_delta(self, text: str, tokens: int) -> None:
         answer = self._answer_of(self.sender())
         if answer is None:
             return
+        if answer.reading is not None:  # read: the status bar says it writes now
+            answer.reading = None
+            self.activity_changed.emit()
         now = time.perf_counter()
         if answer.first_delta_at is None:
             answer.first_delta_at = now
             answer.first_delta_tokens = tokens
         answer.last_delta_at = now
         answer.text += text
+        if answer.thought_for is None and closed_in(answer.text, len(text)):
+            answer.thought_for = round(now - answer.first_delta_at, 1)
         answer.unsaved.append(text)
         answer.tokens += tokens
         self.text_added.emit(answer.conversation_id, answer.message_id, text)
@@ -544,6 +567,11 @@ class AnswerRunner(QObject):
                 metadata["sources"] = answer.attached.sources
             if answer.attached.left_out:
                 metadata["attachments_left_out"] = answer.attached.left_out
+        start, end = answer.first_delta_at, answer.last_delta_at
+        written = round(end - start, 1) if start is not None and end is not None else 0.0
+        thought = thought_seconds(answer.text, answer.thought_for, written)
+        if thought is not None:
+            metadata["thought_seconds"] = thought
         if answer.dropped:
             metadata["dropped_turns"] = answer.dropped
             metadata["n_ctx"] = answer.n_ctx
@@ -569,32 +597,3 @@ class AnswerRunner(QObject):
             if turn is not None:
                 turn.cancel()
         self.tools.shutdown()
-
-
-def _stats(usage: Any, timings: Any, reason: str) -> dict[str, Any]:
-    return {
-        "tokens": usage.completion_tokens,
-        "prompt_tokens": usage.prompt_tokens,
-        "cached_tokens": usage.cached_tokens,
-        "ttft": round(timings.time_to_first_token, 4),
-        "tps": round(timings.generation_tokens_per_second, 2),
-        "generation_seconds": round(timings.generation_seconds, 3),
-        "finish_reason": reason,
-    }
-
-
-def _prepared_prompt(
-    find_embedder: Callable[[], Embedder | None] | None,
-    history: list[Message],
-    budget: int,
-    conversation_id: str,
-    cancel: StopFlag,
-    *,
-    progress: ReadingProgress,
-) -> AttachedPrompt:
-    """On a task thread: the embedder the user chose (it may load an embedding GGUF the first
-    time, or look for one in the library), then prepare_prompt with it."""
-    embedder = find_embedder() if find_embedder is not None else None
-    return prepare_prompt(
-        history, budget, conversation_id, cancel, embedder=embedder, progress=progress
-    )

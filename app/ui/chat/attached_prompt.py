@@ -277,3 +277,20 @@ def _rebuilt(
     if len(parts) == 1:
         return message.content
     return "\n\n".join(parts) + "\n\n" + message.content
+
+
+def prepared_prompt_with(
+    find_embedder: Callable[[], Embedder | None] | None,
+    history: list[Message],
+    budget: int,
+    conversation_id: str,
+    cancel: CancelFlag,
+    *,
+    progress: ReadingProgress,
+) -> AttachedPrompt:
+    """On a task thread: the embedder the user chose (it may load an embedding GGUF the first
+    time, or look for one in the library), then prepare_prompt with it."""
+    embedder = find_embedder() if find_embedder is not None else None
+    return prepare_prompt(
+        history, budget, conversation_id, cancel, embedder=embedder, progress=progress
+    )

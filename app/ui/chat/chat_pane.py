@@ -38,7 +38,7 @@ from app.ui.chat.empty_state import EmptyState
 from app.ui.chat.markdown import MarkdownRenderer
 from app.ui.chat.tool_panel import ToolPanel
 from app.ui.engine_session import EngineSession, model_name
-from app.ui.header.model_list import ModelChoices
+from app.ui.header.model_list import BASE_NOTICE, ModelChoices
 from app.ui.toast import Toast
 
 
@@ -215,6 +215,7 @@ class ChatPane(QWidget):
 
     @Slot(str)
     def _on_send_requested(self, text: str) -> None:
+        self.controller.sent_context = self.composer.meter.used  # its files counted too
         if self.controller.send(text):
             self.composer.clear()
             self.banner.hide()
@@ -257,6 +258,12 @@ class ChatPane(QWidget):
         self.composer.focus_input()
         if loaded.notice:  # the GPU failed and the CPU took over: said, never silent
             self.banner.show_message("warning", loaded.notice)
+        elif not loaded.chat_template:  # said once per load, not under every answer
+            self.banner.show_message(
+                "info",
+                f"{model_name(loaded.path)} is a {BASE_NOTICE}.",
+                [("Choose a model", self.model_menu_requested.emit)],
+            )
 
     @Slot(str, object)
     def _on_load_failed(self, path: str, error: EngineError) -> None:

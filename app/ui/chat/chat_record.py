@@ -94,3 +94,16 @@ def _update(
     if blob == conversation.settings:
         return conversation  # nothing to write
     return store.update_conversation_settings(conversation_id, settings=blob)
+
+
+def answer_stats(usage: Any, timings: Any, reason: str) -> dict[str, Any]:
+    """What the engine measured of an answer, as its message's metadata keeps it."""
+    return {
+        "tokens": usage.completion_tokens,
+        "prompt_tokens": usage.prompt_tokens,
+        "cached_tokens": usage.cached_tokens,
+        "ttft": round(timings.time_to_first_token, 4),
+        "tps": round(timings.generation_tokens_per_second, 2),
+        "generation_seconds": round(timings.generation_seconds, 3),
+        "finish_reason": reason,
+    }

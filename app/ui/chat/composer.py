@@ -204,6 +204,8 @@ class ContextMeter(QWidget):
             if self.attached.tokens:
                 self.label.setText(f"{self.label.text()} (files ~{self.attached.tokens:,})")
         theme.set_style_property(self.label, "level", self.level)
+        self.label.setToolTip(self.toolTip())  # shown wherever the pointer rests on it
+        self._bar.setToolTip(self.toolTip())
         self._bar.update()
 
 

@@ -39,6 +39,7 @@ from app.ui.chat.chat_model import ChatModelSync, model_file, remote_model
 from app.ui.chat.chat_record import with_gui_keys, with_partial_stats
 from app.ui.chat.context import PER_MESSAGE_OVERHEAD, PROMPT_OVERHEAD, TokenCounter, estimate_tokens
 from app.ui.chat.drafts import DraftKeeper
+from app.ui.chat.thinking import reasoning_effort
 from app.ui.chat.tool_turn import ToolSetup
 from app.ui.chat.waiting_label import THINKING
 from app.ui.engine_session import EngineSession
@@ -128,6 +129,7 @@ class ConversationController(QObject):
         self.attachments = AttachmentTray(self)  # the composer's files, taken when sending
         self._new_chat: dict[str, Any] = self._new_chat_settings()
         self._draft_text = ""
+        self.sent_context = 0  # what the meter showed at the send (files too): kept until counted
         self.answers.text_added.connect(self._on_answer_text)
         self.answers.context_notice.connect(self._on_answer_context_notice)
         self.answers.waiting_changed.connect(self._on_answer_waiting)
@@ -256,8 +258,7 @@ class ConversationController(QObject):
                 conversation, branch = None, []
         except ChatStoreError:
             conversation, branch = None, []
-        self.conversation = conversation
-        self.branch = branch
+        self.conversation, self.branch, self.sent_context = conversation, branch, 0
         if conversation is None:
             self._new_chat = self._new_chat_settings()
         self.models.select_engine_model()
@@ -435,6 +436,7 @@ class ConversationController(QObject):
             system_prompt=system_prompt,
             sampling=self.sampling_params(),
             tools=self.tool_setup(),
+            reasoning_effort=reasoning_effort(self.conversation_settings()[2]),
         )
         self.branch.append(streaming)
         self.message_added.emit(streaming, True)
@@ -570,8 +572,9 @@ class ConversationController(QObject):
         """Tokens the conversation fills: exact after an answer, else counted or estimated."""
         answer = self.answer
         draft = estimate_tokens(self._draft_text) if self._draft_text.strip() else 0
-        if answer is not None:
+        if answer is not None and answer.prompt_tokens:  # else as much as before it was sent
             return answer.prompt_tokens + answer.tokens
+        floor = self.sent_context if answer is not None else 0
         last = self.branch[-1] if self.branch else None
         if last is not None and last.role == "assistant":
             meta = last.metadata
@@ -583,7 +586,7 @@ class ConversationController(QObject):
         total = sum(count(m.content) + PER_MESSAGE_OVERHEAD for m in self.branch)
         if system_prompt:
             total += count(system_prompt) + PER_MESSAGE_OVERHEAD
-        return total + draft + (PROMPT_OVERHEAD if self.branch or draft else 0)
+        return max(floor, total + draft + (PROMPT_OVERHEAD if self.branch or draft else 0))
 
     # -- shutdown -------------------------------------------------------------------------
 

@@ -37,6 +37,17 @@ SUGGESTIONS = (
 )
 
 
+def _way_mark(icon: str, parent: QWidget) -> QLabel:
+    from app.ui import theme
+
+    mark = QLabel(parent)
+    mark.setObjectName("WayMark")
+    mark.setAlignment(Qt.AlignmentFlag.AlignCenter)
+    mark.setFixedSize(24, 24)
+    mark.setPixmap(icons.pixmap(icon, theme.current().accent, 18, parent.devicePixelRatioF()))
+    return mark
+
+
 def app_icon_pixmap(size: int, ratio: float = 1.0) -> QPixmap:
     source = resources.path(resources.APP_ICON_SVG).read_bytes()
     device = round(size * ratio)
@@ -137,10 +148,8 @@ class EmptyState(QWidget):
         card = QFrame(page)
         card.setObjectName("Card")
         card.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
-        step1 = QLabel("1", card)
-        step1.setObjectName("StepNumber")
-        step1.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        step1.setFixedSize(24, 24)
+        # Two ways to a model, not two steps: marked with what each does, not numbered.
+        step1 = _way_mark("chip", card)
         step1_title = QLabel("Choose a model to load", card)
         step1_title.setObjectName("StepTitle")
         self.models_hint = QLabel(card)
@@ -153,10 +162,7 @@ class EmptyState(QWidget):
         self.open_button.setCursor(Qt.CursorShape.PointingHandCursor)
         icons.set_icon(self.open_button, "folder", size=16)
         self.open_button.clicked.connect(self.open_file_requested)
-        step2 = QLabel("2", card)
-        step2.setObjectName("StepNumber")
-        step2.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        step2.setFixedSize(24, 24)
+        step2 = _way_mark("download", card)
         step2_title = QLabel("Or download one from Hugging Face", card)
         step2_title.setObjectName("StepTitle")
         step2_hint = QLabel(

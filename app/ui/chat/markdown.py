@@ -173,6 +173,13 @@ class MarkdownRenderer:
             f' border:1px solid {p.border_strong};">',
         )
         body = re.sub(r"<(th|td)( style=\"text-align:(\w+)\")?>", _cell_tag(cell), body)
+        # Qt's rich text draws no border on a blockquote: a thin coloured cell is its side bar.
+        body = body.replace(
+            "<blockquote>",
+            '<table cellspacing="0" cellpadding="0" style="margin-bottom:10px;"><tr>'
+            f'<td width="3" bgcolor="{p.border_strong}"></td>'
+            f'<td style="padding-left:12px; color:{p.muted};">',
+        ).replace("</blockquote>", "</td></tr></table>")
         # Nested fences (inside lists) stay in the HTML run; give them the code look.
         body = re.sub(
             r'<pre><code(?: class="language-([\w+-]+)")?>(.*?)</code></pre>',

@@ -15,8 +15,8 @@ import html
 import re
 from typing import Any
 
-from PySide6.QtCore import QMargins, QPoint, QSize, Qt, Slot
-from PySide6.QtGui import QCursor, QGuiApplication, QImage
+from PySide6.QtCore import QMargins, QPoint, QSize, Qt, QUrl, Slot
+from PySide6.QtGui import QCursor, QDesktopServices, QGuiApplication, QImage, QMouseEvent
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from app.attachments.image import is_image_entry
@@ -43,8 +43,34 @@ def sources_of(metadata: dict[str, Any]) -> list[dict[str, Any]]:
     return [s for s in sources if isinstance(s, dict) and s.get("file")]
 
 
+class _FileChip(QLabel):
+    """A sent file: a click opens the copy kept with the chat in the system's viewer."""
+
+    def __init__(self, text: str, entry: dict[str, Any], parent: QWidget) -> None:
+        super().__init__(text, parent)
+        self.entry = entry
+        self.setCursor(Qt.CursorShape.PointingHandCursor)
+
+    def mouseReleaseEvent(self, event: QMouseEvent) -> None:  # noqa: N802 (Qt override)
+        if event.button() == Qt.MouseButton.LeftButton and self.rect().contains(
+            event.position().toPoint()
+        ):
+            open_stored(self.entry)
+        super().mouseReleaseEvent(event)
+
+
+def open_stored(entry: dict[str, Any]) -> bool:
+    """Open a sent file's stored copy (False when it is gone)."""
+    try:
+        path = stored_path(str(entry.get("sha256")), str(entry.get("suffix") or ""))
+    except ValueError:
+        return False
+    return path.exists() and QDesktopServices.openUrl(QUrl.fromLocalFile(str(path)))
+
+
 class AttachmentChips(QWidget):
-    """A question's files, right-aligned under its bubble (name · size · pages)."""
+    """A question's files, right-aligned under its bubble (name · size · pages); a click on
+    one opens it."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -71,16 +97,16 @@ class AttachmentChips(QWidget):
             detail = describe_size(
                 size if isinstance(size, int) else 0, pages if isinstance(pages, int) else None
             )
-            chip = QLabel(f"{entry['name']}  ·  {detail}", self)
+            chip = _FileChip(f"{entry['name']}  ·  {detail}", entry, self)
             chip.setObjectName("MessageAttachment")
-            chip.setToolTip(_stored_place(entry))
+            chip.setToolTip(f"{_stored_place(entry)}\nClick to open it.")
             # as tall as its text beside a taller picture, not stretched to the picture's height
             self._row.addWidget(chip, 0, Qt.AlignmentFlag.AlignVCenter)
             self.chips.append(chip)
         self.setVisible(bool(entries))
 
     def _add_image(self, entry: dict[str, Any]) -> None:
-        label = QLabel(self)
+        label = _FileChip("", entry, self)
         label.setObjectName("MessageImage")
         width, height, size = entry.get("width"), entry.get("height"), entry.get("size")
         label.setFixedSize(_box(width, height))  # its shape known now: no jump when it loads
@@ -138,6 +164,12 @@ def _stored_place(entry: dict[str, Any]) -> str:
     return f"Kept with the chat as {path}"
 
 
+def _unbroken(text: str) -> str:
+    """``text`` as HTML whose spaces do not break a line (short texts; a long one may)."""
+    escaped = html.escape(text)
+    return escaped.replace(" ", "&nbsp;") if len(text) <= 60 else escaped
+
+
 class SourcesLine(QLabel):
     """ "Sources: a.pdf, page 3 · b.md, section "Tides"": each a link to its passage."""
 
@@ -153,8 +185,8 @@ class SourcesLine(QLabel):
 
     def set_sources(self, sources: list[dict[str, Any]], left_out: list[str]) -> None:
         self.sources = sources
-        links = [
-            f'<a href="{i}">{html.escape(str(s.get("where") or s.get("file")))}</a>'
+        links = [  # each wraps as a whole ("page 3 / 16" never split in two)
+            f'<a href="{i}">{_unbroken(str(s.get("where") or s.get("file")))}</a>'
             for i, s in enumerate(sources)
         ]
         parts = [f"Sources: {'  ·  '.join(links)}"] if links else []

@@ -36,7 +36,7 @@ from app.ui.chat.message_attachments import (
     attached_files,
     sources_of,
 )
-from app.ui.chat.message_body import MarkdownBody
+from app.ui.chat.thought_block import AnswerBody
 from app.ui.chat.tool_message import ToolMessageView
 from app.ui.chat.waiting_label import WaitingLabel
 
@@ -130,7 +130,7 @@ class MessageWidget(QFrame):
         self._layout = QVBoxLayout(self)
         self._layout.setContentsMargins(0, 6, 0, 6)
         self._layout.setSpacing(6)
-        self.body: MarkdownBody | None = None
+        self.body: AnswerBody | None = None
         self.text_label: QLabel | None = None
         self.attachment_chips: AttachmentChips | None = None  # a question's files
         self.sources_line: SourcesLine | None = None  # an answer's sources
@@ -181,7 +181,7 @@ class MessageWidget(QFrame):
         self.notice.setWordWrap(True)
         self.notice.hide()
         self.thinking = WaitingLabel(self)  # while a streaming answer has no text yet
-        self.body = MarkdownBody(renderer, self)
+        self.body = AnswerBody(renderer, self)
         self.status_label = QLabel(self)
         self.status_label.setObjectName("StatusChip")
         self.status_label.setWordWrap(True)
@@ -404,6 +404,7 @@ class MessageWidget(QFrame):
         self.status_label.style().unpolish(self.status_label)
         self.status_label.style().polish(self.status_label)
         self.stats_label.setText("" if self.streaming else stats_text(meta))
+        self.body.set_thought_seconds(meta.get("thought_seconds"))  # type: ignore[union-attr]
         self._refresh_thinking()
 
     def _refresh_attachments(self) -> None:
@@ -454,9 +455,11 @@ class MessageWidget(QFrame):
         if show:
             index = self.message.sibling_index
             self.sibling_label.setText(f"{index + 1}/{count}")
-            free = not self.streaming and not self._answering
-            self.previous_button.setEnabled(index > 0 and free)
-            self.next_button.setEnabled(index < count - 1 and free)
+            free = not self.streaming and not self._answering  # arrows only when they work
+            self.previous_button.setVisible(free)
+            self.next_button.setVisible(free)
+            self.previous_button.setEnabled(index > 0)
+            self.next_button.setEnabled(index < count - 1)
 
     def _refresh_actions(self) -> None:
         visible = (self._hovered or self._always_show_actions) and not self.streaming
@@ -468,10 +471,9 @@ class MessageWidget(QFrame):
 
     def _refresh_avatar(self) -> None:
         if not self.is_user:
-            palette = theme.current()
-            self.avatar.setPixmap(
-                icons.pixmap("flame", palette.accent, 18, self.devicePixelRatioF())
-            )
+            icon = "tool" if self.message.role == "tool" else "flame"  # a result is not Ember's
+            ratio = self.devicePixelRatioF()
+            self.avatar.setPixmap(icons.pixmap(icon, theme.current().accent, 18, ratio))
 
     # -- editing --------------------------------------------------------------------------
 

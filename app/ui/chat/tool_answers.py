@@ -31,7 +31,7 @@ from app.chats.tool_messages import call_metadata, chat_messages, result_metadat
 from app.engine.types import ChatMessage, Failed, FinalEvent, LoadedModel
 from app.ui.chat.chat_record import save_partial_stats
 from app.ui.chat.tool_turn import CommandRequest, ToolTurn
-from app.ui.chat.waiting_label import THINKING
+from app.ui.chat.waiting_label import THINKING, WRITING_CALL
 
 if TYPE_CHECKING:  # the tools are imported with their first use, not at start-up
     from app.tools.loop import Engine, ToolCall
@@ -82,6 +82,7 @@ class ToolAnswers(QObject):
             answer.sampling,
             timeout=float(settings.get("tools.timeout")),
             max_rounds=int(settings.get("tools.max_rounds")),
+            reasoning_effort=answer.reasoning_effort,
             parent=self,
         )
         answer.turn = turn
@@ -94,6 +95,8 @@ class ToolAnswers(QObject):
         turn.running.connect(self._on_running)
         turn.call_finished.connect(self._on_call_finished)
         turn.done.connect(self._on_done)
+        turn.writing.connect(self._on_writing)
+        turn.reading.connect(self._on_reading)
         turn.start(messages)
 
     def known_tools(self, server: str) -> list[str] | None:
@@ -156,6 +159,22 @@ class ToolAnswers(QObject):
         if answer is not None:
             self._rounds[answer.conversation_id] = final
 
+    @Slot()
+    def _on_writing(self) -> None:
+        """The model writes a call, which shows once complete: its message says so."""
+        answer = self._answer_of(self.sender())
+        if answer is not None:
+            self.ensure_streaming(answer)
+            self.runner.set_waiting(answer, WRITING_CALL)
+
+    @Slot(int, int)
+    def _on_reading(self, done: int, total: int) -> None:
+        """A round reads a long prompt (the results of calls, say): its message says how far."""
+        answer = self._answer_of(self.sender())
+        if answer is not None and total > 0:
+            self.ensure_streaming(answer)
+            self.runner.set_waiting(answer, f"Reading the prompt… {min(99, done * 100 // total)}%")
+
     @Slot(list)
     def _on_starting(self, servers: list[str]) -> None:
         answer = self._answer_of(self.sender())
@@ -186,6 +205,7 @@ class ToolAnswers(QObject):
         answer.tokens = answer.saved_stats_tokens = answer.first_delta_tokens = 0
         answer.first_delta_at = answer.last_delta_at = None
         answer.submitted_at = time.perf_counter()
+        answer.waiting = THINKING  # the next round's message: the model reads the results
         self.runner.message_saved.emit(answer.conversation_id, saved, False)
 
     def _save_result(self, answer: Answer, message: dict[str, Any]) -> None:

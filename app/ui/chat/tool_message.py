@@ -1,6 +1,6 @@
 """Tool calls and results among a chat's messages (also after a restart): an assistant message
 that called tools says which, with their arguments; a tool message is its result, folded
-(click to open: text or pretty JSON, images as thumbnails).
+(click to open: text, JSON as indented "name: value" lines, images as thumbnails).
 
 Signal: ``resized()`` when a result is opened or folded (the message measures itself again).
 """
@@ -36,6 +36,55 @@ def _pretty(text: str) -> str:
     from app.tools.results import pretty
 
     return pretty(text)
+
+
+MAX_READABLE = 20_000  # characters of JSON turned into lines; longer results stay as text
+
+
+def readable(text: str) -> str | None:
+    """A JSON result as a person reads it: ``name: value`` a line, nested values indented,
+    list items with "•", true/false as yes/no; None when ``text`` is not JSON."""
+    import json
+
+    stripped = text.strip()
+    if stripped[:1] not in ("{", "[") or len(stripped) > MAX_READABLE:
+        return None
+    try:
+        value = json.loads(stripped)
+    except ValueError:
+        return None
+    lines: list[str] = []
+    _lines_of(value, 0, lines)
+    return "\n".join(lines) or None
+
+
+def _scalar(value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return "—" if value is None or value in ([], {}) else str(value)
+
+
+def _lines_of(value: Any, depth: int, out: list[str]) -> None:
+    pad = "    " * depth
+    if isinstance(value, dict):
+        for key, item in value.items():
+            name = str(key).replace("_", " ")
+            if isinstance(item, dict | list) and item:
+                out.append(f"{pad}{name}:")
+                _lines_of(item, depth + 1, out)
+            else:
+                out.append(
+                    f"{pad}{name}: {_scalar(item) if not isinstance(item, dict | list) else '—'}"
+                )
+    elif isinstance(value, list):
+        for item in value:
+            if isinstance(item, dict | list) and item:
+                out.append(f"{pad}•")
+                _lines_of(item, depth + 1, out)
+            else:
+                out.append(f"{pad}• {_scalar(item)}")
+    else:
+        out.append(f"{pad}{_scalar(value)}")
 
 
 class ToolMessageView(QFrame):
@@ -90,7 +139,8 @@ class ToolMessageView(QFrame):
         row.addWidget(self.title, 1)
         row.addWidget(self.toggle)
         self._layout.addLayout(row)
-        text = _label(_pretty(message.content), "ToolResultText", self, fixed=True)
+        shown = readable(message.content)  # JSON as lines; other text as it is
+        text = _label(shown or message.content, "ToolResultText", self)
         self._layout.addWidget(text)
         self.folded = [text]
         for image in output.get("images") or []:

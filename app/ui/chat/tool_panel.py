@@ -70,10 +70,13 @@ class ToolPanel(QWidget):
     @Slot(object)
     def set_setup(self, setup: ToolSetup) -> None:
         self.setup = setup
-        if setup.active:
-            self.button.setText(f"Tools: {', '.join(setup.servers)}")
-        else:
+        if setup.active:  # the button says what the menu has ticked
+            must = " (a call first)" if setup.choice == "required" else ""
+            self.button.setText(f"Tools: {', '.join(setup.servers)}{must}")
+        elif setup.choice == "none":
             self.button.setText("Tools: off")
+        else:
+            self.button.setText("Tools: no server chosen")
         self.button.setToolTip("Which MCP servers' tools the model may use in this chat")
 
     @Slot()

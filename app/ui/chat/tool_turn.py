@@ -31,8 +31,10 @@ from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, Signal
 
-from app.engine.types import ChatMessage, LoadedModel, SamplingParams
+from app.engine.types import ChatMessage, FinalEvent, LoadedModel, SamplingParams
 from app.tools.choices import TOOL_CHOICES, Decision, ToolChoice
+from app.ui.chat.thinking import CLOSE as THINK_CLOSE
+from app.ui.chat.thinking import OPEN as THINK_OPEN
 from app.ui.task_runner import StopToken, Task, tasks
 
 if TYPE_CHECKING:  # the loop reads answers as the API does: imported with the first tool use
@@ -105,6 +107,8 @@ class ToolTurn(QObject):
     running = Signal(object)
     call_finished = Signal(object)
     done = Signal(object)
+    writing = Signal()
+    reading = Signal(int, int)  # a round's long prompt: tokens read, of how many
 
     def __init__(
         self,
@@ -116,6 +120,7 @@ class ToolTurn(QObject):
         *,
         timeout: float,
         max_rounds: int,
+        reasoning_effort: str | None = None,
         parent: QObject | None = None,
     ) -> None:
         super().__init__(parent)
@@ -128,11 +133,14 @@ class ToolTurn(QObject):
             toolbox=manager.toolbox([]),  # the servers' tools are listed on the loop thread
             hooks=LoopHooks(
                 approve=self._approve,
-                on_text=self.text.emit,
+                on_text=self._on_text,
                 on_run=self.running.emit,
                 on_result=self.call_finished.emit,
                 on_message=self._on_message,
-                on_round=self.round_finished.emit,
+                on_round=self._on_round,
+                on_writing=self.writing.emit,
+                on_reasoning=self._on_reasoning,
+                on_prompt=self.reading.emit,
             ),
             sampling=sampling,
             model=loaded.model_id,
@@ -140,6 +148,7 @@ class ToolTurn(QObject):
             tool_choice=setup.choice,
             timeout=timeout,
             max_rounds=max_rounds,
+            reasoning_effort=reasoning_effort,
         )
         self._manager = manager
         self._lock = threading.Lock()
@@ -242,3 +251,26 @@ class ToolTurn(QObject):
 
     def _on_message(self, message: ChatMessage) -> None:
         self.message.emit(dict(message))
+
+    # The answer's text carries the thinking as the model wrote it, between <think> tags
+    # (the chat folds it, app/ui/chat/thinking.py).
+    _thinking = False
+
+    def _on_reasoning(self, text: str) -> None:
+        if not self._thinking:
+            self._thinking = True
+            self.text.emit(THINK_OPEN)
+        self.text.emit(text)
+
+    def _on_text(self, text: str) -> None:
+        self._end_thinking()
+        self.text.emit(text)
+
+    def _on_round(self, final: FinalEvent) -> None:
+        self._end_thinking()
+        self.round_finished.emit(final)
+
+    def _end_thinking(self) -> None:
+        if self._thinking:
+            self._thinking = False
+            self.text.emit(THINK_CLOSE)

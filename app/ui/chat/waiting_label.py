@@ -13,6 +13,7 @@ from PySide6.QtCore import QTimer, Slot
 from PySide6.QtWidgets import QLabel, QWidget
 
 THINKING = "Thinking"
+WRITING_CALL = "Writing a tool call"  # held back until complete (dots move, as THINKING's)
 TICK_MS = 400
 
 
@@ -44,7 +45,7 @@ class WaitingLabel(QLabel):
     def run(self, waiting: bool) -> None:
         shown = waiting and bool(self.what)
         self.setVisible(shown)
-        moving = shown and self.what == THINKING
+        moving = shown and self.what in (THINKING, WRITING_CALL)
         if moving and not self._timer.isActive():
             self._timer.start()
         elif not moving:

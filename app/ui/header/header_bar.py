@@ -111,6 +111,7 @@ class HeaderBar(QFrame):
         self.more_button.setStyleSheet("QToolButton::menu-indicator { image: none; width: 0; }")
         self.more_menu.aboutToShow.connect(self._fill_more_menu)
         self._has_conversation = False
+        self._app_actions: list[QAction] = []  # the window's own (Quit), below the chat's
 
         # [sidebar][title ……][picker][balance][settings][more]: ``balance`` is as wide as
         # it takes to put the picker in the middle, while the title has room for that (see
@@ -182,6 +183,13 @@ class HeaderBar(QFrame):
         item.setData("delete")
         item.setEnabled(enabled)
         item.triggered.connect(self._on_more_action)
+        if self._app_actions:
+            menu.addSeparator()
+            menu.addActions(self._app_actions)
+
+    def add_app_action(self, action: QAction) -> None:
+        """An action of the app's (Quit) listed at the end of the More menu."""
+        self._app_actions.append(action)
 
     @Slot()
     def _on_more_action(self) -> None:

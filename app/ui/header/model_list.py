@@ -1,12 +1,16 @@
 """The models the picker offers: the library's (``services.library``: Ember's models, the HF
 cache, LM Studio's folder and the user's folders), then every file the user opened before.
 Blocking (disk); ``ModelChoices`` calls it from a background task.
+
+One entry per file: the same GGUF reached by two paths (same size and content fingerprint,
+:mod:`app.library.same_file`) is one entry that lists its ``locations``. A model without a
+chat template is marked ``base``: it continues text rather than chatting.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
@@ -16,6 +20,8 @@ from app.engine.gguf import human_bytes
 from app.library.local import Library
 from app.library.projectors import VISION_TAG, projector_beside
 from app.library.quant import is_projector, parse_quant
+from app.library.same_file import group_same
+from app.ui.chat.thinking import supports_thinking
 from app.ui.engine_session import model_name
 from app.ui.task_runner import tasks
 
@@ -23,6 +29,8 @@ log = logging.getLogger(__name__)
 
 RECENT_KEY = "ui.recent_models"
 MAX_RECENT = 12
+BASE_TAG = "Base model"
+BASE_NOTICE = "base model: it continues text; for chat pick an instruct model"
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,15 +40,30 @@ class ModelEntry:
     size: int
     detail: str  # e.g. "Vision · Q4_K_M · 241 MB"
     projector: str | None = None  # the vision projector it loads with (it takes images)
+    base: bool = False  # no chat template: a base model, which continues text
+    locations: tuple[str, ...] = ()  # every path of this same file (``path`` first)
+    thinks: bool = False  # its template knows about thinking (the chat offers its control)
 
     @property
     def vision(self) -> bool:
         return self.projector is not None
 
+    @property
+    def tooltip(self) -> str:
+        places = self.locations if len(self.locations) > 1 else (self.path,)
+        tip = "\n".join(places)
+        if len(places) > 1:
+            tip = f"The same file in {len(places)} places:\n{tip}"
+        if self.projector is not None:
+            tip += f"\nVision: takes images (loads with {Path(self.projector).name})"
+        if self.base:
+            tip += f"\n{BASE_NOTICE[0].upper()}{BASE_NOTICE[1:]}."
+        return tip
 
-def _detail(quant: str | None, size: int, projector: Path | None = None) -> str:
-    tag = VISION_TAG if projector is not None else None
-    return " · ".join(x for x in (tag, quant, human_bytes(size)) if x)
+
+def _detail(quant: str | None, size: int, projector: Path | None = None, base: bool = False) -> str:
+    tags = (BASE_TAG if base else None, VISION_TAG if projector is not None else None)
+    return " · ".join(x for x in (*tags, quant, human_bytes(size)) if x)
 
 
 def _entry(path: Path) -> ModelEntry | None:
@@ -59,20 +82,25 @@ def _entry(path: Path) -> ModelEntry | None:
 
 
 def scan_models(settings: Settings, library: Library) -> list[ModelEntry]:
-    """Every model to offer, library first, then recently opened files; no duplicates."""
+    """Every model to offer, library first, then recently opened files; one entry per file
+    (the first one found, listing the others' paths as its locations)."""
     seen: set[str] = set()
     entries: list[ModelEntry] = []
     for model in library.scan():
         if model.error is None:
             seen.add(str(model.path.resolve()))
             projector = model.mmproj
+            base = model.info is not None and not model.info.chat_template
+            thinks = model.info is not None and supports_thinking(model.info.chat_template)
             entries.append(
                 ModelEntry(
                     str(model.path),
                     model.name,
                     model.size,
-                    _detail(model.quant, model.size, projector),
+                    _detail(model.quant, model.size, projector, base),
                     str(projector) if projector is not None else None,
+                    base,
+                    thinks=thinks,
                 )
             )
     for name in settings.get(RECENT_KEY):
@@ -85,7 +113,29 @@ def scan_models(settings: Settings, library: Library) -> list[ModelEntry]:
             entry = _entry(path)
             if entry is not None:
                 entries.append(entry)
-    return entries
+    return one_per_file(entries)
+
+
+def one_per_file(entries: list[ModelEntry]) -> list[ModelEntry]:
+    """The same file listed once: the first entry, with every path as its locations."""
+    groups = group_same([(Path(e.path), e.size) for e in entries])
+    out = []
+    for group in groups:
+        first = entries[group[0]]
+        if len(group) > 1:
+            places = tuple(entries[i].path for i in group)
+            base = any(entries[i].base for i in group)
+            projector = next((entries[i].projector for i in group if entries[i].projector), None)
+            detail = first.detail if base == first.base else f"{BASE_TAG} · {first.detail}"
+            first = replace(
+                first,
+                projector=projector,
+                base=base,
+                detail=f"{detail} · {len(places)} places",
+                locations=places,
+            )
+        out.append(first)
+    return out
 
 
 def remember_model(settings: Settings, path: str) -> None:

@@ -33,7 +33,7 @@ from app.engine.providers import parse_remote_id
 from app.engine.types import EngineError, LoadedModel
 from app.ui import icons, theme
 from app.ui.engine_session import EngineSession, model_name
-from app.ui.header.model_list import ModelChoices
+from app.ui.header.model_list import BASE_NOTICE, ModelChoices
 from app.ui.header.remote_models import ProviderModels
 
 MAX_INLINE_MODELS = 8  # a provider with more lists them in a submenu
@@ -189,10 +189,7 @@ class ModelPicker(QWidget):
             action.setCheckable(True)
             action.setChecked(local and loaded is not None and loaded.path == entry.path)
             action.setData(entry.path)
-            tip = entry.path
-            if entry.projector is not None:
-                tip += f"\nVision: takes images (loads with {Path(entry.projector).name})"
-            action.setToolTip(tip)
+            action.setToolTip(entry.tooltip)
             action.triggered.connect(self._on_model_action)
             self.menu.addAction(action)
         for provider in providers:
@@ -369,6 +366,7 @@ class ModelPicker(QWidget):
                 f"{loaded.path}\nContext: {loaded.n_ctx:,} tokens (trained for "
                 f"{loaded.n_ctx_train:,}) · {loaded.n_threads} threads · loaded in "
                 f"{loaded.load_seconds:.1f} s{vision}"
+                + ("" if loaded.chat_template else f"\n{BASE_NOTICE[0].upper()}{BASE_NOTICE[1:]}.")
             )
             self.button.setProperty("state", "loaded")
         else:

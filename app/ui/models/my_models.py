@@ -37,6 +37,7 @@ from app.config import Settings
 from app.engine.gguf import human_bytes
 from app.library.local import Library, LibraryError, LocalModel, NotOwnedError
 from app.library.projectors import VISION_TAG
+from app.library.same_file import one_per_file
 from app.ui import icons, theme
 from app.ui.banner import Banner
 from app.ui.models.runner import Runner
@@ -60,9 +61,12 @@ def context_label(tokens: int | None) -> str:
 class LocalModelRow(QFrame):
     """One model: name, where it is from, quant, size, context, and its actions."""
 
-    def __init__(self, model: LocalModel, parent: QWidget | None = None) -> None:
+    def __init__(
+        self, model: LocalModel, parent: QWidget | None = None, places: tuple[Path, ...] = ()
+    ) -> None:
         super().__init__(parent)
         self.setObjectName("LocalModelRow")
+        self.places = places  # the same file found at several paths: all of them
         self.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
         self.model = model
         broken = model.error is not None
@@ -86,6 +90,10 @@ class LocalModelRow(QFrame):
         ctx = context_label(info.context_length if info else None)
         if ctx:
             chips.addWidget(Chip(ctx, "plain", self))
+        if len(places) > 1:  # one entry for one file, wherever it was found
+            where_all = Chip(f"{len(places)} places", "plain", self)
+            where_all.setToolTip("The same file in several places:\n" + "\n".join(map(str, places)))
+            chips.addWidget(where_all)
         if model.mmproj is not None:
             vision = Chip(VISION_TAG, "plain", self)
             vision.setToolTip(f"Takes images: loads with its vision projector {model.mmproj.name}")
@@ -152,6 +160,7 @@ class MyModelsView(QWidget):
         self.settings = settings
         self.runner = library_runner
         self.models: list[LocalModel] = []
+        self.places: dict[str, tuple[Path, ...]] = {}  # a model found at several paths
         self.rows: dict[str, LocalModelRow] = {}
         self.scanned = False
         self.confirm: QMessageBox | None = None
@@ -212,14 +221,17 @@ class MyModelsView(QWidget):
     @Slot()
     def refresh(self) -> None:
         """Scan the library again (off-thread); a request during a scan runs one more after."""
-        self.runner.submit(self.library.scan, self._on_scanned, key="scan", coalesce=True)
+        library = self.library
+        self.runner.submit(
+            lambda: one_per_file(library.scan()), self._on_scanned, key="scan", coalesce=True
+        )
 
     def _on_scanned(self, result: object, error: BaseException | None) -> None:
         self.scanned = True
-        if error is not None or not isinstance(result, list):
+        if error is not None or not isinstance(result, tuple):
             self.banner.show_message("error", f"Could not list your models: {error}")
             return
-        self.models = result
+        self.models, self.places = result
         self._fill()
         self.library_changed.emit()
 
@@ -258,11 +270,12 @@ class MyModelsView(QWidget):
             if model.id in self.rows:
                 continue  # ids are unique; never leave an orphan row behind
             row = old.pop(model.id, None)
-            if row is not None and row.model != model:
+            places = self.places.get(model.id, ())
+            if row is not None and (row.model != model or row.places != places):
                 self._drop_row(row)
                 row = None
             if row is None:
-                row = LocalModelRow(model, self.body)
+                row = LocalModelRow(model, self.body, places)
                 row.load_button.clicked.connect(self._on_load_clicked)
                 row.reveal_button.clicked.connect(self._on_reveal_clicked)
                 row.delete_button.clicked.connect(self._on_delete_clicked)

@@ -67,6 +67,7 @@ class ModelsPane(QWidget):
         self.services = services
         s = services
         self._ready_toast: tuple[Toast, str] | None = None
+        self._started_toast: tuple[Toast, str, str] | None = None  # and the download's id
         self.load_requested.connect(self._dismiss_ready_toast)
         self.hub_runner = Runner(3, "hub", self)
         self.library_runner = Runner(1, "library", self)
@@ -139,6 +140,7 @@ class ModelsPane(QWidget):
 
     def _connect(self) -> None:
         self.bridge.completed.connect(self._on_download_completed)
+        self.bridge.changed.connect(self._on_download_changed)
         self.bridge.active_changed.connect(self._on_active_changed)
         self.detail.download_requested.connect(self._on_download_requested)
         self.detail.show_downloads_requested.connect(self._on_show_downloads_requested)
@@ -207,12 +209,9 @@ class ModelsPane(QWidget):
             self.banner.show_message("error", f"Could not start the download: {error}")
             return
         if isinstance(result, Download):
-            Toast.show_in(
-                self,
-                f"Downloading {model_stem(result.filename)}",
-                "Show",
-                self._on_show_downloads_requested,
-            )
+            text = f"Downloading {model_stem(result.filename)}"
+            toast = Toast.show_in(self, text, "Show", self._on_show_downloads_requested)
+            self._started_toast = (toast, text, result.id)
 
     @Slot(object)
     def _on_download_completed(self, download: Download) -> None:
@@ -226,6 +225,18 @@ class ModelsPane(QWidget):
             self, text, "Load", lambda: self.load_requested.emit(path), timeout_ms=10_000
         )
         self._ready_toast = (toast, text)
+
+    @Slot(object)
+    def _on_download_changed(self, download: Download) -> None:
+        """A download that failed or was cancelled takes its "Downloading … · Show" toast
+        with it (it said the download runs)."""
+        started = self._started_toast
+        if started is None or started[2] != download.id or not download.state.is_final:
+            return
+        self._started_toast = None
+        toast, text, _ = started
+        if isValid(toast) and toast.isVisible() and toast.label.text() == text:
+            toast.dismiss()
 
     @Slot(str)
     def _dismiss_ready_toast(self, _path: str) -> None:

@@ -1,5 +1,7 @@
-"""Per-chat settings, in a drawer beside the chat: model, system prompt, sampling with presets;
-and, for every chat, the embedding model attached files use (embedding_choice.py).
+"""Per-chat settings, in a drawer beside the chat: model, thinking (for a model whose template
+thinks: Off / Low / Medium / High / the model's default, app/ui/chat/thinking.py), system
+prompt, sampling with presets; and, for every chat, the embedding model attached files use
+(embedding_choice.py).
 
 Edits are saved to the conversation (or the draft of a new chat) shortly after typing stops.
 """
@@ -26,6 +28,7 @@ from app.chats.models import Conversation
 from app.engine.providers import parse_remote_id
 from app.ui import icons
 from app.ui.chat.conversation import ConversationController
+from app.ui.chat.thinking import EFFORTS, supports_thinking, thinking_choice
 from app.ui.header.model_list import ModelChoices, ModelEntry
 from app.ui.settings import presets
 from app.ui.settings.embedding_choice import EmbeddingChoice
@@ -85,6 +88,26 @@ class ConversationPanel(QFrame):
         )
         model_help.setObjectName("FieldHelp")
         model_help.setWordWrap(True)
+        self.thinking_combo = QComboBox(body)
+        self.thinking_combo.setObjectName("ThinkingCombo")
+        self.thinking_combo.setAccessibleName("Thinking")
+        for value, label in EFFORTS:
+            self.thinking_combo.addItem(label, value)
+        self.thinking_combo.currentIndexChanged.connect(self._on_changed)
+        thinking_help = QLabel(
+            "How much the model thinks before it answers. Its thoughts are folded above "
+            "the answer.",
+            body,
+        )
+        thinking_help.setObjectName("FieldHelp")
+        thinking_help.setWordWrap(True)
+        self.thinking_box = QWidget(body)
+        thinking_column = QVBoxLayout(self.thinking_box)
+        thinking_column.setContentsMargins(0, 8, 0, 0)
+        thinking_column.setSpacing(10)
+        thinking_column.addWidget(_section("Thinking", self.thinking_box))
+        thinking_column.addWidget(self.thinking_combo)
+        thinking_column.addWidget(thinking_help)
         self.system_prompt = QPlainTextEdit(body)
         self.system_prompt.setObjectName("SystemPrompt")
         self.system_prompt.setPlaceholderText(
@@ -106,6 +129,7 @@ class ConversationPanel(QFrame):
         column.addWidget(_section("Model", body))
         column.addWidget(self.model_combo)
         column.addWidget(model_help)
+        column.addWidget(self.thinking_box)
         column.addSpacing(8)
         column.addWidget(_section("System prompt", body))
         column.addWidget(self.system_prompt)
@@ -140,14 +164,17 @@ class ConversationPanel(QFrame):
         if self.remote is not None:
             self.remote.changed.connect(self._on_remote_models_changed)
         controller.settings_changed.connect(self._on_model_changed)
+        controller.engine.model_loaded.connect(self._refresh_thinking)
         self.load_from_controller()
 
     # -- load / save ----------------------------------------------------------------------
 
     def load_from_controller(self) -> None:
         self._loading = True
-        model, system_prompt, _blob = self.controller.conversation_settings()
+        model, system_prompt, blob = self.controller.conversation_settings()
         self._fill_models(self.catalog.models, model)
+        choice = self.thinking_combo.findData(thinking_choice(blob))
+        self.thinking_combo.setCurrentIndex(max(0, choice))
         self.system_prompt.setPlainText(system_prompt)
         self.form.set_values(self.controller.sampling_values())
         self._loading = False
@@ -159,6 +186,7 @@ class ConversationPanel(QFrame):
         model = str(data) if data else None
         values = self.form.values()
         blob: dict[str, Any] = {"preset": presets.preset_matching(values), "sampling": values}
+        blob["thinking"] = self.thinking_combo.currentData()
         self.controller.update_settings(model, self.system_prompt.toPlainText(), blob)
 
     def _fill_models(self, models: list[ModelEntry], selected: str | None) -> None:
@@ -179,11 +207,24 @@ class ConversationPanel(QFrame):
         index = self.model_combo.findData(selected or LOADED_MODEL)
         self.model_combo.setCurrentIndex(max(0, index))
         self.model_combo.blockSignals(False)
+        self._refresh_thinking()
+
+    @Slot()
+    def _refresh_thinking(self, *_args: object) -> None:
+        """The thinking control, for a chat whose model's template thinks."""
+        data = self.model_combo.currentData()
+        if data:
+            thinks = any(m.thinks for m in self.catalog.models if m.path == data)
+        else:
+            loaded = self.controller.engine.loaded
+            thinks = loaded is not None and supports_thinking(loaded.chat_template)
+        self.thinking_box.setVisible(thinks)
 
     # -- events ---------------------------------------------------------------------------
 
     @Slot()
     def _on_changed(self) -> None:
+        self._refresh_thinking()
         if not self._loading:
             self._save_timer.start()
 

@@ -20,19 +20,24 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Qt, Signal, Slot
+from PySide6.QtCore import Qt, QTimer, Signal, Slot
+from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import (
+    QAbstractScrollArea,
     QCheckBox,
     QFileDialog,
     QFormLayout,
     QFrame,
     QHBoxLayout,
+    QHeaderView,
     QLineEdit,
     QListWidget,
     QListWidgetItem,
     QMessageBox,
     QPlainTextEdit,
     QPushButton,
+    QScrollArea,
+    QStackedWidget,
     QTreeWidget,
     QTreeWidgetItem,
     QVBoxLayout,
@@ -63,6 +68,11 @@ def _parse_lines(text: str, sep: str, what: str) -> dict[str, str]:
             raise ValueError(f"{what}: write one {shape} a line, not {line!r}.")
         out[name.strip()] = value.strip()
     return out
+
+
+def _item_text(server: ServerConfig, state: str) -> str:
+    """A server in the list: its name, how it is doing, then what it runs (cut first)."""
+    return f"{server.name} · {state} — {server.target}"
 
 
 class ToolsPage(QWidget):
@@ -98,7 +108,10 @@ class ToolsPage(QWidget):
         self.empty_state = self._empty_state()
         self.server_list = QListWidget(self)
         self.server_list.setObjectName("ToolServers")
-        self.server_list.setMaximumHeight(130)
+        self.server_list.setFixedHeight(130)
+        # a long command line ends in "…" (the tooltip has it all), never a sideways scroll bar
+        self.server_list.setTextElideMode(Qt.TextElideMode.ElideRight)
+        self.server_list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.server_list.currentRowChanged.connect(self._on_server_selected)
         self.add_button = self._button("Add server", self.new_server)
         self.import_button = self._button("Import…", self._on_import_clicked)
@@ -109,6 +122,17 @@ class ToolsPage(QWidget):
         for b in (self.add_button, self.import_button, self.remove_button):
             list_buttons.addWidget(b)
         list_buttons.addStretch(1)
+        # The card (no server yet) and the list share one place of one height: saving the
+        # first server does not move the form and its buttons under the pointer.
+        self.top = QStackedWidget(self)
+        listing = QWidget(self.top)
+        listing_layout = QVBoxLayout(listing)
+        listing_layout.setContentsMargins(0, 0, 0, 0)
+        listing_layout.addWidget(self.server_list)
+        listing_layout.addWidget(self.list_buttons)
+        listing_layout.addStretch(1)
+        self.top.addWidget(self.empty_state)
+        self.top.addWidget(listing)
 
         self.name = QLineEdit(self)
         self.name.setPlaceholderText("time")
@@ -147,6 +171,9 @@ class ToolsPage(QWidget):
         self.tool_tree.setObjectName("ToolList")
         self.tool_tree.setHeaderLabels(["Tool", "What it does"])
         self.tool_tree.setMinimumHeight(140)
+        header = self.tool_tree.header()  # tool names whole ("get_current_time")
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.ResizeToContents)
+        header.setStretchLastSection(True)
         self.tool_tree.itemChanged.connect(self._on_tool_item_changed)
         self.log_view = QPlainTextEdit(self)
         self.log_view.setReadOnly(True)
@@ -158,9 +185,7 @@ class ToolsPage(QWidget):
         layout.setSpacing(10)
         layout.addWidget(title)
         layout.addWidget(subtitle)
-        layout.addWidget(self.empty_state)
-        layout.addWidget(self.server_list)
-        layout.addWidget(self.list_buttons)
+        layout.addWidget(self.top)
         layout.addLayout(form)
         layout.addLayout(actions)
         layout.addWidget(self.status)
@@ -232,9 +257,10 @@ class ToolsPage(QWidget):
         self.server_list.blockSignals(True)
         self.server_list.clear()
         for server in self.servers:
-            state = "" if server.enabled else " (off)"
-            item = QListWidgetItem(f"{server.name}{state} — {server.target}", self.server_list)
+            state = self.server_state(server)
+            item = QListWidgetItem(_item_text(server, state), self.server_list)
             item.setData(Qt.ItemDataRole.UserRole, server.name)
+            item.setToolTip(f"{server.name}: {state}\n{server.target}")
         self.server_list.blockSignals(False)
         names = [s.name for s in self.servers]
         if select in names:
@@ -244,9 +270,32 @@ class ToolsPage(QWidget):
         elif not names:
             self.new_server()
         self.remove_button.setEnabled(bool(names))
-        self.empty_state.setVisible(not names)
-        self.server_list.setVisible(bool(names))
-        self.list_buttons.setVisible(bool(names))
+        self.top.setCurrentIndex(1 if names else 0)
+        self._fit_top()
+
+    def _fit_top(self) -> None:
+        """The card or the list: one height, the taller one's as styled, never squeezed when
+        the page fits its window (nor let out when a status line makes it scroll)."""
+        pages = [w for i in range(self.top.count()) if (w := self.top.widget(i)) is not None]
+        for page in pages:
+            page.ensurePolished()
+        self.top.setFixedHeight(max(page.sizeHint().height() for page in pages))
+
+    def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 (Qt override)
+        super().showEvent(event)
+        self._fit_top()  # styled now
+
+    def server_state(self, server: ServerConfig) -> str:
+        """What the list says of a server: off, not started, starting, its tools, failed."""
+        if not server.enabled:
+            return "off"
+        state, error = self.manager.status(server.name)
+        if state == "ready":
+            tools = self.manager.known_tools(server.name) or []
+            return f"running, {len(tools)} tool{'s' if len(tools) != 1 else ''}"
+        if state == "failed":
+            return f"failed: {error}" if error else "failed"
+        return {"starting": "starting…"}.get(state, "not running")
 
     @Slot(int)
     def _on_server_selected(self, row: int) -> None:
@@ -431,13 +480,34 @@ class ToolsPage(QWidget):
 
     def _on_tested(self, result: Any, error: BaseException | None) -> None:
         self.test_button.setEnabled(True)
+        self._refresh_states()
         if error is not None:
             self.show_status("error", str(error))
-            return
-        self.tools = list(result)
-        self.show_tools()
-        count = len(self.tools)
-        self.show_status("ok", f"Connected: {count} tool{'s' if count != 1 else ''}.")
+        else:
+            self.tools = list(result)
+            self.show_tools()
+            count = len(self.tools)
+            self.show_status("ok", f"Connected: {count} tool{'s' if count != 1 else ''}.")
+        QTimer.singleShot(0, self, self._reveal_result)  # once laid out with it
+
+    def _refresh_states(self) -> None:
+        for row, server in enumerate(self.servers):
+            item = self.server_list.item(row)
+            if item is not None:
+                state = self.server_state(server)
+                item.setText(_item_text(server, state))
+                item.setToolTip(f"{server.name}: {state}\n{server.target}")
+
+    @Slot()
+    def _reveal_result(self) -> None:
+        """Scroll the page so that Test's result (and the tools' first rows) is in view."""
+        parent = self.parentWidget()
+        while parent is not None and not isinstance(parent, QAbstractScrollArea):
+            parent = parent.parentWidget()
+        if isinstance(parent, QScrollArea):
+            shown = self.tool_tree if self.tool_tree.isVisible() else self.status
+            parent.ensureWidgetVisible(shown, 0, 40)
+            parent.ensureWidgetVisible(self.status, 0, 10)
 
     def show_tools(self) -> None:
         server = self.current

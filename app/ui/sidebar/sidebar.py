@@ -67,7 +67,7 @@ class Sidebar(QFrame):
         self.import_button.setObjectName("IconButton")
         self.import_button.setToolTip("Import a conversation (JSON)")
         self.import_button.setAutoRaise(True)
-        icons.set_icon(self.import_button, "import", size=17)
+        icons.set_icon(self.import_button, "chat-import", size=17)
         self.import_button.clicked.connect(self.import_conversation)
         brand.addWidget(logo)
         brand.addSpacing(4)
@@ -194,7 +194,9 @@ class Sidebar(QFrame):
             return
         self.refresh()
         self.conversation_deleted.emit(conversation_id)
-        title = conversation.title if len(conversation.title) < 40 else "Chat"
+        title = conversation.title
+        if len(title) > 40:  # the chat's own words, cut with "…" (not an anonymous "Chat")
+            title = title[:39].rstrip() + "…"
         Toast.show_in(
             self, f"“{title}” deleted", "Undo", lambda: self.restore(conversation_id), 8000
         )

@@ -1,0 +1,87 @@
+"""Which model files are the same file reached by two paths: a download and the same GGUF
+opened from another folder, a copy in LM Studio's folder, a hard link.
+
+Two files are the same when they have the same size and the same content fingerprint: a
+SHA-256 over the size and three 1 MiB samples (the start, which holds the header and the
+metadata, the middle and the end). Only files whose sizes match are read, so a list of models
+of different sizes reads nothing; files that are one on disk (a symlink, a hard link) are
+known without reading. No Qt.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from app.library.local_files import LocalModel
+
+SAMPLE = 1 << 20
+
+
+def fingerprint(path: Path, size: int) -> str | None:
+    """The file's content fingerprint (see the module docstring); None if it cannot be read."""
+    digest = hashlib.sha256(str(size).encode())
+    try:
+        with path.open("rb") as f:
+            for offset in sorted({0, max(0, size // 2 - SAMPLE // 2), max(0, size - SAMPLE)}):
+                f.seek(offset)
+                digest.update(f.read(SAMPLE))
+    except OSError:
+        return None
+    return digest.hexdigest()
+
+
+def one_per_file(
+    models: Sequence[LocalModel],
+) -> tuple[list[LocalModel], dict[str, tuple[Path, ...]]]:
+    """``models`` with the same file listed once (the first found), and for each model kept
+    that was found more than once, every path it was found at (its own first)."""
+    groups = group_same([(m.path, m.size) for m in models])
+    kept = [models[group[0]] for group in groups]
+    places = {
+        models[group[0]].id: tuple(models[i].path for i in group)
+        for group in groups
+        if len(group) > 1
+    }
+    return kept, places
+
+
+def group_same(files: Sequence[tuple[Path, int]]) -> list[list[int]]:
+    """``files`` as (path, size) grouped into the same file: lists of indexes into ``files``,
+    in the order of each group's first file."""
+    keys: list[object] = []
+    by_size: dict[int, list[int]] = {}
+    for index, (_path, size) in enumerate(files):
+        by_size.setdefault(size, []).append(index)
+    for index, (path, size) in enumerate(files):
+        if len(by_size[size]) == 1:
+            keys.append(("only", index))
+            continue
+        try:
+            stat = os.stat(path)
+            inode: object = ("inode", stat.st_dev, stat.st_ino)
+        except OSError:
+            keys.append(("unreadable", index))
+            continue
+        keys.append(inode)
+    # Same size, different inodes: compare their content.
+    for indexes in (ix for ix in by_size.values() if len(ix) > 1):
+        firsts: dict[object, int] = {}
+        for index in indexes:
+            firsts.setdefault(keys[index], index)
+        if len(firsts) > 1:
+            for key, index in firsts.items():
+                if isinstance(key, tuple) and key[0] == "inode":
+                    found = fingerprint(files[index][0], files[index][1])
+                    content = ("content", files[index][1], found) if found else key
+                    for other in indexes:
+                        if keys[other] == key:
+                            keys[other] = content
+    groups: dict[object, list[int]] = {}
+    for index, key in enumerate(keys):
+        groups.setdefault(key, []).append(index)
+    return list(groups.values())
