@@ -216,7 +216,8 @@ def test_a_model_the_estimate_refuses_can_be_loaded_anyway(
         with qtbot.waitSignal(engine.model_loaded, timeout=WAIT_MS) as loaded:
             buttons["Load anyway"].click()
         assert loaded.args[0].path == big and loaded.args[0].params.force
-        assert not banner.isVisible()
+        # the refusal is gone (a base model's notice may take its place: no chat template)
+        assert not banner.isVisible() or "could not be loaded" not in banner.text.text()
     finally:
         window.close()
         services.close()
