@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
     QFormLayout,
     QFrame,
     QHBoxLayout,
+    QLabel,
     QLineEdit,
     QListWidget,
     QListWidgetItem,
@@ -39,6 +40,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.safe_text import label_text
 from app.tools.config import McpConfig, ServerConfig, claude_desktop_config
 from app.tools.manager import ToolInfo, ToolManager
 from app.ui.settings.provider_editor import text_label
@@ -226,9 +228,11 @@ class ToolsPage(QWidget):
     def reload(self, select: str | None = None) -> None:
         try:
             self.servers = self.config.list()
+            problems = self.config.problems()  # the other servers work meanwhile
         except ValueError as e:
-            self.show_status("error", str(e))
-            self.servers = []
+            self.servers, problems = [], {"": str(e)}
+        if problems:
+            self.show_status("error", label_text("\n".join(problems.values())))
         self.server_list.blockSignals(True)
         self.server_list.clear()
         for server in self.servers:
@@ -396,8 +400,10 @@ class ToolsPage(QWidget):
             QMessageBox.StandardButton.Cancel,
             self,
         )
-        where = f"\n\nin {server.cwd}" if server.cwd else ""
-        box.setInformativeText(f"{server.command_line}{where}\n\nRun it only if you trust it.")
+        where = f"\n\nin {label_text(server.cwd, lines=False)}" if server.cwd else ""
+        box.setInformativeText(f"{server.shown_command}{where}\n\nRun it only if you trust it.")
+        for label in box.findChildren(QLabel):  # shown as written, never as rich text
+            label.setTextFormat(Qt.TextFormat.PlainText)
         box.setObjectName("ToolCommandApproval")
         run = box.addButton("Run", QMessageBox.ButtonRole.AcceptRole)
         run.clicked.connect(self._on_command_approved)
