@@ -274,8 +274,8 @@ def _with_attachments(
         )
     for name in context.retrieved:
         print(
-            f"({name} is too long to give whole: the model gets its passages most relevant "
-            "to the prompt.)",
+            f"({terminal_text(name)} is too long to give whole: the model gets its passages most "
+            "relevant to the prompt.)",
             file=sys.stderr,
         )
     if args.show_sources:
