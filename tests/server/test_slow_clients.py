@@ -75,14 +75,17 @@ def connect(port: int | None, head: bytes, host: str = "127.0.0.1") -> socket.so
     return sock
 
 
-def trickle_until_closed(socks: list[socket.socket], rounds: int = 5000) -> int:
-    """Send each socket one more byte of its chunked body per round (a round lasts until a
-    socket is readable, or 20 ms) until the server has closed them all; the rounds it took."""
+def trickle_until_closed(
+    socks: list[socket.socket], rounds: int = 5000, chunk: bytes = b" "
+) -> int:
+    """Send each socket one more ``chunk`` of its chunked body per round (a round lasts until
+    a socket is readable, or 20 ms) until the server has closed them all; the rounds it took."""
     open_ = list(socks)
+    piece = f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n"
     for done in range(rounds):
         for sock in list(open_):
             try:
-                sock.sendall(b"1\r\n \r\n")
+                sock.sendall(piece)
             except OSError:  # reset: closed
                 open_.remove(sock)
         readable, _, _ = select.select(open_, [], [], 0.02)
@@ -102,6 +105,7 @@ def trickle_until_closed(socks: list[socket.socket], rounds: int = 5000) -> int:
 def short_windows(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(header_timeout, "BODY_WINDOW", 0.3)
     monkeypatch.setattr(header_timeout, "MIN_BODY_RATE", 1000)
+    monkeypatch.setattr(header_timeout, "BODY_WINDOWS", 30)
 
 
 def test_trickling_bodies_are_closed_and_free_their_places(short_windows: None) -> None:
@@ -122,19 +126,36 @@ def test_trickling_bodies_are_closed_and_free_their_places(short_windows: None) 
 
 
 def test_a_body_that_keeps_coming_is_read_whole(short_windows: None) -> None:
-    """A slow client above the minimum rate is not cut off: 3 windows of a 2 KB/s body."""
+    """A slow client above the minimum rate is not cut off: a body over several windows."""
     for runner in serve(RequestLimits(max_requests=8)):
         with client(runner.port) as http:
 
             def body() -> Iterator[bytes]:
                 yield b'{"model": "nothing-loaded", "pad": "'
-                for _ in range(45):  # one part per 20 ms select: ~1.8 s, 45 x 100 bytes
+                for _ in range(45):  # a part per 20 ms: ~0.9 s, 50 KB/s (50 x the minimum)
                     select.select([], [], [], 0.02)
-                    yield b"x" * 100
+                    yield b"x" * 1000
                 yield b'", "messages": [{"role": "user", "content": "hi"}]}'
 
             r = http.post("/v1/chat/completions", content=body())
             assert r.status_code == 404 and r.json()["error"]["code"] == "model_not_found"
+
+
+def test_a_body_that_never_ends_is_closed_after_its_windows(
+    short_windows: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fast enough for every window, but never done: a body sent at the minimum rate would
+    hold its bytes of the budget for hours. After BODY_WINDOWS windows it is closed."""
+    monkeypatch.setattr(header_timeout, "BODY_WINDOWS", 3)
+    for runner in serve(RequestLimits(max_requests=8)):
+        socks = [connect(runner.port, CHUNKED) for _ in range(2)]
+        try:
+            assert runner.limits.wait_for(lambda s: s.requests == 2, WAIT)
+            trickle_until_closed(socks, chunk=b" " * 1000)  # up to 50 KB/s: enough, but endless
+            assert runner.limits.wait_for(lambda s: s.requests == 0 and s.body_bytes == 0, WAIT)
+        finally:
+            for sock in socks:
+                sock.close()
 
 
 def test_declared_bodies_that_never_come_hold_no_budget() -> None:
