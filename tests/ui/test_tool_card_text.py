@@ -34,14 +34,14 @@ def test_the_command_card_shows_the_exact_argv_escaped(
 
 def test_a_tool_calls_name_and_arguments_are_escaped(qtbot: QtBot, ember_app: QApplication) -> None:
     call = SimpleNamespace(
-        tool="get_time\r\x1b[2Kdelete_all",
+        tool="get_time\r\x1b[2K\ndelete_all",
         name="time__get_time",
         server="time\u202e",
         pretty_arguments=lambda: '{\n  "tz": "UTC\\u001b"\n}\x1b[2K',
     )
     card = ToolCallCard(call)
     qtbot.addWidget(card)
-    assert card.title.text() == "get_time\\r\\x1b[2Kdelete_all · time\\u202e"
+    assert card.title.text() == "get_time\\r\\x1b[2K\\ndelete_all · time\\u202e"
     assert card.arguments.text() == '{\n  "tz": "UTC\\u001b"\n}\\x1b[2K'
 
 
@@ -58,3 +58,34 @@ def test_the_tools_menu_shows_a_bad_entry_and_keeps_the_others(
     texts = [a.text() for a in panel.menu.actions()]
     assert any("Server bad: 'alwaysAllow' must be a list" in t for t in texts), texts
     assert "good" in texts
+
+
+def test_settings_shows_the_exact_argv_and_the_bad_entries(
+    qtbot: QtBot, ember_app: QApplication, ember_home: Path
+) -> None:
+    from PySide6.QtWidgets import QLabel, QMessageBox
+
+    from app.config import Settings
+    from app.ui.settings.settings_dialog import SettingsDialog
+
+    servers = {
+        "time": {"command": SPOOF.command, "args": list(SPOOF.args)},
+        "bad": {"command": "x", "disabledTools": 1},
+    }
+    (ember_home / "mcp.json").write_text(json.dumps({"mcpServers": servers}), encoding="utf-8")
+    dialog = SettingsDialog(Settings(), None)
+    qtbot.addWidget(dialog)
+    dialog.show_page("Tools")
+    page = dialog.tools_page
+    assert "Server bad: 'disabledTools' must be a list" in page.status.text()
+    assert page.server_list.count() == 1  # the other server is listed and usable
+    assert "\r" not in page.server_list.item(0).text()
+    page.request_test()
+    box = page.approval_box
+    assert box is not None
+    assert "sh -c $'touch /tmp/owned #\\r\\x1b[2K\\u202euvx mcp-server-time'" in (
+        box.informativeText()
+    )
+    assert all(label.textFormat() == Qt.TextFormat.PlainText for label in box.findChildren(QLabel))
+    box.button(QMessageBox.StandardButton.Cancel).click()
+    dialog.done(0)

@@ -28,10 +28,10 @@ from PySide6.QtWidgets import (
 from app.safe_text import label_text
 
 
-def _label(text: str, name: str, parent: QWidget) -> QLabel:
+def _label(text: str, name: str, parent: QWidget, lines: bool = True) -> QLabel:
     """A plain-text label; what it shows came from a model, a server or a config, so its
-    control characters are escaped (app/safe_text.py)."""
-    label = QLabel(label_text(text), parent)
+    control characters are escaped (app/safe_text.py; newlines too unless ``lines``)."""
+    label = QLabel(label_text(text, lines=lines), parent)
     label.setObjectName(name)
     label.setWordWrap(True)
     label.setTextFormat(Qt.TextFormat.PlainText)
@@ -85,7 +85,7 @@ class ToolCallCard(_DecisionCard):
         super().__init__(parent)
         self.call = call
         where = f" · {call.server}" if call.server else ""
-        self.title = _label(f"{call.tool or call.name}{where}", "StepTitle", self)
+        self.title = _label(f"{call.tool or call.name}{where}", "StepTitle", self, lines=False)
         self.arguments = _label(call.pretty_arguments(), "ToolCallArguments", self)
         self.arguments.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
         self.state = _label("Allow this call?", "FieldHelp", self)

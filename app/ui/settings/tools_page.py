@@ -231,8 +231,6 @@ class ToolsPage(QWidget):
             problems = self.config.problems()  # the other servers work meanwhile
         except ValueError as e:
             self.servers, problems = [], {"": str(e)}
-        if problems:
-            self.show_status("error", label_text("\n".join(problems.values())))
         self.server_list.blockSignals(True)
         self.server_list.clear()
         for server in self.servers:
@@ -251,6 +249,8 @@ class ToolsPage(QWidget):
         self.empty_state.setVisible(not names)
         self.server_list.setVisible(bool(names))
         self.list_buttons.setVisible(bool(names))
+        if problems:  # after the selection, which clears the status
+            self.show_status("error", label_text("\n".join(problems.values())))
 
     @Slot(int)
     def _on_server_selected(self, row: int) -> None:
