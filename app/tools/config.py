@@ -230,9 +230,14 @@ def _converted(what: str, value: Any) -> Any:
         if not isinstance(value, dict) or not all(isinstance(v, _SCALARS) for v in value.values()):
             return None
         return {k: v if isinstance(v, str) else json.dumps(v) for k, v in value.items()}
+    if what == _STRINGS and isinstance(value, list):  # "args": ["--port", 8080] is seen too
+        numbers = [
+            str(v) if isinstance(v, int | float) and not isinstance(v, bool) else v for v in value
+        ]
+        return tuple(numbers) if all(isinstance(v, str) for v in numbers) else None
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         return None
-    return tuple(value) if what == _STRINGS else frozenset(value)
+    return frozenset(value)
 
 
 def _depth(value: Any) -> int:
