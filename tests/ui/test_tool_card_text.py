@@ -88,4 +88,18 @@ def test_settings_shows_the_exact_argv_and_the_bad_entries(
     )
     assert all(label.textFormat() == Qt.TextFormat.PlainText for label in box.findChildren(QLabel))
     box.button(QMessageBox.StandardButton.Cancel).click()
+    # what a server lists of its tools is its words: escaped, the tooltip plain text
+    from app.tools.manager import ToolInfo
+
+    hostile = "Safe.\x1b]0;pwned\x07 <b>bold</b>"
+    page.tools = [ToolInfo("time", "get\r\x1b[2Ktime", hostile, {"title": "\x1b[31m"})]
+    page.show_tools()
+    item = page.tool_tree.topLevelItem(0)
+    assert item is not None
+    schema = item.child(0)
+    assert schema is not None
+    assert item.text(0) == "get\\r\\x1b[2Ktime"
+    assert item.text(1) == "Safe.\\x1b]0;pwned\\x07 <b>bold</b>"
+    assert "&lt;b&gt;bold" in item.toolTip(1)
+    assert "\\u001b[31m" in schema.text(1)  # JSON escapes it; shown as written
     dialog.done(0)

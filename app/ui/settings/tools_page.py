@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import Qt, Signal, Slot
+from PySide6.QtGui import Qt as GuiQt
 from PySide6.QtWidgets import (
     QCheckBox,
     QFileDialog,
@@ -450,13 +451,15 @@ class ToolsPage(QWidget):
         self.tool_tree.blockSignals(True)
         self.tool_tree.clear()
         for tool in self.tools:
-            item = QTreeWidgetItem(self.tool_tree, [tool.name, tool.description.strip()])
+            # the server's words: shown escaped (app/safe_text.py), the tooltip as plain text
+            shown = [label_text(tool.name, lines=False), label_text(tool.description.strip())]
+            item = QTreeWidgetItem(self.tool_tree, shown)
             item.setData(0, Qt.ItemDataRole.UserRole, tool.name)
             item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
             on = server is None or server.tool_enabled(tool.name)
             item.setCheckState(0, Qt.CheckState.Checked if on else Qt.CheckState.Unchecked)
-            item.setToolTip(1, tool.description)
-            schema = json.dumps(tool.input_schema, ensure_ascii=False, indent=2)
+            item.setToolTip(1, GuiQt.convertFromPlainText(label_text(tool.description)))
+            schema = label_text(json.dumps(tool.input_schema, ensure_ascii=False, indent=2))
             child = QTreeWidgetItem(item, ["input", schema])
             child.setFlags(Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable)
         self.tool_tree.resizeColumnToContents(0)
