@@ -137,7 +137,9 @@ def _user_errors() -> tuple[type[Exception], ...]:
 
 
 def _fail(message: str) -> int:
-    print(f"ember: error: {message}", file=sys.stderr)
+    from app.safe_text import terminal_text  # a message may quote a file, a config, a server
+
+    print(f"ember: error: {terminal_text(message)}", file=sys.stderr)
     return 1
 
 

@@ -4,8 +4,10 @@ styles are headings: "heading 1".."heading 9" and "Title", by style name, so a W
 language is understood).
 
 The XML part is bounded before it is read (its uncompressed size, which a zip bomb lies
-about, is read through a bounded read), and a part with a DTD is refused: a .docx never has
-one, and entity tricks need it.
+about, is read through a bounded read), and no entity of a part is ever expanded: a part with
+a DTD or an entity declaration anywhere is refused (a .docx never has one; the parser would
+expand them, an amplifying one to gigabytes, before any limit applies), and so is a part that
+is not UTF-8 (Word writes no other; in UTF-16, a "<!DOCTYPE" hid from the search for it).
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ def _part(zf: zipfile.ZipFile, name: str, job: Job) -> bytes | None:
         data = f.read(limit + 1)
     if len(data) > limit:
         raise TooLargeError(job.name, f"over {human_bytes(limit)} of text", human_bytes(limit))
-    if b"<!DOCTYPE" in data[:4096].upper() or b"<!ENTITY" in data.upper():
+    if b"\x00" in data or b"<!DOCTYPE" in data or b"<!ENTITY" in data:
         raise CorruptFileError(job.name, "a .docx document")
     return data
 

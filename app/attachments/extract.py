@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import codecs
 import hashlib
+import os
 import re
 from pathlib import Path
 
@@ -36,6 +37,7 @@ from app.attachments.errors import (
     UnreadableError,
     UnsupportedFormatError,
 )
+from app.attachments.opening import open_regular
 from app.engine.gguf_format import human_bytes
 
 
@@ -106,8 +108,8 @@ def _read(path: Path, job: Job) -> bytes:
     past it while being read)."""
     limit = job.limits.max_bytes
     try:
-        with path.open("rb") as f:
-            size = _size(f.fileno())
+        with open_regular(path) as f:  # a FIFO or a device is refused before it is read
+            size = os.fstat(f.fileno()).st_size
             if size > limit:
                 raise TooLargeError(job.name, human_bytes(size), human_bytes(limit))
             parts: list[bytes] = []
@@ -122,16 +124,6 @@ def _read(path: Path, job: Job) -> bytes:
     except OSError as e:
         raise UnreadableError(job.name, e.strerror or type(e).__name__) from e
     return b"".join(parts)
-
-
-def _size(fd: int) -> int:
-    import os
-    import stat
-
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode):
-        raise OSError(0, "not a regular file")
-    return st.st_size
 
 
 def decode_text(data: bytes, job: Job) -> str:

@@ -1,14 +1,20 @@
 """An HTML page's text with the standard library's ``html.parser``: scripts, styles and
 other non-text elements are dropped, block elements end lines, and h1..h6 start sections
-that keep their heading."""
+that keep their heading.
+
+``html.parser`` scans from a ``<`` to the end of the text for a tag, comment or declaration
+that never ends, and then again from the next ``<``: 150,000 unclosed ``<a`` ran for more than
+75 s. :func:`bounded_markup` first takes each such ``<`` as the text it is, in one pass, so
+the parser's work is linear in the page.
+"""
 
 from __future__ import annotations
 
-import codecs
 import re
 from html.parser import HTMLParser
 
 from app.attachments.document import Job, Section
+from app.attachments.encodings import text_codec
 from app.attachments.errors import NotTextError
 
 SKIPPED = frozenset({"script", "style", "template", "noscript", "svg", "math", "iframe", "object"})
@@ -93,11 +99,9 @@ def decode_html(data: bytes, job: Job) -> str:
     from app.attachments.extract import decode_text
 
     declared = _CHARSET.search(data[:4096])
-    if declared is None or declared.group(1).lower() in (b"utf-8", b"utf8"):
-        return decode_text(data, job)
-    try:
-        codec = codecs.lookup(declared.group(1).decode("ascii"))
-    except LookupError:
+    # only a text encoding of the web may be chosen by the file (app/attachments/encodings.py)
+    codec = text_codec(declared.group(1).decode("ascii")) if declared is not None else None
+    if codec is None or codec.name == "utf-8":
         return decode_text(data, job)
     if b"\x00" in data and "16" not in codec.name and "32" not in codec.name:
         raise NotTextError(job.name)
@@ -106,7 +110,48 @@ def decode_html(data: bytes, job: Job) -> str:
     return text.replace("\r\n", "\n")
 
 
+MAX_TAG_CHARS = 64 * 1024  # longer (an inline image's data: URL) is dropped, not parsed
+MAX_NESTED_TAG_CHARS = 1024  # a "tag" with another "<" in it, and longer, is text
+
+
+def bounded_markup(text: str) -> str:
+    """``text`` with every ``<`` that ``html.parser`` would scan far for nothing made text
+    (``&lt;``): one with no ``>`` after it, and one whose ``>`` is far and comes after another
+    ``<``. Comments are dropped, tags longer than MAX_TAG_CHARS too. One pass: each search
+    starts where the previous one ended, or stops at the next ``<``."""
+    out: list[str] = []
+    at, gt, close, end = 0, -1, -1, len(text)
+    while (lt := text.find("<", at)) >= 0:
+        out.append(text[at:lt])
+        if text.startswith("<!--", lt):
+            if close < lt + 4:  # the next "-->" (or none: ``end``), as ``gt`` below
+                close = text.find("-->", lt + 4)
+                close = end if close < 0 else close
+            if close < end:
+                at = close + 3  # the comment is left out
+                continue
+            out.append("&lt;")
+            at = lt + 1
+            continue
+        if gt < lt:  # the next ">" (or none: ``end``), found once for every "<" before it
+            gt = text.find(">", lt)
+            gt = end if gt < 0 else gt
+        inner = text.find("<", lt + 1, gt)
+        if gt == end or (inner >= 0 and gt - lt > MAX_NESTED_TAG_CHARS):
+            out.append("&lt;")
+            at = lt + 1
+        elif inner < 0 and gt - lt > MAX_TAG_CHARS:
+            out.append(" ")
+            at = gt + 1
+        else:
+            out.append(text[lt : gt + 1])
+            at = gt + 1
+    out.append(text[at:])
+    return "".join(out)
+
+
 def html_sections(text: str, job: Job) -> tuple[Section, ...]:
+    text = bounded_markup(text)
     parser = _TextParser(job)
     for start in range(0, len(text), STEP):
         parser.feed(text[start : start + STEP])

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from app.attachments.errors import AttachmentError, UnreadableError
+from app.attachments.opening import open_regular
 from app.attachments.store import safe_suffix, stored_path
 from app.engine.image_bounds import MAX_IMAGE_BYTES, ImageError, inspect_image
 
@@ -70,7 +71,7 @@ def read_image(path: Path, name: str | None = None) -> tuple[ImageFile, bytes]:
     """Read and check an image file (a stored copy, or the user's file)."""
     name = name or path.name
     try:
-        with path.open("rb") as f:
+        with open_regular(path) as f:  # a FIFO or a device is refused before it is read
             data = f.read(MAX_IMAGE_BYTES + 1)
     except OSError as e:
         raise UnreadableError(name, e.strerror or type(e).__name__) from e

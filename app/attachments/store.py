@@ -19,6 +19,7 @@ from pathlib import Path
 
 from app.attachments.document import DEFAULT_LIMITS, CancelFlag, Job, Limits, Progress
 from app.attachments.errors import AttachmentCancelledError, TooLargeError, UnreadableError
+from app.attachments.opening import open_regular
 from app.config import paths, private_dir
 from app.engine.gguf_format import human_bytes
 
@@ -109,7 +110,7 @@ def _copy(source: Path, fd: int, job: Job) -> tuple[str, int]:
     limit = job.limits.max_bytes
     with os.fdopen(fd, "wb") as out:
         try:
-            with source.open("rb") as f:
+            with open_regular(source) as f:  # a FIFO or a device is refused before it is read
                 total = os.fstat(f.fileno()).st_size
                 if total > limit:
                     raise TooLargeError(job.name, human_bytes(total), human_bytes(limit))

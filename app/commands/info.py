@@ -19,6 +19,7 @@ from app.commands.resolve import resolve_model
 from app.engine import backends, gguf, sizing
 from app.engine.llamacpp import inspect_model_file
 from app.engine.sizing import available_memory
+from app.safe_text import terminal_text
 
 
 def add_parser(sub: Any) -> None:
@@ -115,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
 def _print_rows(rows: list[tuple[str, str]]) -> None:
     width = max(len(k) for k, _ in rows)
     for key, value in rows:
-        print(f"{key:<{width}}  {value}")
+        print(f"{key:<{width}}  {terminal_text(value)}")  # values come from the model file
 
 
 def show_hardware(as_json: bool) -> int:

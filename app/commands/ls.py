@@ -9,6 +9,7 @@ from typing import Any
 from app.cli import COMMANDS
 from app.commands.resolve import default_library
 from app.engine.gguf import human_bytes
+from app.safe_text import terminal_text
 
 
 def add_parser(sub: Any) -> None:
@@ -45,7 +46,8 @@ def run(args: argparse.Namespace) -> int:
         where = m.source if m.owned else f"{m.source}: {m.path}"
         if m.error:
             where += f"  (unusable: {m.error})"
-        table.append((m.id, m.quant or "-", human_bytes(m.size), ctx, where))
+        name, where = terminal_text(m.id), terminal_text(where)  # names come from files
+        table.append((name, m.quant or "-", human_bytes(m.size), ctx, where))
     widths = [max(len(row[i]) for row in table) for i in range(4)]
     for row in table:
         print("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:4])) + "  " + row[4])

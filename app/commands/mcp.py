@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from app.cli import COMMANDS, CliError
+from app.safe_text import terminal_text
 from app.tools.config import McpConfig, ServerConfig, ToolConfigError
 from app.tools.manager import ToolError, ToolManager
 
@@ -133,13 +134,18 @@ def _import(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
-    servers = McpConfig().list()
+    config = McpConfig()
+    servers = config.list()
+    problems = config.problems()
+    for problem in problems.values():  # the other servers are listed and work meanwhile
+        print(f"ember: error: {terminal_text(problem)}", file=sys.stderr)
     if getattr(args, "json", False):
         print(json.dumps({s.name: s.to_json() for s in servers}, indent=2))
-        return 0
+        return 1 if problems else 0
     if not servers:
-        print("No MCP servers yet. Add one with `ember mcp add NAME -- COMMAND [ARGS…]`.")
-        return 0
+        if not problems:
+            print("No MCP servers yet. Add one with `ember mcp add NAME -- COMMAND [ARGS…]`.")
+        return 1 if problems else 0
     table = [("NAME", "KIND", "STATE", "RUNS")] + [
         (
             s.name,
@@ -153,7 +159,7 @@ def _list(args: argparse.Namespace) -> int:
     for row in table:
         cells = [cell.ljust(w) for cell, w in zip(row[:3], widths, strict=True)]
         print("  ".join([*cells, row[3]]).rstrip())
-    return 0
+    return 1 if problems else 0
 
 
 def _test(args: argparse.Namespace) -> int:
@@ -168,18 +174,18 @@ def _test(args: argparse.Namespace) -> int:
     finally:
         manager.shutdown()
     print(f"{server.name} ({server.target}): {len(tools)} tool{'s' if len(tools) != 1 else ''}")
-    for tool in tools:
+    for tool in tools:  # names, descriptions and schemas are the server's: shown escaped
         state = "" if server.tool_enabled(tool.name) else "  (off)"
-        print(f"\n{tool.name}{state}")
+        print(f"\n{terminal_text(tool.name)}{state}")
         if tool.description:
-            print(f"  {tool.description.strip()}")
-        print("  input: " + json.dumps(tool.input_schema, ensure_ascii=False))
+            print("  " + terminal_text(tool.description.strip(), lines=True))
+        print("  input: " + terminal_text(json.dumps(tool.input_schema, ensure_ascii=False)))
     return 0
 
 
 def _remove(args: argparse.Namespace) -> int:
     server = McpConfig().remove(args.name)
-    print(f"Removed {server.name} ({server.target}).")
+    print(f"Removed {args.name}" + (f" ({terminal_text(server.target)})." if server else "."))
     return 0
 
 
@@ -198,9 +204,11 @@ def approve_command(config: McpConfig, server: ServerConfig, yes: bool) -> None:
     """Show a stdio server's command line before it first runs; it runs only after a yes."""
     if not server.needs_approval:
         return
-    print(f"MCP server {server.name} runs this command:\n  {server.command_line}", file=sys.stderr)
+    # exactly what runs, each argument quoted and its control characters escaped: no part of
+    # the line can rewrite what the terminal shows of another
+    print(f"MCP server {server.name} runs this command:\n  {server.shown_command}", file=sys.stderr)
     if server.cwd:
-        print(f"  in {server.cwd}", file=sys.stderr)
+        print(f"  in {terminal_text(server.cwd)}", file=sys.stderr)
     if not yes and _ask("Run it? [y/N] ") not in ("y", "yes"):
         raise CliError(f"Not running {server.name}: its command line was not approved.")
     try:
@@ -232,7 +240,8 @@ class TerminalHooks:
         self.yes = yes
 
     def ask(self, call: Any) -> Any:
-        answer = _ask(f"Allow {call.tool} ({call.server})? [y]es once, [a]lways, [N]o: ")
+        tool, server = terminal_text(call.tool), terminal_text(call.server)
+        answer = _ask(f"Allow {tool} ({server})? [y]es once, [a]lways, [N]o: ")
         return {"y": "once", "yes": "once", "a": "always", "always": "always"}.get(answer, "deny")
 
     def on_text(self, text: str) -> None:
@@ -240,7 +249,8 @@ class TerminalHooks:
         sys.stdout.flush()
 
     def on_call(self, call: Any) -> None:
-        print(f"\n→ {call.name} {call.arguments.strip() or '{}'}", file=sys.stderr)
+        arguments = terminal_text(call.arguments.strip() or "{}")
+        print(f"\n→ {terminal_text(call.name)} {arguments}", file=sys.stderr)
 
     def on_result(self, call: Any) -> None:
         output = call.output
@@ -250,7 +260,7 @@ class TerminalHooks:
             else (output.text[: self.SHOWN_CHARS] + f"… ({len(output.text):,} characters)")
         )
         mark = "✗" if output.is_error else "←"
-        print(f"{mark} {text}", file=sys.stderr)
+        print(f"{mark} {terminal_text(text, lines=True)}", file=sys.stderr)
 
 
 @dataclass(slots=True)

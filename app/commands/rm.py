@@ -8,6 +8,7 @@ from typing import Any
 
 from app.cli import COMMANDS
 from app.commands.resolve import default_library
+from app.safe_text import terminal_text
 
 
 def add_parser(sub: Any) -> None:
@@ -32,5 +33,5 @@ def run(args: argparse.Namespace) -> int:
             print("Nothing deleted.", file=sys.stderr)
             return 1
     library.delete(model.id)
-    print(f"Deleted {model.id}")
+    print(f"Deleted {terminal_text(model.id)}")
     return 0

@@ -46,6 +46,7 @@ from app.engine.types import (
     TokenizeRequest,
 )
 from app.engine.worker import EngineWorker, Job, Sink
+from app.safe_text import terminal_text
 from app.tools.choices import TOOL_CHOICES
 
 if TYPE_CHECKING:
@@ -273,8 +274,8 @@ def _with_attachments(
         )
     for name in context.retrieved:
         print(
-            f"({name} is too long to give whole: the model gets its passages most relevant "
-            "to the prompt.)",
+            f"({terminal_text(name)} is too long to give whole: the model gets its passages most "
+            "relevant to the prompt.)",
             file=sys.stderr,
         )
     if args.show_sources:
@@ -285,9 +286,9 @@ def _with_attachments(
 def _print_sources(sources: Sequence[Source]) -> None:
     print("Sources:")
     for number, source in enumerate(sources, start=1):
-        print(f"[{number}] {source.where}")
+        print(f"[{number}] {terminal_text(source.where)}")  # a file's name may be anything
         if not source.whole:
-            print(textwrap.indent(source.text, "    "))
+            print(textwrap.indent(terminal_text(source.text, lines=True), "    "))
     print()
     sys.stdout.flush()
 

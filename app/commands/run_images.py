@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
+from app.attachments.opening import open_regular
 from app.cli import CliError
 from app.engine.image_bounds import MAX_IMAGE_BYTES, MAX_IMAGES, ImageError, inspect_image
 from app.engine.media import MEDIA_MARKER
@@ -43,7 +44,7 @@ def read_images(paths: Sequence[Path]) -> tuple[bytes, ...]:
     out: list[bytes] = []
     for path in paths:
         try:
-            with path.open("rb") as f:
+            with open_regular(path) as f:  # a FIFO or a device is refused before it is read
                 data = f.read(MAX_IMAGE_BYTES + 1)  # past the cap is enough to refuse it
                 if len(data) > MAX_IMAGE_BYTES:
                     size = os.fstat(f.fileno()).st_size

@@ -361,10 +361,10 @@ class Library:
         return next((m for m in self.models if m.id == model_id), None)
 
     @_locked
-    def find(self, name_or_path: str) -> LocalModel:
-        """The model a user means (``ember run NAME``): an id, a file path, ``owner/repo``,
-        ``owner/repo:QUANT`` (or ``:FILENAME``), or a unique part of a name.
-        Raises NoMatchingModelError / AmbiguousModelError (with the candidates)."""
+    def find(self, name_or_path: str, *, paths: bool = True) -> LocalModel:
+        """The model a user means (``ember run NAME``): an id, a file path (unless ``paths`` is
+        False, as for API requests), ``owner/repo``, ``owner/repo:QUANT`` (or ``:FILENAME``),
+        or a unique part of a name. Raises NoMatchingModelError / AmbiguousModelError."""
         query = name_or_path.strip()
         if not query:
             raise NoMatchingModelError(
@@ -374,7 +374,7 @@ class Library:
         exact = [m for m in models if m.id == query]
         if exact:
             return exact[0]
-        by_path = self._find_path(query, models)
+        by_path = self._find_path(query, models) if paths else None
         if by_path is not None:
             return by_path
         repo, sep, spec = query.rpartition(":") if ":" in query else (query, "", "")

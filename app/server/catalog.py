@@ -12,6 +12,7 @@ thread-safe.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Iterable
@@ -232,20 +233,32 @@ class LibraryCatalog:
         from app.library.local import AmbiguousModelError, LibraryError
 
         with self._lock:
-            ids = {m.id for m in self._scan(self.rescan_after)}
-            if name not in ids:
-                ids = {m.id for m in self._scan(1.0)}
+            models = self._scan(self.rescan_after)
+            if name not in {m.id for m in models}:
+                models = self._scan(1.0)
+            # A request never makes Ember open (or remember) a file outside its library: a
+            # path is compared as text with the library's own files; only the CLI opens one.
+            found = library_file(name, models)
             try:
-                found = self.library.find(name)
+                found = found or self.library.find(name, paths=False)
             except AmbiguousModelError as e:
                 raise CatalogError(str(e).replace("\n ", "")) from e
             except LibraryError:
                 return None
-            if found.id not in ids:  # a file path outside the library: never load those
+            if found.id not in {m.id for m in models}:
                 return None
             if found.error:
                 raise CatalogError(f"{found.name} cannot be used: {found.error}")
             return _from_local(found)
+
+
+def library_file(name: str, models: list[LocalModel]) -> LocalModel | None:
+    """The library's model one of whose files is at ``name`` (compared as paths, without
+    touching the file system: a request may name any path)."""
+    if "\0" in name or len(name) > 4096:
+        return None
+    wanted = os.path.normpath(os.path.abspath(os.path.expanduser(name.strip())))
+    return next((m for m in models if any(os.path.abspath(p) == wanted for p in m.parts)), None)
 
 
 def _from_local(m: LocalModel) -> CatalogModel:

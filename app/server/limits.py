@@ -10,8 +10,16 @@ OpenAI-shaped 503 (Ollama's ``{"error"}`` on its routes) and ``Retry-After``:
   one place; the engine queue (``--max-queue``) bounds the generation jobs behind them, so
   streams cannot take all places unless they are that many remote ones.
 - ``MAX_BODY_BYTES_IN_FLIGHT`` (256 MB) of request bodies held at once, across all requests:
-  a body is counted as it arrives (a declared Content-Length at once, before any of it is read)
-  and until its request ends. The request that would go beyond it is refused; the others go on.
+  a body is counted as its bytes arrive, and until its request ends; one whose declared
+  Content-Length does not fit in what is left is refused before any of it is read, but a
+  declared length is not held (8 clients that declared 32 MB and sent a byte every 10 s held
+  the whole budget). The request that would go beyond it is refused; the others go on.
+- A quarter of each bound is kept for clients on this computer (loopback): other clients may
+  hold at most three quarters of the places and of the body bytes, so a client on the network
+  cannot lock out the ones here. A body must also keep arriving at a minimum rate
+  (app/server/header_timeout.py), so no client holds a place or bytes by trickling.
+
+The GUI's own chats do not use HTTP: they are jobs on the engine worker, untouched by these.
 
 :class:`RequestLimits` holds the counts and is thread-safe: the servers of one gateway (the
 main port and the optional Ollama port, each on its own thread and event loop) share one
@@ -21,6 +29,7 @@ the counts.
 
 from __future__ import annotations
 
+import ipaddress
 import threading
 import weakref
 from collections.abc import Callable
@@ -32,7 +41,19 @@ from app.server.requestlog import note_of
 MB = 1024 * 1024
 MAX_REQUESTS = 128
 MAX_BODY_BYTES_IN_FLIGHT = 256 * MB
+LOCAL_SHARE = 4  # 1/4 of each bound is kept for clients on this computer
 RETRY_AFTER_SECONDS = 1
+
+
+def is_local_client(scope: Scope) -> bool:
+    """Whether the request comes from this computer (a loopback address, or a Unix socket)."""
+    client = scope.get("client")
+    if not client:
+        return True
+    try:
+        return ipaddress.ip_address(str(client[0]).split("%", 1)[0]).is_loopback
+    except ValueError:
+        return False
 
 
 class RequestLimits:
@@ -43,14 +64,29 @@ class RequestLimits:
         self.max_body_bytes = max_body_bytes
         self.requests = 0  # in flight now
         self.body_bytes = 0  # of request bodies held now
+        self.remote_requests = 0  # of ``requests``, from clients not on this computer
+        self.remote_body_bytes = 0  # of ``body_bytes``, theirs
         self.refused = 0  # requests refused by either bound, ever
         self.changed = threading.Condition(threading.RLock())
 
-    def _update(self, requests: int = 0, body_bytes: int = 0, refused: int = 0) -> None:
+    @property
+    def max_remote_requests(self) -> int:
+        return self.max_requests - self.max_requests // LOCAL_SHARE
+
+    @property
+    def max_remote_body_bytes(self) -> int:
+        return self.max_body_bytes - self.max_body_bytes // LOCAL_SHARE
+
+    def _update(
+        self, requests: int = 0, body_bytes: int = 0, refused: int = 0, *, local: bool = True
+    ) -> None:
         with self.changed:
             self.requests += requests
             self.body_bytes += body_bytes
             self.refused += refused
+            if not local:
+                self.remote_requests += requests
+                self.remote_body_bytes += body_bytes
             self.changed.notify_all()
 
     def wait_for(self, predicate: Callable[[RequestLimits], bool], timeout: float) -> bool:
@@ -58,28 +94,38 @@ class RequestLimits:
         with self.changed:
             return self.changed.wait_for(lambda: predicate(self), timeout)
 
-    def enter(self) -> bool:
-        """Count one more request in flight, unless that goes beyond the cap."""
+    def enter(self, local: bool = True) -> bool:
+        """Count one more request in flight, unless that goes beyond the cap (for a client
+        not on this computer: beyond its three quarters)."""
         with self.changed:
-            if self.requests >= self.max_requests:
+            if self.requests >= self.max_requests or (
+                not local and self.remote_requests >= self.max_remote_requests
+            ):
                 return False
-            self._update(requests=1)
+            self._update(requests=1, local=local)
             return True
 
-    def leave(self) -> None:
-        self._update(requests=-1)
+    def leave(self, local: bool = True) -> None:
+        self._update(requests=-1, local=local)
 
-    def take_body(self, n: int) -> bool:
-        """Count ``n`` more body bytes held, unless that goes beyond the budget."""
+    def body_fits(self, n: int, local: bool = True) -> bool:
+        """Whether ``n`` more body bytes would fit now (nothing is counted)."""
         with self.changed:
             if self.body_bytes + n > self.max_body_bytes:
                 return False
-            self._update(body_bytes=n)
+            return local or self.remote_body_bytes + n <= self.max_remote_body_bytes
+
+    def take_body(self, n: int, local: bool = True) -> bool:
+        """Count ``n`` more body bytes held, unless that goes beyond the budget."""
+        with self.changed:
+            if not self.body_fits(n, local):
+                return False
+            self._update(body_bytes=n, local=local)
             return True
 
-    def give_body(self, n: int) -> None:
+    def give_body(self, n: int, local: bool = True) -> None:
         if n:
-            self._update(body_bytes=-n)
+            self._update(body_bytes=-n, local=local)
 
     def busy_message(self) -> str:
         return (
@@ -109,6 +155,11 @@ def limits_for(gateway: object, limits: RequestLimits | None = None) -> RequestL
         return limits
 
 
+# a probe (GET or HEAD of these) answers at once, from nothing: never refused as busy, so a
+# client (or a person) can always see that the server is up
+PROBES = frozenset({"/health", "/", "/api/version"})
+
+
 class ConcurrencyMiddleware:
     """Counts HTTP requests in flight; beyond ``max_requests``, a 503 with Retry-After."""
 
@@ -117,16 +168,18 @@ class ConcurrencyMiddleware:
         self.limits = limits
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        probe = scope.get("method") in ("GET", "HEAD") and scope.get("path") in PROBES
+        if scope["type"] != "http" or probe:
             await self.app(scope, receive, send)
             return
-        if not self.limits.enter():
+        local = is_local_client(scope)
+        if not self.limits.enter(local):
             await reject_busy(scope, send, self.limits, self.limits.busy_message())
             return
         try:
             await self.app(scope, receive, send)
         finally:
-            self.limits.leave()
+            self.limits.leave(local)
 
 
 async def reject_busy(

@@ -14,7 +14,9 @@
   answered, including Private Network Access.
 - Request bodies above ``max_body_bytes`` are refused with 413 before the app sees them, and
   a body that would take the bodies held at once beyond their budget (app/server/limits.py)
-  with 503; the bytes stay counted until the request ends.
+  with 503: a declared Content-Length that does not fit before any of it is read, a body that
+  grows past what is left as it arrives. Only bytes that arrived are counted (a client that
+  declares 32 MB and sends nothing holds nothing), until the request ends.
 - A refused request is marked in the request log's note, so the log keeps none of its body.
 """
 
@@ -28,7 +30,7 @@ import secrets
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.server.config import ServerConfig
-from app.server.limits import RequestLimits, reject_busy
+from app.server.limits import RequestLimits, is_local_client, reject_busy
 from app.server.protocols import protocol_of, refusal_body
 from app.server.requestlog import note_of
 
@@ -154,13 +156,14 @@ class SecurityMiddleware:
             await _reject(scope, send, 401, *self._key_problem(headers), extra=cors)
             return
         length = headers.get("content-length", "")
-        if length.isdigit() and int(length) > self.config.max_body_bytes:
+        declared = int(length) if length.isdigit() and len(length) <= 18 else None
+        if len(length) > 18 or (declared is not None and declared > self.config.max_body_bytes):
             await _reject(scope, send, 413, self._too_large(), "request_too_large", extra=cors)
             return
-        held = _Held(self.limits)
+        held = _Held(self.limits, is_local_client(scope))
         try:
             if method in ("POST", "PUT", "PATCH"):
-                if length.isdigit() and not held.take(int(length)):  # refused before reading
+                if declared is not None and not held.fits(declared):  # refused before reading
                     await reject_busy(
                         scope, send, self.limits, self.limits.body_busy_message(), cors
                     )
@@ -262,20 +265,25 @@ async def _preflight(send: Send, cors: list[tuple[bytes, bytes]], headers: dict[
 
 
 class _Held:
-    """The body bytes one request has counted against the budget of all requests."""
+    """The body bytes one request has counted against the budget of all requests (those that
+    arrived: a declared length is checked, not held)."""
 
-    def __init__(self, limits: RequestLimits) -> None:
+    def __init__(self, limits: RequestLimits, local: bool) -> None:
         self.limits = limits
+        self.local = local
         self.bytes = 0
 
+    def fits(self, n: int) -> bool:
+        return self.limits.body_fits(n - self.bytes, self.local)
+
     def take(self, n: int) -> bool:
-        if not self.limits.take_body(n):
+        if not self.limits.take_body(n, self.local):
             return False
         self.bytes += n
         return True
 
     def release(self) -> None:
-        self.limits.give_body(self.bytes)
+        self.limits.give_body(self.bytes, self.local)
         self.bytes = 0
 
 
@@ -285,7 +293,7 @@ class _OverBudgetError(Exception):
 
 async def _read_body(receive: Receive, limit: int, held: _Held) -> bytes | None:
     """The whole body, or None once it exceeds ``limit``; raises _OverBudgetError once holding it
-    would exceed the budget of all bodies (``held`` counts it, a declared length ahead)."""
+    would exceed the budget of all bodies (``held`` counts its bytes as they arrive)."""
     chunks: list[bytes] = []
     size = 0
     while True:

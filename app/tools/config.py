@@ -33,25 +33,13 @@ from pathlib import Path
 from typing import Any
 
 from app.config import atomic_write_text, paths
+from app.safe_text import shell_line, terminal_text
 
 log = logging.getLogger(__name__)
 
 SECRET_MARK = "<secret>"
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 _SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "AUTH", "CREDENTIAL", "COOKIE")
-_OWN_KEYS = {
-    "command",
-    "args",
-    "env",
-    "cwd",
-    "url",
-    "headers",
-    "type",
-    "disabled",
-    "disabledTools",
-    "alwaysAllow",
-    "approvedCommand",
-}
 
 
 class ToolConfigError(ValueError):
@@ -59,9 +47,9 @@ class ToolConfigError(ValueError):
 
 
 def validate_server_name(name: str) -> str:
-    if not _NAME_RE.match(name):
+    if not _NAME_RE.fullmatch(name):
         raise ToolConfigError(
-            f"{name!r} is not a valid server name: use letters, digits, '-', '_' and '.' "
+            f"{name!a} is not a valid server name: use letters, digits, '-', '_' and '.' "
             "(up to 64, starting with a letter or digit)."
         )
     return name
@@ -118,13 +106,24 @@ class ServerConfig:
         return shlex.join([self.command, *self.args])
 
     @property
+    def argv(self) -> tuple[str, ...]:
+        """What runs, exactly (empty for an HTTP server)."""
+        return () if self.command is None else (self.command, *self.args)
+
+    @property
+    def shown_command(self) -> str:
+        """The exact command line, safe to show (app/safe_text.py): what an approval shows."""
+        return shell_line(self.argv)
+
+    @property
     def needs_approval(self) -> bool:
         """A stdio server whose exact command line the user has not agreed to yet."""
         return self.command is not None and self.approved_command != self.command_line
 
     @property
     def target(self) -> str:
-        return self.command_line or (self.url or "")
+        """What the server is, safe to show: its command line or its URL."""
+        return self.shown_command or terminal_text(self.url or "")
 
     def tool_enabled(self, tool: str) -> bool:
         return tool not in self.disabled_tools
@@ -162,38 +161,105 @@ class ServerConfig:
 
     @classmethod
     def from_json(cls, name: str, data: Any) -> ServerConfig:
-        if not isinstance(data, dict):
-            raise ToolConfigError(f"Server {name}: its entry must be a JSON object.")
-        url = data.get("url") or data.get("serverUrl")  # Windsurf says serverUrl
-        args = data.get("args") or []
-        if not isinstance(args, list):
-            raise ToolConfigError(f"Server {name}: 'args' must be a list of strings.")
-        return cls(
-            name=name,
-            command=_opt_str(data.get("command")),
-            args=tuple(str(a) for a in args),
-            env=_str_map(name, "env", data.get("env")),
-            cwd=_opt_str(data.get("cwd")),
-            url=_opt_str(url),
-            headers=_str_map(name, "headers", data.get("headers")),
-            enabled=not bool(data.get("disabled", False)),
-            disabled_tools=frozenset(str(t) for t in data.get("disabledTools") or []),
-            always_allow=frozenset(str(t) for t in data.get("alwaysAllow") or []),
-            approved_command=_opt_str(data.get("approvedCommand")),
-            extra={k: v for k, v in data.items() if k not in _OWN_KEYS and k != "serverUrl"},
+        """The server an mcp.json entry describes; a ToolConfigError naming the server and the
+        field when a value has the wrong type (:func:`check_entry`)."""
+        return cls(name=name, **check_entry(name, data))
+
+
+# ---- the one check of an entry's fields ------------------------------------------------------
+
+MAX_NESTING = 32  # an entry's values nest a few levels; thousands (a RecursionError) are no entry
+_STRING, _BOOL, _STRINGS, _NAMES, _MAP = (
+    "a string",
+    "true or false",
+    "a list of strings",
+    "a list of tool names (strings)",
+    "an object of strings",
+)
+# mcp.json key -> (what it must be, the ServerConfig field)
+_FIELDS: dict[str, tuple[str, str]] = {
+    "command": (_STRING, "command"),
+    "args": (_STRINGS, "args"),
+    "env": (_MAP, "env"),
+    "cwd": (_STRING, "cwd"),
+    "url": (_STRING, "url"),
+    "serverUrl": (_STRING, "url"),  # Windsurf's name for url
+    "headers": (_MAP, "headers"),
+    "type": (_STRING, ""),
+    "disabled": (_BOOL, "enabled"),
+    "disabledTools": (_NAMES, "disabled_tools"),
+    "alwaysAllow": (_NAMES, "always_allow"),
+    "approvedCommand": (_STRING, "approved_command"),
+}
+_SCALARS = (str, int, float, bool)
+
+
+def check_entry(name: str, data: Any) -> dict[str, Any]:
+    """ServerConfig's fields from one mcp.json entry, every value checked for its type: a wrong
+    one is a ToolConfigError naming the server and the field, never a traceback."""
+    if not isinstance(data, dict):
+        raise ToolConfigError(
+            f"Server {name}: its entry must be a JSON object, not {_shown(data)}."
         )
+    if _depth(data) > MAX_NESTING:
+        raise ToolConfigError(
+            f"Server {name}: its entry nests deeper than {MAX_NESTING} levels, as no MCP "
+            "server's does; fix or remove it."
+        )
+    fields: dict[str, Any] = {}
+    for key, (what, attr) in _FIELDS.items():
+        value = data.get(key)
+        if value is None or (attr == "url" and "url" in fields):
+            continue
+        converted = _converted(what, value)
+        if converted is None:
+            raise ToolConfigError(f"Server {name}: {key!r} must be {what}, not {_shown(value)}.")
+        if attr:
+            fields[attr] = not converted if attr == "enabled" else converted
+    fields["extra"] = {k: v for k, v in data.items() if k not in _FIELDS}
+    return fields
 
 
-def _opt_str(value: Any) -> str | None:
-    return None if value is None else str(value)
+def _converted(what: str, value: Any) -> Any:
+    """``value`` as the field's type, or None when it is not one."""
+    if what == _STRING:
+        return value if isinstance(value, str) else None
+    if what == _BOOL:
+        return value if isinstance(value, bool) else None
+    if what == _MAP:  # env values are sometimes written as numbers or booleans
+        if not isinstance(value, dict) or not all(isinstance(v, _SCALARS) for v in value.values()):
+            return None
+        return {k: v if isinstance(v, str) else json.dumps(v) for k, v in value.items()}
+    if what == _STRINGS and isinstance(value, list):  # "args": ["--port", 8080] is seen too
+        numbers = [
+            str(v) if isinstance(v, int | float) and not isinstance(v, bool) else v for v in value
+        ]
+        return tuple(numbers) if all(isinstance(v, str) for v in numbers) else None
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        return None
+    return frozenset(value)
 
 
-def _str_map(server: str, what: str, value: Any) -> dict[str, str]:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise ToolConfigError(f"Server {server}: {what!r} must be an object of strings.")
-    return {str(k): str(v) for k, v in value.items()}
+def _depth(value: Any) -> int:
+    """How deep ``value`` nests, counted without recursion up to just past MAX_NESTING."""
+    deepest, todo = 0, [(value, 1)]
+    while todo and deepest <= MAX_NESTING:
+        item, depth = todo.pop()
+        deepest = max(deepest, depth)
+        if isinstance(item, dict):
+            todo.extend((child, depth + 1) for child in item.values())
+        elif isinstance(item, list):
+            todo.extend((child, depth + 1) for child in item)
+    return deepest
+
+
+def _shown(value: Any) -> str:
+    """A value as a short line of ASCII JSON, for an error message."""
+    try:
+        text = json.dumps(value, ensure_ascii=True)
+    except (ValueError, RecursionError):
+        text = type(value).__name__
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def claude_desktop_config() -> Path:
@@ -210,22 +276,82 @@ def claude_desktop_config() -> Path:
     return folder / "claude_desktop_config.json"
 
 
-def read_servers(path: Path) -> dict[str, ServerConfig]:
+MAX_FILE_BYTES = 4 * 1024 * 1024  # an mcp.json of many servers is a few kilobytes
+
+
+def read_entries(path: Path) -> tuple[dict[str, ServerConfig], dict[str, Any], dict[str, str]]:
     """The servers in a file of the ``{"mcpServers": {...}}`` shape (Claude Desktop's
-    ``claude_desktop_config.json``, Cursor's ``mcp.json``, …). A bad entry is an error that
-    names it; an entry marked ``SECRET_MARK`` keeps its mark."""
+    ``claude_desktop_config.json``, Cursor's ``mcp.json``, …); the entries that cannot be used,
+    as written; and why, one line each naming the file, the server and the field. A file that is
+    no such config is a ToolConfigError. An entry marked ``SECRET_MARK`` keeps its mark."""
     try:
+        if path.stat().st_size > MAX_FILE_BYTES:
+            raise ToolConfigError(
+                f"{path} is larger than {MAX_FILE_BYTES // (1024 * 1024)} MB, as no MCP config "
+                "is; fix or delete it."
+            )
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ToolConfigError(f"{path}: no such file.") from None
+    except RecursionError:  # too deep for Python's parser: say where, found without it
+        raise ToolConfigError(
+            f"{path}: {_deepest_place(path.read_text(encoding='utf-8'))} nests thousands of "
+            "levels deep, as no MCP config does; fix or delete it."
+        ) from None
+    except ToolConfigError:
+        raise
     except (OSError, ValueError) as e:
         raise ToolConfigError(f"{path} is unreadable ({e}); fix or delete it.") from e
     entries = data.get("mcpServers", data.get("servers")) if isinstance(data, dict) else None
     if not isinstance(entries, dict):
         raise ToolConfigError(f'{path} has no "mcpServers" object.')
-    return {
-        name: ServerConfig.from_json(validate_server_name(name), e) for name, e in entries.items()
-    }
+    servers: dict[str, ServerConfig] = {}
+    bad: dict[str, Any] = {}
+    problems: dict[str, str] = {}
+    for name, entry in entries.items():
+        try:
+            servers[name] = ServerConfig.from_json(validate_server_name(name), entry)
+        except ToolConfigError as e:
+            bad[name] = entry
+            problems[name] = f"{path}: {e}"
+    return servers, bad, problems
+
+
+def _deepest_place(text: str) -> str:
+    """Where JSON ``text`` first nests past MAX_NESTING, as "server 'x', 'args'" (or the keys
+    that lead there). One pass over the text, without recursion."""
+    open_: list[list[str | None]] = []  # per open container: [its kind, its last key]
+    at, expect_key = 0, False
+    while at < len(text) and len(open_) <= MAX_NESTING:
+        char = text[at]
+        if char == '"':
+            end = at + 1
+            while end < len(text) and text[end] != '"':
+                end += 2 if text[end] == "\\" else 1
+            if expect_key:
+                open_[-1][1] = text[at + 1 : end]
+            at, expect_key = end + 1, False
+            continue
+        if char in "{[":
+            open_.append([char, None])
+            expect_key = char == "{"
+        elif char in "}]" and open_:
+            open_.pop()
+        elif char == ",":
+            expect_key = bool(open_) and open_[-1][0] == "{"
+        at += 1
+    keys = [key for _kind, key in open_ if key is not None]
+    if len(keys) >= 3 and keys[0] in ("mcpServers", "servers"):
+        return f"server {keys[1]!r}, {keys[2]!r}"
+    return "the value at " + ".".join(keys) if keys else "the file"
+
+
+def read_servers(path: Path) -> dict[str, ServerConfig]:
+    """The servers of a config file (:func:`read_entries`); an unusable one is an error."""
+    servers, _bad, problems = read_entries(path)
+    if problems:
+        raise ToolConfigError(next(iter(problems.values())))
+    return servers
 
 
 # ---- secrets ---------------------------------------------------------------------------------
@@ -245,6 +371,8 @@ class McpConfig:
         self._lock = threading.RLock()
         self._stamp: object = None
         self._servers: dict[str, ServerConfig] = {}
+        self._bad: dict[str, Any] = {}  # entries that cannot be used, kept as written
+        self._problems: dict[str, str] = {}
 
     @property
     def secrets(self) -> Any:
@@ -270,18 +398,29 @@ class McpConfig:
         with self._lock:
             stamp = self._file_stamp()
             if stamp != self._stamp:
-                self._servers = read_servers(self.path) if stamp is not None else {}
+                found = read_entries(self.path) if stamp is not None else ({}, {}, {})
+                self._servers, self._bad, self._problems = found
                 self._stamp = stamp
             return dict(self._servers)
 
     def list(self) -> list[ServerConfig]:
+        """The servers that can be used (:meth:`problems` says why the others cannot)."""
         return sorted(self._load().values(), key=lambda s: s.name)
+
+    def problems(self) -> dict[str, str]:
+        """Why each entry that cannot be used cannot, one line naming the file, the server
+        and the field; the other servers work meanwhile."""
+        with self._lock:
+            self._load()
+            return dict(self._problems)
 
     def find(self, name: str) -> ServerConfig | None:
         return self._load().get(name)
 
     def get(self, name: str) -> ServerConfig:
         server = self.find(name)
+        if server is None and name in self._problems:
+            raise ToolConfigError(self._problems[name])
         if server is None:
             known = ", ".join(s.name for s in self.list()) or "none yet"
             raise ToolConfigError(
@@ -316,7 +455,9 @@ class McpConfig:
     # -- changing ----------------------------------------------------------------------------
 
     def _save(self, servers: Mapping[str, ServerConfig]) -> None:
-        data = {"mcpServers": {n: s.to_json() for n, s in sorted(servers.items())}}
+        kept = {n: e for n, e in self._bad.items() if n not in servers}  # left as written
+        entries = {**kept, **{n: s.to_json() for n, s in servers.items()}}
+        data = {"mcpServers": dict(sorted(entries.items()))}
         atomic_write_text(self.path, json.dumps(data, indent=2) + "\n")
         self._stamp = None
 
@@ -361,8 +502,13 @@ class McpConfig:
             except Exception as e:  # the entry is gone either way; a stale secret is harmless
                 log.warning("Could not delete a stored secret of %s: %s", old.name, e)
 
-    def remove(self, name: str) -> ServerConfig:
+    def remove(self, name: str) -> ServerConfig | None:
+        """Remove a server (one that cannot be used too: None then)."""
         with self._lock:
+            servers = self._load()
+            if name not in servers and self._bad.pop(name, None) is not None:
+                self._save(servers)
+                return None
             server = self.get(name)
             servers = self._load()
             servers.pop(name, None)

@@ -56,7 +56,7 @@ class ServerStartError(ToolError):
 class CommandNotApprovedError(ToolError):
     def __init__(self, server: ServerConfig) -> None:
         super().__init__(
-            f"MCP server {server.name} would run `{server.command_line}`, which you have not "
+            f"MCP server {server.name} would run `{server.shown_command}`, which you have not "
             'approved yet. Check it, then approve it ("Run it" in a chat, Test in '
             "Settings → Tools, or answer yes in `ember mcp test`)."
         )

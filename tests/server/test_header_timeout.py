@@ -19,7 +19,7 @@ from app.server.runner import ServerRunner
 @pytest.fixture
 def runner(monkeypatch: pytest.MonkeyPatch) -> Iterator[ServerRunner]:
     monkeypatch.setattr(header_timeout, "HEADER_TIMEOUT", 0.5)
-    monkeypatch.setattr(header_timeout, "BODY_IDLE_TIMEOUT", 0.5)
+    monkeypatch.setattr(header_timeout, "BODY_WINDOW", 0.5)
     worker = EngineWorker()
     r = ServerRunner(Gateway(worker), ServerConfig(port=0))
     r.start()

@@ -102,8 +102,10 @@ def test_tools_switches_and_always_allow_are_saved(config: McpConfig) -> None:
 def test_bad_entries_say_what_to_fix(tmp_path: Path, entry: object, message: str) -> None:
     path = tmp_path / "mcp.json"
     path.write_text(json.dumps({"mcpServers": {"s": entry}}))
+    config = McpConfig(path)
+    assert config.list() == [] and message in config.problems()["s"]
     with pytest.raises(ToolConfigError, match=message):
-        McpConfig(path).list()
+        config.get("s")
 
 
 def test_names_are_checked(config: McpConfig) -> None:

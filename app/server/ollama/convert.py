@@ -43,7 +43,10 @@ _OPTION_FIELDS = {
     },
 }
 Body = TypeVar("Body", bound=BaseModel)
-_DURATION = re.compile(r"(-?\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
+# one piece of a Go duration ("1h30m" is two), matched only where the previous one ended: a
+# scan over the whole text retried the digits at every start, quadratic in their number
+_DURATION_PIECE = re.compile(r"(-?\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
+MAX_DURATION_CHARS = 64  # "-9223372036.854775807s" is 22; a longer duration is no duration
 _UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
@@ -55,18 +58,33 @@ def keep_alive_seconds(value: KeepAlive) -> float | None:
     if isinstance(value, int | float):
         return float(value)
     text = value.strip()
+    seconds = _duration(text) if len(text) <= MAX_DURATION_CHARS else None
+    if seconds is None:
+        shown = repr(text) if len(text) <= MAX_DURATION_CHARS else f"of {len(text)} characters"
+        raise APIError(
+            400,
+            f'Invalid \'keep_alive\' {shown}. Use a duration such as "5m" or "30s", 0 to '
+            "unload the model after the request, or -1 to keep it loaded.",
+            param="keep_alive",
+        )
+    return seconds
+
+
+def _duration(text: str) -> float | None:
+    """A number of seconds, or a Go duration's pieces added up; None if it is neither.
+    Linear in ``text`` (each piece is matched once, where the previous one ended)."""
     try:
         return float(text)
     except ValueError:
         pass
-    if text and _DURATION.sub("", text) == "":
-        return sum(float(n) * _UNIT_SECONDS[u] for n, u in _DURATION.findall(text))
-    raise APIError(
-        400,
-        f'Invalid \'keep_alive\': {value!r}. Use a duration such as "5m" or "30s", 0 to '
-        "unload the model after the request, or -1 to keep it loaded.",
-        param="keep_alive",
-    )
+    total, at = 0.0, 0
+    while at < len(text):
+        piece = _DURATION_PIECE.match(text, at)
+        if piece is None:
+            return None
+        total += float(piece[1]) * _UNIT_SECONDS[piece[2]]
+        at = piece.end()
+    return total if text else None
 
 
 def unloads(value: KeepAlive) -> bool:

@@ -25,9 +25,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.safe_text import label_text
 
-def _label(text: str, name: str, parent: QWidget) -> QLabel:
-    label = QLabel(text, parent)
+
+def _label(text: str, name: str, parent: QWidget, lines: bool = True) -> QLabel:
+    """A plain-text label; what it shows came from a model, a server or a config, so its
+    control characters are escaped (app/safe_text.py; newlines too unless ``lines``)."""
+    label = QLabel(label_text(text, lines=lines), parent)
     label.setObjectName(name)
     label.setWordWrap(True)
     label.setTextFormat(Qt.TextFormat.PlainText)
@@ -81,7 +85,7 @@ class ToolCallCard(_DecisionCard):
         super().__init__(parent)
         self.call = call
         where = f" · {call.server}" if call.server else ""
-        self.title = _label(f"{call.tool or call.name}{where}", "StepTitle", self)
+        self.title = _label(f"{call.tool or call.name}{where}", "StepTitle", self, lines=False)
         self.arguments = _label(call.pretty_arguments(), "ToolCallArguments", self)
         self.arguments.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
         self.state = _label("Allow this call?", "FieldHelp", self)
@@ -123,8 +127,8 @@ class CommandCard(_DecisionCard):
             "FieldHelp",
             self,
         )
-        where = f"\nin {server.cwd}" if server.cwd else ""
-        self.command = _label(f"{server.command_line}{where}", "ToolCallArguments", self)
+        where = f"\nin {label_text(server.cwd, lines=False)}" if server.cwd else ""
+        self.command = _label(f"{server.shown_command}{where}", "ToolCallArguments", self)
         self.command.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
         self.state = _label(
             "Run it only if you trust it. You are asked once, and again if the command changes.",
@@ -151,7 +155,7 @@ class CommandCard(_DecisionCard):
         if decision == "deny":  # a short note from now on: the command line was seen
             self.intro.hide()
             self.command.hide()
-            self.title.setText(f"{name} was not started")
+            self.title.setText(f"{label_text(name)} was not started")
             self.state.setText(
                 f"This answer goes on without {name}'s tools. You will be asked again next "
                 "time, unless you turn it off for this chat in the Tools menu."

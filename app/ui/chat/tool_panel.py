@@ -21,6 +21,7 @@ from PySide6.QtCore import Signal, Slot
 from PySide6.QtGui import QAction, QActionGroup
 from PySide6.QtWidgets import QHBoxLayout, QMenu, QToolButton, QVBoxLayout, QWidget
 
+from app.safe_text import label_text
 from app.ui.chat.tool_card import CommandCard, ToolCallCard
 from app.ui.chat.tool_turn import CommandRequest, ToolSetup
 
@@ -88,10 +89,13 @@ class ToolPanel(QWidget):
             submenu.deleteLater()
         self.menu.clear()
         try:
-            servers = [s for s in McpConfig().list() if s.enabled]
+            config = McpConfig()
+            servers = [s for s in config.list() if s.enabled]
+            problems = list(config.problems().values())  # the other servers work meanwhile
         except ValueError as e:
-            self.menu.addAction(str(e)).setEnabled(False)
-            return
+            servers, problems = [], [str(e)]
+        for problem in problems:
+            self.menu.addAction(label_text(problem, lines=False)).setEnabled(False)
         if not servers:
             self.menu.addAction("No MCP servers yet: add one in Settings → Tools").setEnabled(False)
         for server in servers:

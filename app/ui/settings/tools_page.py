@@ -22,6 +22,7 @@ from typing import Any
 
 from PySide6.QtCore import Qt, QTimer, Signal, Slot
 from PySide6.QtGui import QShowEvent
+from PySide6.QtGui import Qt as GuiQt
 from PySide6.QtWidgets import (
     QAbstractScrollArea,
     QCheckBox,
@@ -30,6 +31,7 @@ from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
     QHeaderView,
+    QLabel,
     QLineEdit,
     QListWidget,
     QListWidgetItem,
@@ -44,6 +46,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.safe_text import label_text
 from app.tools.config import McpConfig, ServerConfig, claude_desktop_config
 from app.tools.manager import ToolInfo, ToolManager
 from app.ui.settings.provider_editor import text_label
@@ -251,9 +254,9 @@ class ToolsPage(QWidget):
     def reload(self, select: str | None = None) -> None:
         try:
             self.servers = self.config.list()
+            problems = self.config.problems()  # the other servers work meanwhile
         except ValueError as e:
-            self.show_status("error", str(e))
-            self.servers = []
+            self.servers, problems = [], {"": str(e)}
         self.server_list.blockSignals(True)
         self.server_list.clear()
         for server in self.servers:
@@ -272,6 +275,8 @@ class ToolsPage(QWidget):
         self.remove_button.setEnabled(bool(names))
         self.top.setCurrentIndex(1 if names else 0)
         self._fit_top()
+        if problems:  # after the selection, which clears the status
+            self.show_status("error", label_text("\n".join(problems.values())))
 
     def _fit_top(self) -> None:
         """The card or the list: one height, the taller one's as styled, never squeezed when
@@ -445,8 +450,10 @@ class ToolsPage(QWidget):
             QMessageBox.StandardButton.Cancel,
             self,
         )
-        where = f"\n\nin {server.cwd}" if server.cwd else ""
-        box.setInformativeText(f"{server.command_line}{where}\n\nRun it only if you trust it.")
+        where = f"\n\nin {label_text(server.cwd, lines=False)}" if server.cwd else ""
+        box.setInformativeText(f"{server.shown_command}{where}\n\nRun it only if you trust it.")
+        for label in box.findChildren(QLabel):  # shown as written, never as rich text
+            label.setTextFormat(Qt.TextFormat.PlainText)
         box.setObjectName("ToolCommandApproval")
         run = box.addButton("Run", QMessageBox.ButtonRole.AcceptRole)
         run.clicked.connect(self._on_command_approved)
@@ -514,13 +521,15 @@ class ToolsPage(QWidget):
         self.tool_tree.blockSignals(True)
         self.tool_tree.clear()
         for tool in self.tools:
-            item = QTreeWidgetItem(self.tool_tree, [tool.name, tool.description.strip()])
+            # the server's words: shown escaped (app/safe_text.py), the tooltip as plain text
+            shown = [label_text(tool.name, lines=False), label_text(tool.description.strip())]
+            item = QTreeWidgetItem(self.tool_tree, shown)
             item.setData(0, Qt.ItemDataRole.UserRole, tool.name)
             item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
             on = server is None or server.tool_enabled(tool.name)
             item.setCheckState(0, Qt.CheckState.Checked if on else Qt.CheckState.Unchecked)
-            item.setToolTip(1, tool.description)
-            schema = json.dumps(tool.input_schema, ensure_ascii=False, indent=2)
+            item.setToolTip(1, GuiQt.convertFromPlainText(label_text(tool.description)))
+            schema = label_text(json.dumps(tool.input_schema, ensure_ascii=False, indent=2))
             child = QTreeWidgetItem(item, ["input", schema])
             child.setFlags(Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable)
         self.tool_tree.resizeColumnToContents(0)
