@@ -15,7 +15,7 @@ from app.server.catalog import ModelMeta
 from app.server.errors import APIError
 from app.server.images import decode_images
 from app.server.output import ChatOutput
-from app.server.reasoning import prompt_opens_reasoning
+from app.server.reasoning import opens_think
 from app.server.tools import (
     ToolMode,
     call_as_text,
@@ -249,7 +249,7 @@ def plan_chat(body: schemas.ChatCompletionRequest, model: LoadedModel, meta: Mod
         request=request,
         tool_mode=mode,
         tool_names=frozenset(f["name"] for f in functions),
-        reasoning_open=prompt_opens_reasoning(template),
+        reasoning_open=opens_think(template, body.reasoning_effort),
         constrained=grammar is not None or schema is not None,
     )
 
