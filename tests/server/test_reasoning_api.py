@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import openai
 import pytest
+from openai.types.chat import ChatCompletionMessageParam
 
 from app.engine.types import LoadParams
 from app.engine.worker import EngineWorker
@@ -24,7 +25,9 @@ OPENS_THINK = (
     "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}"
     "{% if add_generation_prompt %}assistant: <think>\n{% endif %}"
 )
-QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
+QUESTION: list[ChatCompletionMessageParam] = [
+    {"role": "user", "content": "What is the capital of France?"}
+]
 MAX_TOKENS = 16
 TIMEOUT = 600.0  # a failsafe for a busy machine, never a timing assertion
 
@@ -53,7 +56,7 @@ def client(base_url: str) -> Iterator[openai.OpenAI]:
 def _ask(client: openai.OpenAI, **extra: Any) -> tuple[str, str, int]:
     answer = client.chat.completions.create(
         model=MODEL_ID,
-        messages=QUESTION,  # type: ignore[arg-type]
+        messages=QUESTION,
         max_tokens=MAX_TOKENS,
         temperature=0.0,
         extra_body=extra,
@@ -82,7 +85,7 @@ def test_a_thinking_budget_ends_the_thinking_and_the_answer_follows(
 def test_streamed_reasoning_comes_first_and_never_in_the_content(client: openai.OpenAI) -> None:
     stream = client.chat.completions.create(
         model=MODEL_ID,
-        messages=QUESTION,  # type: ignore[arg-type]
+        messages=QUESTION,
         max_tokens=MAX_TOKENS,
         temperature=0.0,
         stream=True,
