@@ -140,7 +140,11 @@ class Scheduler:
         if isinstance(r, ChatRequest):
             rendered = model.render_chat(r)
             stops = rendered.stop
-            if rendered.thinking is not None:
+            # a grammar from the first token leaves no room for a fed closing text
+            eager_grammar = (r.sampling.grammar or r.sampling.json_schema is not None) and (
+                not r.sampling.grammar_triggers
+            )
+            if rendered.thinking is not None and not eager_grammar:
                 thinking = ThinkingBudget(rendered.thinking)
             if r.images:
                 media = chat_media(model, rendered.text, r.images)
