@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
@@ -18,7 +19,9 @@ from app.engine.worker import EngineWorker
 from app.server.catalog import StaticCatalog, entry_for_file
 from app.server.config import ServerConfig
 from app.server.gateway import Gateway
+from app.server.ollama.shapes import capabilities
 from app.server.runner import ServerRunner
+from tests.helpers.sdist_reasoning import template
 
 MODEL_ID = "thinker"
 OPENS_THINK = (
@@ -130,3 +133,17 @@ def test_ollama_think_false_answers_without_thinking_and_true_thinks(base_url: s
         bad = http.post("/api/chat", json={**body, "think": "maximal"})
         assert bad.status_code == 400, bad.text
         assert "think" in bad.json()["error"]
+
+
+@pytest.mark.parametrize(
+    ("name", "thinks"),
+    [
+        ("openai-gpt-oss-120b", True),
+        ("Qwen-Qwen3-0.6B", True),
+        ("CohereForAI-c4ai-command-r7b-12-2024-tool_use", True),
+        ("meta-llama-Llama-3.1-8B-Instruct", False),
+    ],
+)
+def test_ollama_lists_thinking_for_every_known_thinking_format(name: str, thinks: bool) -> None:
+    info = SimpleNamespace(has_fim=False, chat_template=template(name))
+    assert ("thinking" in capabilities(info, embedding_only=False)) is thinks  # type: ignore[arg-type]
