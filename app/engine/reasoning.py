@@ -127,6 +127,7 @@ def template_kwargs(
     template reads (an empty dict for the model's default)."""
     if effort is None and budget is None:
         return {}
+    check_reasoning(effort, budget)
     controls = template_controls(source)
     out: dict[str, Any] = {}
     for name in controls.reads:
@@ -137,6 +138,19 @@ def template_kwargs(
             value = _EFFORT_FALLBACK.get(value, value)
         out[name] = value
     return out
+
+
+def check_reasoning(effort: str | None, budget: int | None) -> None:
+    """Refuse an effort no template knows or a negative budget (a BadRequestError)."""
+    from app.engine.types import BadRequestError
+
+    if effort is not None and effort not in EFFORTS:
+        raise BadRequestError(
+            f"Unknown reasoning effort {str(effort)[:40]!r}; use one of {', '.join(EFFORTS)}."
+        )
+    whole = isinstance(budget, int) and not isinstance(budget, bool)
+    if budget is not None and (not whole or budget < 0):
+        raise BadRequestError("The thinking budget must be a whole number of tokens, 0 or more.")
 
 
 def effective_budget(source: str | None, effort: str | None, budget: int | None) -> int | None:

@@ -22,6 +22,7 @@ from app.engine.reasoning import (
 )
 from app.engine.templates import ChatTemplate
 from app.engine.types import (
+    BadRequestError,
     ChatMessage,
     ChatRequest,
     Delta,
@@ -119,6 +120,14 @@ def test_a_template_without_reasoning_gets_nothing() -> None:
     source = template("meta-llama-Llama-3.1-8B-Instruct")
     assert template_kwargs(source, "high", 100) == {}
     assert reasoning_format(source) is None
+
+
+def test_an_unknown_effort_or_a_negative_budget_is_refused() -> None:
+    source = template("Qwen-Qwen3-0.6B")
+    with pytest.raises(BadRequestError, match="reasoning effort"):
+        ChatTemplate(source).render(HI, reasoning_effort="maximal")
+    with pytest.raises(BadRequestError, match="thinking budget"):
+        ChatTemplate(source).render(HI, thinking_budget=-1)
 
 
 # ---- the budget counter (no model) ------------------------------------------------------
