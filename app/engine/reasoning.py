@@ -197,7 +197,7 @@ def thinking_plan(
     """The budget to enforce on an answer to ``prompt`` (rendered from this template), or
     None (no limit, or a template without a known thinking format)."""
     limit = effective_budget(source, effort, budget)
-    fmt = reasoning_format(source)
+    fmt = reasoning_format(source) if limit is not None else None
     if limit is None or fmt is None:
         return None
     return ThinkingPlan(max(0, limit), fmt, prompt.rstrip().endswith(fmt.open))
