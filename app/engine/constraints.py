@@ -29,6 +29,7 @@ from typing import Any, Final
 from app.engine import gbnf
 from app.engine.gbnf import MAX_NESTING as MAX_GRAMMAR_NESTING
 from app.engine.gbnf import MAX_REPEAT as MAX_GRAMMAR_REPEAT
+from app.engine.triggers import check_triggers
 from app.engine.types import BadRequestError, SamplingParams
 
 __all__ = [
@@ -78,7 +79,10 @@ _cache_lock = threading.Lock()
 def grammar_for(sampling: SamplingParams) -> Grammar | None:
     """The GBNF that constrains a generation (from ``sampling.json_schema``, else
     ``sampling.grammar``), checked and bounded; None when unconstrained. Raises
-    BadRequestError saying what is too large or invalid."""
+    BadRequestError saying what is too large or invalid (also for a bad grammar trigger,
+    :func:`app.engine.triggers.check_triggers`)."""
+    if sampling.grammar_triggers and (sampling.grammar or sampling.json_schema is not None):
+        check_triggers(sampling.grammar_triggers)
     if sampling.json_schema is not None:
         key = "schema:" + _schema_text(sampling.json_schema)
     elif sampling.grammar:

@@ -437,7 +437,13 @@ class LlamaCppModel:
     # -- prompts --------------------------------------------------------------------------
 
     def render_chat(self, request: ChatRequest) -> RenderedPrompt:
-        return self.template.render(request.messages, request.add_generation_prompt, request.tools)
+        return self.template.render(
+            request.messages,
+            request.add_generation_prompt,
+            request.tools,
+            reasoning_effort=request.reasoning_effort,
+            thinking_budget=request.thinking_budget,
+        )
 
     def media_prompt(self, text: str, images: tuple[bytes, ...]) -> MediaPrompt:
         """A rendered chat prompt with one media marker per image, tokenized with the

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import ctypes
 import time
+import weakref
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from app.engine.triggers import TriggerWatch, check_triggers
 from app.engine.types import BadRequestError, SamplingParams
 
 if TYPE_CHECKING:
@@ -78,6 +80,12 @@ class Sampler:
     one); sampling takes the chain's first choice when the grammar allows it, as llama-server
     does, and otherwise exactly the token filtering first would give.
 
+    With ``grammar_triggers`` the grammar waits (a lazy grammar, see
+    :mod:`app.engine.triggers`): the chain samples freely, a :class:`TriggerWatch` looks for a
+    trigger in the last bytes of the answer, and once one matches the grammar is handed the
+    text from the match on (tokens whole, or byte by byte for a token the match starts
+    inside), each checked first, and constrains every token after.
+
     ``sample(ctx, idx)`` samples from output ``idx`` of the last decoded batch and accepts
     the token (into the chain and the grammar). Worker thread only; ``close`` frees the
     native samplers.
@@ -93,6 +101,8 @@ class Sampler:
         self._native = native = _native()
         self._model = model
         self._grammar: Any = None  # the lazily applied grammar sampler
+        # a lazy grammar's trigger watch, until a trigger matches (None: the grammar applies)
+        self._watch: TriggerWatch | None = None
         self._chain: Any = native.llama_sampler_chain_init(
             native.llama_sampler_chain_default_params()
         )
@@ -123,6 +133,8 @@ class Sampler:
                         "gbnf-validator. It needs a `root` rule."
                     )
                 self._grammar = g
+                if s.grammar_triggers:
+                    self._watch = TriggerWatch(check_triggers(s.grammar_triggers))
             if s.temperature < 0.0:
                 add(native.llama_sampler_init_dist(seed))
             elif s.temperature == 0.0:
@@ -171,6 +183,10 @@ class Sampler:
         native = self._native
         if self._grammar is None:
             return int(native.llama_sampler_sample(self._chain, ctx, idx))
+        if self._watch is not None:  # a lazy grammar, not triggered yet: free text
+            token = int(native.llama_sampler_sample(self._chain, ctx, idx))
+            self._watch_for_trigger(token)
+            return token
         # First pass: the chain samples and accepts a token. If the grammar rejects it, the
         # chain goes back to a copy taken before (penalty history, random state) to sample
         # again from the tokens the grammar allows. (Sampling with the copy instead would be
@@ -187,6 +203,35 @@ class Sampler:
         native.llama_sampler_accept(self._grammar, token)
         self._follow_text(token)
         return token
+
+    def _watch_for_trigger(self, token: int) -> None:
+        """Feed the trigger watch; on a match, hand the grammar the text from its start."""
+        watch = self._watch
+        assert watch is not None
+        start = watch.feed(token, self._model.piece(token, special=True))
+        if start is None:
+            return
+        self._watch = None
+        for tok, begin, end in watch.tokens:
+            if end <= start:
+                continue
+            if begin >= start:
+                self._accept_triggered(tok, watch.text)
+                continue
+            for byte in watch.text[start:end]:  # the match starts inside this token
+                self._accept_triggered(byte_token(self._model, byte), watch.text)
+
+    def _accept_triggered(self, token: int | None, text: bytearray) -> None:
+        # llama.cpp throws (through the C API: the process ends) on a token its grammar
+        # rejects, so each is checked first
+        if token is None or not self._allows(token):
+            shown = bytes(text[-80:]).decode("utf-8", errors="replace")
+            raise BadRequestError(
+                f"A grammar trigger matched ({shown!r}) but the grammar does not accept the "
+                "text from there: a trigger must match the text the grammar starts with."
+            )
+        self._native.llama_sampler_accept(self._grammar, token)
+        self._follow_text(token)
 
     def _allows(self, token: int) -> bool:
         """Whether the grammar, in its current state, accepts ``token`` next."""
@@ -383,6 +428,24 @@ class VocabIndex:
             allowed2[self._probe2_class[split][rejected]] = False
         keep = allowed1[self._first] & allowed2[self._pair]
         return np.flatnonzero(keep).astype(np.intc)
+
+
+_byte_tokens: weakref.WeakKeyDictionary[Any, dict[int, int]] = weakref.WeakKeyDictionary()
+
+
+def byte_token(model: Vocabulary, byte: int) -> int | None:
+    """A token whose piece is exactly the one byte ``byte`` (byte-level vocabularies have all
+    256; SentencePiece ones their <0xNN> tokens), found once per model; None if none is."""
+    table = _byte_tokens.get(model)
+    if table is None:
+        table = _byte_tokens[model] = {}
+        for token in range(model.n_vocab):
+            piece = model.piece(token, special=True)
+            if len(piece) == 1:
+                table.setdefault(piece[0], token)
+                if len(table) == 256:
+                    break
+    return table.get(byte)
 
 
 def grammar_allows(grammar: Any, tokens: np.ndarray) -> np.ndarray:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from app.engine.media import ImageItem, MediaPrompt, chat_media, decode_image
 from app.engine.prefix_cache import PrefixCache
+from app.engine.reasoning import ThinkingBudget
 from app.engine.textstream import StopMatcher, Utf8Stream
 from app.engine.types import (
     ChatRequest,
@@ -82,6 +83,8 @@ class Slot:
     media: MediaPrompt | None = None  # a prompt with images: where they are, their chunks
     special: bool = False  # control tokens are rendered in the text (ChatRequest.special_tokens)
     progress: bool = False  # its request asked for PromptProgress events
+    thinking: ThinkingBudget | None = None  # a limit on the answer's thinking tokens
+    forced: list[int] = field(default_factory=list)  # the budget's closing tokens still to feed
 
     @property
     def generating(self) -> bool:
@@ -136,9 +139,16 @@ class Scheduler:
         stops: tuple[str, ...] = ()
         echo = ""
         media: MediaPrompt | None = None
+        thinking: ThinkingBudget | None = None
         if isinstance(r, ChatRequest):
             rendered = model.render_chat(r)
             stops = rendered.stop
+            # a grammar from the first token leaves no room for a fed closing text
+            eager_grammar = (r.sampling.grammar or r.sampling.json_schema is not None) and (
+                not r.sampling.grammar_triggers
+            )
+            if rendered.thinking is not None and not eager_grammar:
+                thinking = ThinkingBudget(rendered.thinking)
             if r.images:
                 media = chat_media(model, rendered.text, r.images)
                 prompt = media.tokens
@@ -149,7 +159,9 @@ class Scheduler:
             prompt = model.completion_tokens(r)
             echo = r.prompt if r.echo else ""
         try:
-            return self._slot_for(job, queued, prompt, stops=stops, echo=echo, media=media)
+            slot = self._slot_for(job, queued, prompt, stops=stops, echo=echo, media=media)
+            slot.thinking = thinking
+            return slot
         except BaseException:
             if media is not None:
                 media.close()
@@ -341,10 +353,22 @@ class Scheduler:
             if not self.cache.evict_one():
                 return
 
+    def _next_token(self, slot: Slot) -> tuple[int, bool]:
+        """The slot's next token, and whether it was fed rather than sampled: once the
+        thinking budget is spent, the tokens that close the thinking, one a step, as if the
+        model had written them; else the sampler's choice."""
+        budget = slot.thinking
+        if budget is not None and budget.spent:
+            budget.closed()
+            slot.forced = self.model.tokenize(budget.close, add_special=False)
+        if slot.forced:
+            return slot.forced.pop(0), True
+        return slot.sampler.sample(self.model.ctx, slot.i_batch), False
+
     def _sample(self, slot: Slot, now: float) -> None:
         model = self.model
         try:
-            token = slot.sampler.sample(model.ctx, slot.i_batch)
+            token, fed = self._next_token(slot)
         except EngineError as e:
             self._end(slot, "error", error=e)
             return
@@ -354,9 +378,11 @@ class Scheduler:
             return
         if slot.first_at is None:
             slot.first_at = now
-        if model.is_eog(token):
+        if model.is_eog(token) and not fed:  # harmony's close has <|end|> in it
             self._end(slot, "stop")
             return
+        if slot.thinking is not None:
+            slot.thinking.feed(model.piece(token, special=True))
         slot.n_out += 1
         text = slot.matcher.feed(slot.utf8.feed(model.piece(token, slot.special)))
         if text:

@@ -33,6 +33,7 @@ from jinja2 import Template, TemplateError, nodes
 from jinja2.ext import Extension
 from jinja2.parser import Parser
 
+from app.engine.reasoning import ThinkingPlan, template_kwargs, thinking_plan
 from app.engine.template_sandbox import (
     DEFAULT_LIMITS,
     BudgetedSandbox,
@@ -53,6 +54,8 @@ class RenderedPrompt:
     text: str
     stop: tuple[str, ...]  # stop strings implied by the template (fallback only)
     uses_fallback: bool
+    # the thinking budget the engine enforces on the answer (app.engine.reasoning)
+    thinking: ThinkingPlan | None = None
 
 
 def _raise_exception(message: str) -> None:
@@ -110,6 +113,11 @@ def _make_env() -> BudgetedSandbox:
 _ENV = _make_env()
 
 
+def parse_template(source: str) -> nodes.Template:
+    """A template's syntax tree, as the renderer parses it (for analysis only)."""
+    return _ENV.parse(source)
+
+
 class ChatTemplate:
     """Renders OpenAI-style message lists into a prompt string for one model.
 
@@ -156,7 +164,12 @@ class ChatTemplate:
         messages: list[ChatMessage],
         add_generation_prompt: bool = True,
         tools: list[dict[str, Any]] | None = None,
+        *,
+        reasoning_effort: str | None = None,
+        thinking_budget: int | None = None,
     ) -> RenderedPrompt:
+        """The prompt for ``messages``; a reasoning effort or thinking budget is passed as the
+        variables the template reads for them (see :mod:`app.engine.reasoning`)."""
         if not messages:
             raise BadRequestError("A chat request needs at least one message.")
         if self._broken is not None:
@@ -164,6 +177,7 @@ class ChatTemplate:
         if self._template is None:
             return RenderedPrompt(_fallback(messages, add_generation_prompt), FALLBACK_STOP, True)
         copies = [dict(m) for m in messages]
+        extra = template_kwargs(self.source, reasoning_effort, thinking_budget)
         token = activate(budget_for(copies, tools, self.limits))
         try:
             text = self._template.render(
@@ -172,12 +186,14 @@ class ChatTemplate:
                 bos_token=self.bos_token,
                 eos_token=self.eos_token,
                 tools=tools,
+                **extra,
             )
         except Exception as e:
             raise self._error(e) from None  # the message says it all; the stack is the template's
         finally:
             deactivate(token)
-        return RenderedPrompt(text, (), False)
+        plan = thinking_plan(self.source, reasoning_effort, thinking_budget, text)
+        return RenderedPrompt(text, (), False, plan)
 
     def _error(self, e: Exception) -> ChatTemplateError:
         """One sentence that names the template, says what happened and what to do."""

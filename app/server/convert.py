@@ -17,7 +17,7 @@ from app.server.catalog import ModelMeta
 from app.server.errors import APIError
 from app.server.images import decode_images
 from app.server.output import ChatOutput
-from app.server.reasoning import prompt_opens_reasoning
+from app.server.reasoning import opens_think
 from app.server.toolcalls import GENERIC, ToolFormat, format_for, lazy_grammar
 from app.server.toolcalls import render as tool_render
 from app.server.tools import ToolMode, call_schema, template_supports_tools, tools_prompt
@@ -280,7 +280,7 @@ def plan_chat(body: schemas.ChatCompletionRequest, model: LoadedModel, meta: Mod
         request=request,
         tool_mode=mode,
         tool_names=frozenset(f["name"] for f in functions),
-        reasoning_open=prompt_opens_reasoning(template),
+        reasoning_open=opens_think(template, body.reasoning_effort),
         constrained=grammar is not None or schema is not None,
         tool_format=fmt,
         tool_schemas={f["name"]: f.get("parameters") or {} for f in functions},

@@ -2,34 +2,29 @@
 
 Reasoning models either write ``<think>`` themselves, or their chat template ends the prompt
 with it (DeepSeek-R1, QwQ, Qwen3): then the output starts inside the thinking and only
-``</think>`` appears. :func:`prompt_opens_reasoning` tells the two apart by rendering the
-template; :class:`ReasoningSplitter` never lets part of a tag reach either stream.
+``</think>`` appears. :func:`prompt_opens_reasoning` (the engine's, in
+:mod:`app.engine.reasoning`) tells the two apart by rendering the template;
+:class:`ReasoningSplitter` never lets part of a tag reach either stream.
 """
 
 from __future__ import annotations
 
-import functools
 from typing import Literal
 
-from app.engine.templates import ChatTemplate
-from app.engine.types import EngineError
+from app.engine.reasoning import THINK, prompt_opens_reasoning, reasoning_format
 
-OPEN = "<think>"
-CLOSE = "</think>"
+__all__ = ["CLOSE", "OPEN", "ReasoningSplitter", "opens_think", "prompt_opens_reasoning"]
+
+OPEN = THINK.open
+CLOSE = THINK.close
 Kind = Literal["reasoning", "content"]
 
 
-@functools.lru_cache(maxsize=16)
-def prompt_opens_reasoning(template_source: str | None) -> bool:
-    """Whether the template's generation prompt ends inside an open ``<think>``."""
-    if not template_source or OPEN not in template_source:
-        return False
-    try:
-        text = ChatTemplate(template_source).render([{"role": "user", "content": "Hi"}]).text
-    except (EngineError, Exception):  # a template that cannot render a probe: assume not
-        return False
-    tail = text.rstrip()
-    return tail.endswith(OPEN)
+def opens_think(template_source: str | None, effort: str | None = None) -> bool:
+    """Whether an answer starts inside ``<think>`` (the format :class:`ReasoningSplitter`
+    reads) for this template and reasoning effort."""
+    fmt = reasoning_format(template_source)
+    return fmt is THINK and prompt_opens_reasoning(template_source, effort)
 
 
 def _partial_suffix(text: str, tag: str) -> int:

@@ -119,6 +119,27 @@ def _format(fmt: Format) -> dict[str, Any] | None:
     return None
 
 
+THINK_LEVELS = ("low", "medium", "high")
+
+
+def reasoning_effort(think: bool | str | None) -> str | None:
+    """Ollama's ``think`` as a reasoning effort: true thinks (at the medium effort, which
+    turns thinking on where a template has it off by default), false does not ("none"), and
+    "low" / "medium" / "high" are the effort; left out, the model's default."""
+    if think is None:
+        return None
+    if isinstance(think, bool):
+        return "medium" if think else "none"
+    if think in THINK_LEVELS:
+        return think
+    raise APIError(
+        400,
+        f"Invalid 'think': {str(think)[:40]!r}. Use true, false, or one of "
+        f"{', '.join(THINK_LEVELS)}.",
+        param="think",
+    )
+
+
 def _validate(cls: type[Body], data: dict[str, Any]) -> Body:
     try:
         return cls.model_validate(data)
@@ -169,6 +190,8 @@ def chat_body(body: ChatBody) -> openai.ChatCompletionRequest:
     }
     if body.tools:
         data["tools"] = body.tools
+    if (effort := reasoning_effort(body.think)) is not None:
+        data["reasoning_effort"] = effort
     if (fmt := _format(body.format)) is not None:
         data["response_format"] = fmt
     converted = _validate(openai.ChatCompletionRequest, data)
@@ -220,6 +243,8 @@ def generate_chat_body(body: GenerateBody) -> openai.ChatCompletionRequest:
         "stream": bool(body.stream is not False),
         **_sampling(body.options),
     }
+    if (effort := reasoning_effort(body.think)) is not None:
+        data["reasoning_effort"] = effort
     if (fmt := _format(body.format)) is not None:
         data["response_format"] = fmt
     converted = _validate(openai.ChatCompletionRequest, data)

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from app.engine import gguf
+from app.engine.reasoning import reasoning_format
 from app.engine.types import Finished, LoadedModel
 from app.server.catalog import CatalogModel
 
@@ -127,8 +128,8 @@ def capabilities(info: gguf.GGUFInfo | None, embedding_only: bool) -> list[str]:
     caps = ["completion", "tools"]
     if info is not None and info.has_fim:
         caps.append("insert")
-    if info is not None and "<think>" in (info.chat_template or ""):
-        caps.append("thinking")
+    if info is not None and reasoning_format(info.chat_template) is not None:
+        caps.append("thinking")  # a template with a known thinking format (<think>, harmony…)
     return caps
 
 

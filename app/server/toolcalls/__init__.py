@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from app.engine.types import BadRequestError
+from app.engine.triggers import check_triggers
 from app.server.pieces import Piece
 from app.server.toolcalls import grammar
 from app.server.toolcalls.formats import BY_NAME, FORMATS, GENERIC, HERMES, ToolFormat, detect
@@ -66,20 +66,11 @@ class CallReader:
         return self._reader.finish()
 
 
-# The engine's bounds on trigger patterns (app/engine/triggers.py checks them again).
-MAX_TRIGGERS = 32
-MAX_TRIGGER_CHARS = 256
-
-
 def lazy_grammar(fmt: ToolFormat, functions: list[dict[str, Any]]) -> tuple[str, tuple[str, ...]]:
     """The grammar of ``fmt``'s calls of ``functions`` and the patterns that start it.
     BadRequestError if a schema, the grammar or a pattern (Functionary v3.2's list every
     tool's name) is past a bound; call it off the event loop."""
     triggers = fmt.triggers([f["name"] for f in functions])
-    if len(triggers) > MAX_TRIGGERS or any(len(t) > MAX_TRIGGER_CHARS for t in triggers):
-        raise BadRequestError(
-            f"The {fmt.name} call format's trigger patterns for these tools are over "
-            f"{MAX_TRIGGER_CHARS} characters."
-        )
+    check_triggers(triggers)  # the engine's bounds, checked here so a refusal costs no grammar
     text = grammar.build(fmt.shape, functions, params=fmt.params, key=fmt.name)
     return text, triggers
