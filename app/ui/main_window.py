@@ -133,6 +133,7 @@ class MainWindow(QMainWindow):
     def _connect(self) -> None:
         c, sb, h = self.controller, self.sidebar, self.header
         sb.conversation_selected.connect(c.open_conversation)
+        sb.conversation_selected.connect(self._on_conversation_chosen)
         sb.new_chat_requested.connect(self.new_chat)
         sb.conversation_deleted.connect(self._on_conversation_deleted)
         sb.conversation_restored.connect(c.open_conversation)
@@ -275,23 +276,24 @@ class MainWindow(QMainWindow):
         self._update_minimum_size()
 
     def _update_minimum_size(self) -> None:
-        """At least MIN_SIZE, and wide enough for what is shown: a side pane the user opens in a
-        narrow window widens the window rather than squeezing the chat. A sidebar that folds
-        away in narrow windows does not count (else shrinking in one step, as snapping the
-        window to half the screen does, would stop at its width)."""
-        keeps_sidebar = self.services.settings.get(SIDEBAR_NARROW_KEY)
-        panes = [
-            pane
-            for pane in (self.sidebar, self.splitter.widget(1), self.panel)
-            if pane is not None
-            and not pane.isHidden()
-            and (pane is not self.sidebar or keeps_sidebar)
-        ]
-        chats = sum(_minimum_width(w) for w in panes)
-        chats += self.splitter.handleWidth() * max(0, len(panes) - 1)
+        """MIN_SIZE, whatever is shown: the window never grows past the size the person gave it
+        (it grew past a small screen when a side pane opened). A side pane that leaves the chat
+        too little room takes the chat's place instead (``_fit_panes``)."""
         others = [_minimum_width(w) for w in self._page_widgets.values() if w is not self.splitter]
-        needed = self.rail.minimumWidth() + max([chats, *others])
+        needed = self.rail.minimumWidth() + max([0, *others])
         self.setMinimumSize(max(MIN_SIZE[0], needed), MIN_SIZE[1])
+        self._fit_panes()
+
+    def _fit_panes(self) -> None:
+        """The chat beside the side panes shown when they fit in the window's width; else the
+        side panes alone (the chat comes back when one closes, or the window widens)."""
+        center = self.splitter.widget(1)
+        if center is None:
+            return
+        panes = [p for p in (self.sidebar, self.panel) if not p.isHidden()]
+        needed = _minimum_width(center) + sum(_minimum_width(p) for p in panes)
+        needed += self.splitter.handleWidth() * len(panes) + self.rail.minimumWidth()
+        center.setVisible(not panes or needed <= self.width())
 
     def _fold_sidebar_to_width(self) -> None:
         narrow = self.width() < SIDEBAR_COLLAPSE_WIDTH
@@ -372,6 +374,14 @@ class MainWindow(QMainWindow):
         self.sidebar.set_current(conversation.id if conversation else None)
         title = f"{conversation.title} — Ember" if conversation else "Ember"
         self.setWindowTitle(title)
+
+    @Slot(str)
+    def _on_conversation_chosen(self, _conversation_id: str) -> None:
+        """A chat picked in a sidebar that hid the chat (a narrow window): show the chat."""
+        center = self.splitter.widget(1)
+        if center is not None and center.isHidden() and self.sidebar.isVisible():
+            self.sidebar.hide()
+            self._fit_panes()
 
     @Slot(str)
     def _on_history_recovered(self, text: str) -> None:
@@ -480,6 +490,7 @@ class MainWindow(QMainWindow):
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt override)
         super().resizeEvent(event)
         self._fold_sidebar_to_width()
+        self._fit_panes()
 
     def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 (Qt override)
         super().showEvent(event)

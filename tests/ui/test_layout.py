@@ -83,6 +83,13 @@ def test_the_chat_title_stays_readable_at_the_smallest_size(
     window.controller.open_conversation(conversation.id)
     window.header.settings_button.setChecked(panel)
     settle(window, *MIN_SIZE)
+    assert window.size() == QSize(*MIN_SIZE)  # opening a side pane never grows the window
+    if panel:  # no room for the chat beside its settings: they take its place until closed
+        center = window.splitter.widget(1)
+        assert center is not None and not center.isVisible() and window.panel.isVisible()
+        window.panel.close_requested.emit()
+        QApplication.processEvents()
+        assert center.isVisible() and not window.panel.isVisible()
     assert visible_title_chars(window) >= 12, window.header.title.text()
     header = window.header
     picker = header.picker.geometry()

@@ -103,6 +103,7 @@ class CodeBlock(QFrame):
         self.copy_button.setObjectName("CodeCopyButton")
         self.copy_button.setText("Copy")
         self.copy_button.setToolTip("Copy the code")
+        self.copy_button.setAccessibleName(icons.spoken("Copy the code"))
         self.copy_button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
         self.copy_button.setCursor(Qt.CursorShape.PointingHandCursor)
         icons.set_icon(self.copy_button, "copy", size=15)

@@ -265,6 +265,7 @@ class _Input(QPlainTextEdit):
     def __init__(self, parent: QWidget) -> None:
         super().__init__(parent)
         self.setObjectName("ComposerInput")
+        self.setAccessibleName("Message")
         self.setTabChangesFocus(True)
         self.setFrameShape(QFrame.Shape.NoFrame)
         self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
@@ -452,6 +453,7 @@ class Composer(QFrame):
         if self._busy:
             icons.set_icon(self.send_button, "stop", role="accent_text", size=16)
             self.send_button.setToolTip("Stop the answer (Esc)")
+            self.send_button.setAccessibleName(icons.spoken("Stop the answer (Esc)"))
             self.send_button.setProperty("mode", "stop")
             self.send_button.setEnabled(True)
         else:
@@ -459,6 +461,9 @@ class Composer(QFrame):
             icons.set_icon(self.send_button, "send", role="accent_text", size=18)
             self.send_button.setToolTip(
                 f"Sends once {reading[0].name} is read" if reading else "Send (Enter)"
+            )
+            self.send_button.setAccessibleName(
+                icons.spoken(f"Sends once {reading[0].name} is read" if reading else "Send (Enter)")
             )
             self.send_button.setProperty("mode", "send")
             self.send_button.setEnabled(bool(self.text.strip()) and not reading)

@@ -6,7 +6,7 @@ Signals: ``model_chosen(str path)``, ``open_file_requested()``, ``suggestion_cho
 
 from __future__ import annotations
 
-from PySide6.QtCore import QByteArray, QRectF, Qt, Signal, Slot
+from PySide6.QtCore import QByteArray, QRectF, QSize, Qt, Signal, Slot
 from PySide6.QtGui import QPainter, QPixmap
 from PySide6.QtSvg import QSvgRenderer
 from PySide6.QtWidgets import (
@@ -212,10 +212,12 @@ class EmptyState(QWidget):
         grid = QGridLayout()
         grid.setSpacing(10)
         for index, (title, text) in enumerate(SUGGESTIONS):
-            button = QPushButton(page)
+            button = _SuggestionButton(page)
             button.setObjectName("Suggestion")
             button.setCursor(Qt.CursorShape.PointingHandCursor)
             button.setProperty("prompt", text)
+            button.setAccessibleName(title)
+            button.setAccessibleDescription(text)
             head = QLabel(title, button)
             head.setObjectName("SuggestionTitle")
             body = QLabel(text, button)
@@ -324,3 +326,23 @@ class EmptyState(QWidget):
         button = self.sender()
         if button is not None:
             self.suggestion_chosen.emit(str(button.property("prompt")))
+
+
+class _SuggestionButton(QPushButton):
+    """A button laid out like a card (a title over wrapped text): as tall as its text needs
+    at its width (a push button's own size hint ignores its layout, and cut the text)."""
+
+    def hasHeightForWidth(self) -> bool:  # noqa: N802 (Qt override)
+        return True
+
+    def heightForWidth(self, width: int) -> int:  # noqa: N802 (Qt override)
+        layout = self.layout()
+        return layout.totalHeightForWidth(width) if layout is not None else super().height()
+
+    def sizeHint(self) -> QSize:  # noqa: N802 (Qt override)
+        layout = self.layout()
+        return layout.totalSizeHint() if layout is not None else super().sizeHint()
+
+    def minimumSizeHint(self) -> QSize:  # noqa: N802 (Qt override)
+        layout = self.layout()
+        return layout.totalMinimumSize() if layout is not None else super().minimumSizeHint()

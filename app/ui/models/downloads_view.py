@@ -154,6 +154,9 @@ class DownloadRow(QFrame):
             icons.set_icon(self.primary, primary_icon[action], role, size=15)
         finished = d.state.is_final
         self.cancel.setToolTip("Remove from the list" if finished else "Cancel the download")
+        self.cancel.setAccessibleName(
+            icons.spoken("Remove from the list" if finished else "Cancel the download")
+        )
         self.cancel.setEnabled(d.state != S.VERIFYING)
 
 

@@ -106,6 +106,7 @@ class ModelsPane(QWidget):
         for key, label in TABS:
             button = QToolButton(self)
             button.setObjectName("ModelsTab")
+            button.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
             button.setText(label)
             button.setCheckable(True)
             button.setCursor(Qt.CursorShape.PointingHandCursor)

@@ -162,6 +162,9 @@ class SnippetView(QFrame):
         self.copy_button.setToolTip(
             "Copy (with the real API key)" if hidden else "Copy to the clipboard"
         )
+        self.copy_button.setAccessibleName(
+            icons.spoken("Copy (with the real API key)" if hidden else "Copy to the clipboard")
+        )
 
     @Slot()
     def copy_current(self) -> None:

@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (
 
 from app.chats.models import Conversation
 from app.engine.providers import parse_remote_id
-from app.ui import icons
+from app.ui import icons, theme
 from app.ui.chat.conversation import ConversationController
 from app.ui.header.model_list import ModelChoices, ModelEntry
 from app.ui.settings import presets
@@ -65,6 +65,7 @@ class ConversationPanel(QFrame):
         close = QToolButton(self)
         close.setAutoRaise(True)
         close.setToolTip("Close")
+        close.setAccessibleName(icons.spoken("Close"))
         icons.set_icon(close, "close", size=16)
         close.clicked.connect(self.close_requested)
         head = QHBoxLayout()
@@ -77,6 +78,7 @@ class ConversationPanel(QFrame):
         body.setObjectName("PanelBody")
         self.model_combo = QComboBox(body)
         self.model_combo.setObjectName("ModelCombo")
+        theme.shrinking_combo(self.model_combo)
         self.model_combo.currentIndexChanged.connect(self._on_changed)
         model_help = QLabel(
             "A chat remembers the model it answers with and loads it again when you open it or "
@@ -87,6 +89,7 @@ class ConversationPanel(QFrame):
         model_help.setWordWrap(True)
         self.system_prompt = QPlainTextEdit(body)
         self.system_prompt.setObjectName("SystemPrompt")
+        self.system_prompt.setAccessibleName("System prompt")
         self.system_prompt.setPlaceholderText(
             "e.g. You are a concise assistant. Answer in English."
         )
@@ -179,6 +182,7 @@ class ConversationPanel(QFrame):
         index = self.model_combo.findData(selected or LOADED_MODEL)
         self.model_combo.setCurrentIndex(max(0, index))
         self.model_combo.blockSignals(False)
+        self.model_combo.setToolTip(self.model_combo.currentText())  # cut when narrow
 
     # -- events ---------------------------------------------------------------------------
 

@@ -62,6 +62,7 @@ class HardwarePage(QWidget):
         )
         self.backend = QComboBox(self)
         self.backend.setObjectName("load_device")
+        theme.shrinking_combo(self.backend, 18)
         self.backend.setMinimumWidth(220)
         self.backend.setMaximumWidth(420)
         self.backend.setToolTip(

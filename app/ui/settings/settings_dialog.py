@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from PySide6.QtCore import QRectF, QSize, Qt, QTimer, QUrl, Signal, Slot
+from PySide6.QtCore import QMargins, QRectF, QSize, Qt, QTimer, QUrl, Signal, Slot
 from PySide6.QtGui import (
     QColor,
     QDesktopServices,
+    QGuiApplication,
     QIcon,
     QPainter,
     QPainterPath,
@@ -164,6 +165,15 @@ def theme_preview(choice: str, ratio: float = 1.0) -> QPixmap:
     return image
 
 
+def _fitted(size: QSize, parent: QWidget | None) -> QSize:
+    """``size``, no larger than the screen the dialog opens on (less room for its frame)."""
+    screen = parent.screen() if parent is not None else QGuiApplication.primaryScreen()
+    if screen is None:
+        return size
+    room = screen.availableGeometry().size().shrunkBy(QMargins(0, 0, 24, 48))
+    return size.boundedTo(room)
+
+
 def _form() -> QFormLayout:
     form = QFormLayout()
     form.setLabelAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter)
@@ -193,8 +203,8 @@ class SettingsDialog(QDialog):
         super().__init__(parent)
         self.setObjectName("SettingsDialog")
         self.setWindowTitle("Settings")
-        self.setMinimumSize(QSize(720, 520))
-        self.resize(820, 600)
+        self.setMinimumSize(QSize(600, 420))  # fits a 640x480 screen
+        self.resize(_fitted(QSize(820, 600), parent))
         self.settings = settings
         self._loaded = loaded
         # The registry re-reads its file on every call: a fresh one sees the app's providers.
@@ -207,6 +217,7 @@ class SettingsDialog(QDialog):
 
         self.nav = QListWidget(self)
         self.nav.setObjectName("SettingsNav")
+        self.nav.setAccessibleName("Settings pages")
         self.nav.setFixedWidth(190)
         self.pages = QStackedWidget(self)
         for name, icon in PAGES:
@@ -353,6 +364,7 @@ class SettingsDialog(QDialog):
         prompt_label.setObjectName("SectionTitle")
         self.system_prompt = QPlainTextEdit(page)
         self.system_prompt.setObjectName("DefaultSystemPrompt")
+        self.system_prompt.setAccessibleName("Default system prompt")
         self.system_prompt.setFixedHeight(84)
         self.system_prompt.setPlainText(self.settings.get("chat.system_prompt"))
         self._prompt_timer = QTimer(self)
@@ -388,6 +400,8 @@ class SettingsDialog(QDialog):
         ):
             field = QLineEdit(str(path), page)
             field.setReadOnly(True)
+            field.setToolTip(str(path))  # a long path is cut at the field's end
+            field.setCursorPosition(0)
             field.setObjectName(f"path_{label.split()[0].lower()}")
             open_button = QPushButton("Open", page)
             open_button.setObjectName("SecondaryButton")

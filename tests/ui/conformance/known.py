@@ -1,0 +1,38 @@
+"""Problems the suite finds that are not fixed yet, each with why, by window size. A test fails
+on any other problem, and also when a known one is no longer seen at its size (strict, like
+``xfail(strict=True)``): take it off this list in the commit that fixes it."""
+
+from __future__ import annotations
+
+import re
+
+_WELCOME = "QScrollArea#EmptyScroll.*sideways"
+_SERVER = "server page with its log\\] QScrollArea#ServerScroll.*cut at"
+
+KNOWN: dict[tuple[int, int], dict[str, str]] = {
+    (640, 480): {
+        _WELCOME: "the welcome card's suggestions ask for more width than the chat has",
+        _SERVER: "the Server page's settings column (finding 3) is wider than the page",
+        r"discover with a repository open\] QLabel#Repo(Title|Meta)": "the repository's head "
+        "gets less height than its wrapped title and facts at 480 px high",
+        r"my models\] QLabel#StateText": "the empty My models text at 480 px high",
+        r"settings (Appearance|Model loading|Tools)\] QScrollArea": "three Settings pages "
+        "are wider than the dialog at its 600 px minimum",
+    },
+    (942, 588): {_WELCOME: "as at 640"},
+    (1280, 800): {_SERVER: "as at 640"},
+}
+
+
+def sort_out(problems: list[str], size: tuple[int, int]) -> tuple[list[str], list[str]]:
+    """(the problems not known at this size, the known patterns no longer seen)."""
+    patterns = KNOWN.get((size[0], size[1]), {})
+    seen: set[str] = set()
+    left = []
+    for problem in problems:
+        match = next((p for p in patterns if re.search(p, problem)), None)
+        if match is None:
+            left.append(problem)
+        else:
+            seen.add(match)
+    return left, sorted(set(patterns) - seen)
