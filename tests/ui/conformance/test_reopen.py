@@ -57,7 +57,10 @@ def model_picker(window: MainWindow) -> tuple[Callable[[], QWidget], Callable[[]
         picker.open_menu()
         return picker.menu
 
-    return open_, lambda: None if picker.menu.close() else None
+    def close() -> None:
+        picker.menu.close()
+
+    return open_, close
 
 
 def page(name: str) -> Callable[[MainWindow], tuple[Callable[[], QWidget], Callable[[], None]]]:
