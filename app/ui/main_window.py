@@ -73,6 +73,7 @@ class MainWindow(QMainWindow):
         self.settings_dialog: SettingsDialog | None = None
         self._pending_sizes: list[int] | None = None
         self._narrow = False  # below SIDEBAR_COLLAPSE_WIDTH: the sidebar is folded away
+        self._sidebar_gave_way = False  # hidden to make room for the chat settings
         s = services
         self.controller = ConversationController(
             s.store, s.engine, s.settings, self, embedders=s.embedders
@@ -269,10 +270,15 @@ class MainWindow(QMainWindow):
         settings.set("ui.sidebar_visible", visible)
         if self._narrow or not visible:
             settings.set(SIDEBAR_NARROW_KEY, visible)
-        self._show_sidebar(visible)
+        self._show_sidebar(visible, asked=True)
 
-    def _show_sidebar(self, visible: bool) -> None:
+    def _show_sidebar(self, visible: bool, asked: bool = False) -> None:
+        """``asked``: by the person (Ctrl+B); chat settings with no room beside it close."""
+        self._sidebar_gave_way = False
         self.sidebar.setVisible(visible)
+        crowded = not self.panel.isHidden() and not self._fits(self.sidebar, self.panel)
+        if visible and asked and crowded:
+            self.header.settings_button.setChecked(False)
         self._update_minimum_size()
 
     def _update_minimum_size(self) -> None:
@@ -284,16 +290,29 @@ class MainWindow(QMainWindow):
         self.setMinimumSize(max(MIN_SIZE[0], needed), MIN_SIZE[1])
         self._fit_panes()
 
+    def _fits(self, *panes: QWidget) -> bool:
+        """Whether the chat keeps its minimum width beside ``panes`` in this window."""
+        center = self.splitter.widget(1)
+        needed = self.rail.minimumWidth() + (_minimum_width(center) if center else 0)
+        needed += sum(_minimum_width(p) + self.splitter.handleWidth() for p in panes)
+        return needed <= self.width()
+
     def _fit_panes(self) -> None:
-        """The chat beside the side panes shown when they fit in the window's width; else the
-        side panes alone (the chat comes back when one closes, or the window widens)."""
+        """Side panes never squeeze the chat below its minimum width: with no room for both,
+        the sidebar gives way to the chat settings (and comes back when they close or the
+        window widens); with no room for one, it takes the chat's place until it closes."""
         center = self.splitter.widget(1)
         if center is None:
             return
+        panel_open = not self.panel.isHidden()
+        if self._sidebar_gave_way and (not panel_open or self._fits(self.sidebar, self.panel)):
+            self._sidebar_gave_way = False
+            self.sidebar.show()
+        if panel_open and not self.sidebar.isHidden() and not self._fits(self.sidebar, self.panel):
+            self.sidebar.hide()
+            self._sidebar_gave_way = True
         panes = [p for p in (self.sidebar, self.panel) if not p.isHidden()]
-        needed = _minimum_width(center) + sum(_minimum_width(p) for p in panes)
-        needed += self.splitter.handleWidth() * len(panes) + self.rail.minimumWidth()
-        center.setVisible(not panes or needed <= self.width())
+        center.setVisible(self._fits(*panes))
 
     def _fold_sidebar_to_width(self) -> None:
         narrow = self.width() < SIDEBAR_COLLAPSE_WIDTH

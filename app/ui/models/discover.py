@@ -46,7 +46,7 @@ from app.ui.models.widgets import (
 )
 
 DEBOUNCE_MS = 350
-ONE_ROW_WIDTH = 820  # narrower, the search field takes a row above the filters
+ONE_ROW_WIDTH = 960  # narrower, the search field takes a row above the filters (its hint cut)
 SIDE_BY_SIDE_WIDTH = 900  # narrower, the results sit above the repository
 
 RESULT_LIMIT = 60

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from PySide6.QtCore import QMargins, QRectF, QSize, Qt, QTimer, QUrl, Signal, Slot
+from PySide6.QtCore import QRectF, QSize, Qt, QTimer, QUrl, Signal, Slot
 from PySide6.QtGui import (
     QColor,
     QDesktopServices,
@@ -166,12 +166,11 @@ def theme_preview(choice: str, ratio: float = 1.0) -> QPixmap:
 
 
 def _fitted(size: QSize, parent: QWidget | None) -> QSize:
-    """``size``, no larger than the screen the dialog opens on (less room for its frame)."""
+    """``size``, no larger than the screen the dialog opens on."""
     screen = parent.screen() if parent is not None else QGuiApplication.primaryScreen()
     if screen is None:
         return size
-    room = screen.availableGeometry().size().shrunkBy(QMargins(0, 0, 24, 48))
-    return size.boundedTo(room)
+    return size.boundedTo(screen.availableGeometry().size())
 
 
 def _form() -> QFormLayout:

@@ -210,6 +210,30 @@ def _field_problem(field: QLineEdit) -> str | None:
     return None
 
 
+def _placeholder_problem(widget: QWidget) -> str | None:
+    """A field's hint, shown while it is empty, cut at its edge or under its last line."""
+    if isinstance(widget, QLineEdit):
+        hint, empty = widget.placeholderText(), not widget.text()
+        room = widget.contentsRect().width() - 8
+        needed = QFontMetrics(widget.font()).horizontalAdvance(hint)
+        if hint and empty and needed > room + TOLERANCE and not _said_whole(widget, hint):
+            return f"its hint needs {needed} px, has {room}"
+        return None
+    if isinstance(widget, QPlainTextEdit | QTextEdit) and not widget.isReadOnly():
+        hint = widget.placeholderText()
+        if not hint or not widget.document().isEmpty():
+            return None
+        viewport = widget.viewport().rect()
+        margin = round(widget.document().documentMargin())
+        box = QRect(0, 0, max(1, viewport.width() - 2 * margin), 10_000)
+        flags = int(Qt.TextFlag.TextWordWrap.value)
+        needed = QFontMetrics(widget.font()).boundingRect(box, flags, hint).height()
+        room = viewport.height() - margin  # the last line may sit in the bottom margin
+        if needed > room + TOLERANCE:
+            return f"its hint needs {needed} px of height, has {room}"
+    return None
+
+
 def text_problems(root: QWidget) -> list[str]:
     problems = []
     for widget in visible_tree(root):
@@ -221,7 +245,9 @@ def text_problems(root: QWidget) -> list[str]:
         elif isinstance(widget, QComboBox):
             problem = _combo_problem(widget)
         elif isinstance(widget, QLineEdit):
-            problem = _field_problem(widget)
+            problem = _field_problem(widget) or _placeholder_problem(widget)
+        elif isinstance(widget, QPlainTextEdit | QTextEdit):
+            problem = _placeholder_problem(widget)
         if problem:
             problems.append(f"{name_of(widget)}: {problem}")
     return problems

@@ -12,6 +12,7 @@ from pytestqt.qtbot import QtBot
 from app.ui.main_window import MainWindow
 from app.ui.models.pane import DISCOVER, DOWNLOADS, MY_MODELS
 from app.ui.nav_rail import CHATS
+from app.ui.settings.hardware_page import HardwarePage
 from app.ui.settings.settings_dialog import PAGES
 from tests.ui.conformance import checks, states
 from tests.ui.conformance.conftest import Shots
@@ -104,8 +105,12 @@ def walk_everything(qtbot: QtBot, window: MainWindow, shots: Shots, size: QSize)
     dialog = window.settings_dialog
     assert dialog is not None
     qtbot.waitExposed(dialog)
+    hardware = dialog.findChild(HardwarePage)
+    assert hardware is not None
     for name, _icon in PAGES:
         dialog.show_page(name)
+        if name == "Hardware":  # what was found, not "Looking…"
+            qtbot.waitUntil(lambda: not hardware.status.isVisible(), timeout=states.WAIT_MS)
         walk.dialog(f"settings {name}", dialog)
     dialog.close()
     states.settle()
