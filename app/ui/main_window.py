@@ -71,6 +71,7 @@ class MainWindow(QMainWindow):
         self.services = services
         self.themes = themes
         self.settings_dialog: SettingsDialog | None = None
+        self.shortcuts_dialog: QWidget | None = None  # the last one opened (F1)
         self._pending_sizes: list[int] | None = None
         self._narrow = False  # below SIDEBAR_COLLAPSE_WIDTH: the sidebar is folded away
         self._sidebar_gave_way = False  # hidden to make room for the chat settings
@@ -143,6 +144,7 @@ class MainWindow(QMainWindow):
         sb.history_recovered.connect(self._on_history_recovered)
         self.rail.page_requested.connect(self.show_page)
         self.rail.settings_requested.connect(self.open_settings)
+        self.rail.help_requested.connect(self.open_shortcuts)
         c.conversation_opened.connect(self._on_conversation_opened)
         c.conversations_changed.connect(sb.request_refresh)
         # the chats writing an answer get a dot in the list (several may answer at once)
@@ -177,6 +179,7 @@ class MainWindow(QMainWindow):
             ("Ctrl+1", lambda: self.show_page(CHATS)),
             ("Ctrl+2", lambda: self.show_page(MODELS)),
             ("Ctrl+3", lambda: self.show_page(SERVER)),
+            ("F1", self.open_shortcuts),
         ):
             shortcut = QShortcut(QKeySequence(keys), self)
             shortcut.setContext(Qt.ShortcutContext.WindowShortcut)
@@ -346,6 +349,16 @@ class MainWindow(QMainWindow):
             dialog.theme_chosen.connect(self.themes.set_choice)
         dialog.reload_model_requested.connect(self._on_reload_model_requested)
         self.settings_dialog = dialog
+        dialog.open()
+
+    @Slot()
+    def open_shortcuts(self) -> None:
+        """Help: the keyboard shortcuts (F1)."""
+        from app.ui.shortcuts import ShortcutsDialog
+
+        dialog = ShortcutsDialog(self)
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        self.shortcuts_dialog = dialog
         dialog.open()
 
     @Slot()

@@ -8,6 +8,7 @@ and rendered Markdown can refresh. ``current()`` is the palette in use.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from dataclasses import dataclass
 from string import Template
 
@@ -25,6 +26,7 @@ from PySide6.QtWidgets import (
     QApplication,
     QComboBox,
     QLabel,
+    QLayout,
     QPlainTextEdit,
     QPushButton,
     QSizePolicy,
@@ -404,3 +406,37 @@ def shrinking_combo(combo: QComboBox, characters: int = 14) -> None:
     combo.model().rowsInserted.connect(follow)
     combo.model().modelReset.connect(follow)
     follow()
+
+
+def tab_in_layout_order(container: QWidget) -> None:
+    """Tab visits ``container``'s controls in the order its layouts show them (top to bottom,
+    left to right), not in the order the code made them."""
+    order: list[QWidget] = []
+
+    def visit(widget: QWidget) -> None:
+        if widget.focusPolicy().value & Qt.FocusPolicy.TabFocus.value:
+            order.append(widget)
+        else:
+            for child in _layout_widgets(widget.layout()):
+                visit(child)
+
+    for child in _layout_widgets(container.layout()):
+        visit(child)
+    for first, second in itertools.pairwise(order):
+        QWidget.setTabOrder(first, second)
+
+
+def _layout_widgets(layout: QLayout | None) -> list[QWidget]:
+    widgets: list[QWidget] = []
+    if layout is None:
+        return widgets
+    for index in range(layout.count()):
+        item = layout.itemAt(index)
+        if item is None:
+            continue
+        widget, inner = item.widget(), item.layout()
+        if widget is not None:
+            widgets.append(widget)
+        elif inner is not None:
+            widgets += _layout_widgets(inner)
+    return widgets

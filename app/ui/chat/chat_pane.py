@@ -62,6 +62,7 @@ class ChatPane(QWidget):
         self.empty = EmptyState(self)
         self.empty_scroll = QScrollArea(self)
         self.empty_scroll.setObjectName("EmptyScroll")
+        self.empty_scroll.setAccessibleName("Welcome")
         self.empty_scroll.setWidgetResizable(True)
         self.empty_scroll.setFrameShape(QFrame.Shape.NoFrame)
         self.empty_scroll.setWidget(self.empty)

@@ -52,6 +52,7 @@ class _CodeScroll(QScrollArea):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("CodeScroll")
+        self.setAccessibleName("Code")
         # Made in the viewport it will live in: a widget made without a parent is a window
         # until setWidget moves it (styled twice, and a window's size constraints each time).
         self.code_box = self._label = QWidget(self.viewport())

@@ -218,6 +218,13 @@ class DiscoverView(QWidget):
         self.author.returnPressed.connect(self.search_now)
         self.sort_box.currentIndexChanged.connect(self.search_now)
         self.size_box.currentIndexChanged.connect(self.search_now)
+        # Tab in the order the bar shows them (they were made right to left)
+        for first, second in (
+            (self.search, self.author),
+            (self.author, self.size_box),
+            (self.size_box, self.sort_box),
+        ):
+            QWidget.setTabOrder(first, second)
 
     # -- searching ------------------------------------------------------------------------
 

@@ -228,6 +228,7 @@ class ServerSettingsForm(QWidget):
             )
         )
         layout.addWidget(local)
+        theme.tab_in_layout_order(self)  # the key's field was made after the boxes below it
         self.load()
         self.cors_toggle.setChecked(bool(self.cors_origins()))
         self._on_cors_toggled(self.cors_toggle.isChecked())

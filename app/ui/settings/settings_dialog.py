@@ -237,6 +237,9 @@ class SettingsDialog(QDialog):
             scroll.setWidget(page)
             self.pages.addWidget(scroll)
         self.nav.currentRowChanged.connect(self.pages.setCurrentIndex)
+        # Tab as the form shows them (the KV cache box was made after the RAM field)
+        QWidget.setTabOrder(self.parallel, self.cache_type)
+        QWidget.setTabOrder(self.cache_type, self.cache_ram)
         self.nav.setCurrentRow(0)
 
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close, self)

@@ -38,6 +38,7 @@ class Walk:
         widget = root or self.window
         found = checks.text_problems(widget) + checks.layout_problems(widget)
         found += checks.accessibility_problems(widget, KEYBOARD_OK)
+        found += checks.focus_order_problems(widget)
         if widget.isWindow():
             found += self._fits_the_screen(widget)
         self.problems += [f"[{state}] {p}" for p in found]
@@ -100,6 +101,13 @@ def walk_everything(qtbot: QtBot, window: MainWindow, shots: Shots, size: QSize)
     states.fill_server_log(window)
     walk.look("server page with its log")
     window.show_page(CHATS)
+
+    window.open_shortcuts()
+    shortcuts = window.shortcuts_dialog
+    assert shortcuts is not None
+    qtbot.waitExposed(shortcuts)
+    walk.dialog("keyboard shortcuts", shortcuts)  # type: ignore[arg-type]
+    shortcuts.close()
 
     window.open_settings()
     dialog = window.settings_dialog
