@@ -328,6 +328,9 @@ class EmptyState(QWidget):
             self.suggestion_chosen.emit(str(button.property("prompt")))
 
 
+SUGGESTION_MIN_WIDTH = 150
+
+
 class _SuggestionButton(QPushButton):
     """A button laid out like a card (a title over wrapped text): as tall as its text needs
     at its width (a push button's own size hint ignores its layout, and cut the text)."""
@@ -344,5 +347,8 @@ class _SuggestionButton(QPushButton):
         return layout.totalSizeHint() if layout is not None else super().sizeHint()
 
     def minimumSizeHint(self) -> QSize:  # noqa: N802 (Qt override)
+        # narrow enough for two side by side in a narrow chat: the text wraps to more lines
         layout = self.layout()
-        return layout.totalMinimumSize() if layout is not None else super().minimumSizeHint()
+        if layout is None:
+            return super().minimumSizeHint()
+        return QSize(SUGGESTION_MIN_WIDTH, layout.totalHeightForWidth(SUGGESTION_MIN_WIDTH))

@@ -7,20 +7,14 @@ from __future__ import annotations
 import re
 
 _WELCOME = "QScrollArea#EmptyScroll.*sideways"
-_SERVER = "server page with its log\\] QScrollArea#ServerScroll.*cut at"
 
 KNOWN: dict[tuple[int, int], dict[str, str]] = {
     (640, 480): {
         _WELCOME: "the welcome card's suggestions ask for more width than the chat has",
-        _SERVER: "the Server page's settings column (finding 3) is wider than the page",
-        r"discover with a repository open\] QLabel#Repo(Title|Meta)": "the repository's head "
-        "gets less height than its wrapped title and facts at 480 px high",
-        r"my models\] QLabel#StateText": "the empty My models text at 480 px high",
         r"settings (Appearance|Model loading|Tools)\] QScrollArea": "three Settings pages "
         "are wider than the dialog at its 600 px minimum",
     },
     (942, 588): {_WELCOME: "as at 640"},
-    (1280, 800): {_SERVER: "as at 640"},
 }
 
 

@@ -12,6 +12,7 @@ from pytestqt.qtbot import QtBot
 from app.ui.main_window import MainWindow
 from app.ui.models.pane import DISCOVER, DOWNLOADS, MY_MODELS
 from app.ui.nav_rail import CHATS
+from app.ui.toast import Toast
 from app.ui.settings.hardware_page import HardwarePage
 from app.ui.settings.settings_dialog import PAGES
 from tests.ui.conformance import checks, states
@@ -74,6 +75,9 @@ def walk_everything(qtbot: QtBot, window: MainWindow, shots: Shots, size: QSize)
     states.show_toast(window)
     walk.look("error banner and toast")
     window.chat.banner.hide()
+    toast = window.findChild(Toast)
+    if toast is not None:
+        toast.dismiss()
 
     window.header.settings_button.setChecked(True)
     walk.look("chat settings")
