@@ -16,6 +16,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QProgressBar,
     QPushButton,
+    QSizePolicy,
     QVBoxLayout,
     QWidget,
 )
@@ -334,6 +335,12 @@ SUGGESTION_MIN_WIDTH = 150
 class _SuggestionButton(QPushButton):
     """A button laid out like a card (a title over wrapped text): as tall as its text needs
     at its width (a push button's own size hint ignores its layout, and cut the text)."""
+
+    def __init__(self, parent: QWidget) -> None:
+        super().__init__(parent)
+        policy = QSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred)
+        policy.setHeightForWidth(True)
+        self.setSizePolicy(policy)  # a push button's own would not shrink below its hint
 
     def hasHeightForWidth(self) -> bool:  # noqa: N802 (Qt override)
         return True

@@ -21,6 +21,7 @@ from PySide6.QtGui import (
     QPainter,
     QPainterPath,
     QPixmap,
+    QResizeEvent,
     QValidator,
 )
 from PySide6.QtWidgets import (
@@ -70,6 +71,9 @@ PAGES = (
     ("Data", "folder"),
 )
 MAX_PARALLEL = 16
+NAV_WIDTH = 190
+NAV_COMPACT = 64  # the page list in a narrow dialog: icons (names in tooltips)
+COMPACT_WIDTH = 700
 
 
 class GpuLayersSpin(QSpinBox):
@@ -217,10 +221,13 @@ class SettingsDialog(QDialog):
         self.nav = QListWidget(self)
         self.nav.setObjectName("SettingsNav")
         self.nav.setAccessibleName("Settings pages")
-        self.nav.setFixedWidth(190)
+        self.nav.setFixedWidth(NAV_WIDTH)
+        self.nav.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.pages = QStackedWidget(self)
         for name, icon in PAGES:
-            QListWidgetItem(theme.icon(icon), name, self.nav)
+            item = QListWidgetItem(theme.icon(icon), name, self.nav)
+            item.setData(Qt.ItemDataRole.AccessibleTextRole, name)
+            item.setToolTip(name)
         for page in (
             self._appearance_page(),
             self._loading_page(),
@@ -257,6 +264,18 @@ class SettingsDialog(QDialog):
         layout.setSpacing(0)
         layout.addWidget(self.nav)
         layout.addLayout(right, 1)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt override)
+        super().resizeEvent(event)
+        # Narrow (a small screen), the page list shows its icons only: with their names it
+        # left the pages too little room and cut their content
+        compact = self.width() < COMPACT_WIDTH
+        if compact != (self.nav.width() == NAV_COMPACT):
+            self.nav.setFixedWidth(NAV_COMPACT if compact else NAV_WIDTH)
+            for row, (name, _icon) in enumerate(PAGES):
+                item = self.nav.item(row)
+                if item is not None:
+                    item.setText("" if compact else name)
 
     def show_page(self, name: str) -> None:
         """Open the page called ``name`` (one of PAGES), e.g. "Providers"."""

@@ -6,16 +6,7 @@ from __future__ import annotations
 
 import re
 
-_WELCOME = "QScrollArea#EmptyScroll.*sideways"
-
-KNOWN: dict[tuple[int, int], dict[str, str]] = {
-    (640, 480): {
-        _WELCOME: "the welcome card's suggestions ask for more width than the chat has",
-        r"settings (Appearance|Model loading|Tools)\] QScrollArea": "three Settings pages "
-        "are wider than the dialog at its 600 px minimum",
-    },
-    (942, 588): {_WELCOME: "as at 640"},
-}
+KNOWN: dict[tuple[int, int], dict[str, str]] = {}
 
 
 def sort_out(problems: list[str], size: tuple[int, int]) -> tuple[list[str], list[str]]:

@@ -12,9 +12,9 @@ from pytestqt.qtbot import QtBot
 from app.ui.main_window import MainWindow
 from app.ui.models.pane import DISCOVER, DOWNLOADS, MY_MODELS
 from app.ui.nav_rail import CHATS
-from app.ui.toast import Toast
 from app.ui.settings.hardware_page import HardwarePage
 from app.ui.settings.settings_dialog import PAGES
+from app.ui.toast import Toast
 from tests.ui.conformance import checks, states
 from tests.ui.conformance.conftest import Shots
 
