@@ -70,7 +70,6 @@ class AttachmentChip(QFrame):
         self.remove_button.setAutoRaise(True)
         self.remove_button.setCursor(Qt.CursorShape.PointingHandCursor)
         self.remove_button.setToolTip(f"Remove {pending.name}")
-        self.remove_button.setAccessibleName(icons.spoken(f"Remove {pending.name}"))
         self.remove_button.setAccessibleName(f"Remove {pending.name}")
         icons.set_icon(self.remove_button, "close", role="muted", size=12)
         self.remove_button.clicked.connect(bar.on_remove_clicked)

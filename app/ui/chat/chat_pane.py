@@ -14,6 +14,7 @@ from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
     QScrollArea,
+    QSizePolicy,
     QStackedWidget,
     QVBoxLayout,
     QWidget,
@@ -69,6 +70,9 @@ class ChatPane(QWidget):
         self.stack = QStackedWidget(self)
         self.stack.addWidget(self.empty_scroll)
         self.stack.addWidget(self.view)
+        # the messages give way first in a short window (a tool card above the composer was
+        # squeezed at 480 px): they keep whatever height is left
+        self.stack.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Ignored)
         self.composer = Composer(self, attachments=controller.attachments)
         self.tool_panel = ToolPanel(self, controller.answers.tools.known_tools)
 

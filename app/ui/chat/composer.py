@@ -474,7 +474,7 @@ class Composer(QFrame):
         if self._busy:
             icons.set_icon(self.send_button, "stop", role="accent_text", size=16)
             self.send_button.setToolTip("Stop the answer (Esc)")
-            self.send_button.setAccessibleName(icons.spoken("Stop the answer (Esc)"))
+            self.send_button.setAccessibleName("Stop the answer")
             self.send_button.setProperty("mode", "stop")
             self.send_button.setEnabled(True)
         else:
@@ -483,9 +483,7 @@ class Composer(QFrame):
             self.send_button.setToolTip(
                 f"Sends once {reading[0].name} is read" if reading else "Send (Enter)"
             )
-            self.send_button.setAccessibleName(
-                icons.spoken(f"Sends once {reading[0].name} is read" if reading else "Send (Enter)")
-            )
+            self.send_button.setAccessibleName("Send")
             self.send_button.setProperty("mode", "send")
             self.send_button.setEnabled(bool(self.text.strip()) and not reading)
         self.send_button.style().unpolish(self.send_button)

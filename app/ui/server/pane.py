@@ -111,7 +111,6 @@ class ServerPane(QWidget):
         self.switch = ToggleSwitch(self.hero, 48, 26)
         self.switch.setObjectName("ServerSwitch")
         self.switch.setToolTip("Serve the OpenAI-compatible API")
-        self.switch.setAccessibleName(icons.spoken("Serve the OpenAI-compatible API"))
         self.switch.setAccessibleName("API server")
         self.switch.clicked.connect(self._on_switch_clicked)
         self.state_title = QLabel(self.hero)

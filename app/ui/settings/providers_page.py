@@ -64,7 +64,6 @@ class ProviderRow(QFrame):
         self.remove_button = QPushButton(self)
         self.remove_button.setObjectName("ProviderRemove")
         self.remove_button.setToolTip(f"Remove {provider.name}")
-        self.remove_button.setAccessibleName(icons.spoken(f"Remove {provider.name}"))
         self.remove_button.setAccessibleName(f"Remove {provider.name}")
         icons.set_icon(self.remove_button, "trash", role="danger", size=16)
         self.remove_button.clicked.connect(self._on_remove_clicked)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from PySide6.QtWidgets import QApplication, QWidget
 from pytestqt.qtbot import QtBot
@@ -124,8 +125,34 @@ def fill_chat(window: MainWindow) -> str:
                   "prompt. Close other programs or pick a smaller model."},
     )  # fmt: skip
     window.controller.open_conversation(cid)
+    window.sidebar.request_refresh()  # made in the store directly: list them
     settle()
     return cid
+
+
+def ask_for_a_tool(window: MainWindow) -> None:
+    """The card that asks before a tool runs, above the composer."""
+    from app.tools.loop import ToolCall
+
+    call = ToolCall(
+        "call_2", "time__get_current_time", '{"timezone": "Europe/Prague"}', "time",
+        "get_current_time",
+    )  # fmt: skip
+    window.chat.tool_panel.show_request(call)
+
+
+def settle_tool_call(window: MainWindow) -> None:
+    window.chat.tool_panel.clear()
+
+
+def attach_a_file(qtbot: QtBot, window: MainWindow, folder: Path) -> None:
+    """A file attached to the message being written: its chip, once read."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "meeting-notes-for-the-quarterly-review.md"
+    path.write_text("# Notes\n\nThe Danube flows through four capitals.\n", "utf-8")
+    composer = window.chat.composer
+    composer.attach_files([path])
+    qtbot.waitUntil(lambda: not composer.attachments.reading, timeout=WAIT_MS)
 
 
 def show_banner(window: MainWindow) -> None:

@@ -79,6 +79,11 @@ def walk_everything(qtbot: QtBot, window: MainWindow, shots: Shots, size: QSize)
     if toast is not None:
         toast.dismiss()
 
+    states.ask_for_a_tool(window)
+    states.attach_a_file(qtbot, window, shots.folder)
+    walk.look("a tool call waiting and a file attached")
+    states.settle_tool_call(window)
+
     window.header.settings_button.setChecked(True)
     walk.look("chat settings")
     window.header.settings_button.setChecked(False)
