@@ -87,7 +87,21 @@ def settings(window: MainWindow) -> tuple[Callable[[], QWidget], Callable[[], No
     return open_, close
 
 
+def shortcuts(window: MainWindow) -> tuple[Callable[[], QWidget], Callable[[], None]]:
+    def open_() -> QWidget:
+        window.open_shortcuts()
+        assert window.shortcuts_dialog is not None
+        return window.shortcuts_dialog
+
+    def close() -> None:
+        assert window.shortcuts_dialog is not None
+        window.shortcuts_dialog.close()
+
+    return open_, close
+
+
 OPENERS = {
+    "keyboard shortcuts": shortcuts,
     "chat settings": chat_settings,
     "sidebar": sidebar,
     "model picker": model_picker,
