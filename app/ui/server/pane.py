@@ -293,7 +293,13 @@ class ServerPane(QWidget):
             self.log_card.show()
         if side_by_side:
             inner = self.width() - 48 - self.columns.spacing()
-            self.left_scroll.setFixedWidth(max(LEFT_MIN, min(LEFT_MAX, int(inner * LEFT_SHARE))))
+            share = max(LEFT_MIN, min(LEFT_MAX, int(inner * LEFT_SHARE)))
+            # never narrower than the settings need beside a scroll bar (at 1,177 px, the
+            # default window on a 1280x800 screen, the port field and "Generate" were cut)
+            content = self.left_scroll.widget()
+            bar = self.left_scroll.verticalScrollBar().sizeHint().width()
+            needed = content.minimumSizeHint().width() + bar + 2 if content is not None else 0
+            self.left_scroll.setFixedWidth(max(share, needed))
         else:
             self.left_scroll.setMinimumWidth(0)
             self.left_scroll.setMaximumWidth(QWIDGETSIZE_MAX)
