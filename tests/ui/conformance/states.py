@@ -9,11 +9,11 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 from PySide6.QtWidgets import QApplication, QWidget
 from pytestqt.qtbot import QtBot
 
+from app.config import paths
 from app.server.requestlog import RequestRecord
 from app.ui.main_window import MainWindow
 from app.ui.nav_rail import CHATS, MODELS, SERVER
@@ -145,10 +145,9 @@ def settle_tool_call(window: MainWindow) -> None:
     window.chat.tool_panel.clear()
 
 
-def attach_a_file(qtbot: QtBot, window: MainWindow, folder: Path) -> None:
+def attach_a_file(qtbot: QtBot, window: MainWindow) -> None:
     """A file attached to the message being written: its chip, once read."""
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / "meeting-notes-for-the-quarterly-review.md"
+    path = paths().home / "meeting-notes-for-the-quarterly-review.md"  # the test's EMBER_HOME
     path.write_text("# Notes\n\nThe Danube flows through four capitals.\n", "utf-8")
     composer = window.chat.composer
     composer.attach_files([path])

@@ -80,7 +80,7 @@ def walk_everything(qtbot: QtBot, window: MainWindow, shots: Shots, size: QSize)
         toast.dismiss()
 
     states.ask_for_a_tool(window)
-    states.attach_a_file(qtbot, window, shots.folder)
+    states.attach_a_file(qtbot, window)
     walk.look("a tool call waiting and a file attached")
     states.settle_tool_call(window)
 
