@@ -185,12 +185,19 @@ def hub_repos(hub: FakeHub) -> None:
                          downloads=10**n, likes=n))  # fmt: skip
 
 
-def open_discover_repo(qtbot: QtBot, window: MainWindow) -> None:
+def search_discover(qtbot: QtBot, window: MainWindow) -> None:
+    """Discover's results (most downloaded first)."""
     window.show_page(MODELS)
     pane = window.models_pane
     pane.show_tab("discover")
     pane.activate()
     qtbot.waitUntil(lambda: REPO in [r.id for r in pane.discover.results], timeout=WAIT_MS)
+    settle()
+
+
+def open_discover_repo(qtbot: QtBot, window: MainWindow) -> None:
+    search_discover(qtbot, window)
+    pane = window.models_pane
     pane.discover.open_result(REPO)
     qtbot.waitUntil(lambda: bool(pane.detail.rows), timeout=WAIT_MS)
     settle()

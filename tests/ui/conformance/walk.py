@@ -99,6 +99,8 @@ def walk_everything(qtbot: QtBot, window: MainWindow, shots: Shots, size: QSize)
     walk.look("model picker", picker.menu)
     picker.menu.close()
 
+    states.search_discover(qtbot, window)
+    walk.look("discover's results")
     states.open_discover_repo(qtbot, window)
     walk.look("discover with a repository open")
     pane = window.models_pane
