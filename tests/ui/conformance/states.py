@@ -203,6 +203,37 @@ def open_discover_repo(qtbot: QtBot, window: MainWindow) -> None:
     settle()
 
 
+def start_a_download(qtbot: QtBot, window: MainWindow, hub: FakeHub) -> None:
+    """A download under way (the Hub sends it slowly), for the Downloads tab."""
+    from app.library.downloads import DownloadState
+
+    hub.throttle_bps = 200
+    pane = window.models_pane
+    pane.detail.rows["Qwen2.5-Coder-7B-Instruct-Q8_0.gguf"].button.click()
+
+    def running() -> bool:
+        return any(d.state == DownloadState.DOWNLOADING for d in pane.bridge.downloads.values())
+
+    qtbot.waitUntil(running, timeout=WAIT_MS)
+    settle()
+
+
+def pause_downloads(qtbot: QtBot, window: MainWindow, hub: FakeHub) -> None:
+    """Pause what runs (so nothing is left downloading), and let the Hub answer quickly."""
+    from app.library.downloads import DownloadState
+
+    pane = window.models_pane
+    for download in list(pane.bridge.downloads.values()):
+        row = pane.downloads.row(download.id)
+        if row is not None and download.state == DownloadState.DOWNLOADING:
+            row.primary.click()
+    qtbot.waitUntil(
+        lambda: all(d.state != DownloadState.DOWNLOADING for d in pane.bridge.downloads.values()),
+        timeout=WAIT_MS,
+    )
+    hub.throttle_bps = None
+
+
 def fill_server_log(window: MainWindow) -> None:
     window.show_page(SERVER)
     panel = window.server_pane.log_panel

@@ -11,6 +11,7 @@ from PySide6.QtCore import QSize
 from pytestqt.qtbot import QtBot
 
 from app.ui.main_window import MainWindow
+from tests.helpers.hub_server import FakeHub
 from tests.ui.conformance import known
 from tests.ui.conformance.conftest import SIZES, THEMES, Shots, shots_folder
 from tests.ui.conformance.walk import walk_everything
@@ -21,10 +22,14 @@ pytestmark = pytest.mark.gui_conformance
 @pytest.mark.parametrize("themed", THEMES, indirect=True)
 @pytest.mark.parametrize("size", SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
 def test_every_state_is_readable_and_whole(
-    qtbot: QtBot, conformance_window: MainWindow, themed: str, size: tuple[int, int]
+    qtbot: QtBot,
+    conformance_window: MainWindow,
+    hub: FakeHub,
+    themed: str,
+    size: tuple[int, int],
 ) -> None:
     shots = Shots(shots_folder() / f"{size[0]}x{size[1]}-{themed}")
-    problems = walk_everything(qtbot, conformance_window, shots, QSize(*size))
+    problems = walk_everything(qtbot, conformance_window, shots, QSize(*size), hub)
     shots.folder.mkdir(parents=True, exist_ok=True)
     (shots.folder / "problems.txt").write_text("\n".join(problems) + "\n", "utf-8")
     problems, gone = known.sort_out(problems, size)

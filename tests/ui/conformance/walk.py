@@ -15,6 +15,7 @@ from app.ui.nav_rail import CHATS
 from app.ui.settings.hardware_page import HardwarePage
 from app.ui.settings.settings_dialog import PAGES
 from app.ui.toast import Toast
+from tests.helpers.hub_server import FakeHub
 from tests.ui.conformance import checks, states
 from tests.ui.conformance.conftest import Shots
 
@@ -63,7 +64,9 @@ class Walk:
         self.look(state, dialog)
 
 
-def walk_everything(qtbot: QtBot, window: MainWindow, shots: Shots, size: QSize) -> list[str]:
+def walk_everything(
+    qtbot: QtBot, window: MainWindow, shots: Shots, size: QSize, hub: FakeHub | None = None
+) -> list[str]:
     walk = Walk(qtbot, window, shots, size)
     window.resize(size)
     states.settle()
@@ -104,9 +107,13 @@ def walk_everything(qtbot: QtBot, window: MainWindow, shots: Shots, size: QSize)
     states.open_discover_repo(qtbot, window)
     walk.look("discover with a repository open")
     pane = window.models_pane
+    if hub is not None:
+        states.start_a_download(qtbot, window, hub)
     for tab, name in ((DOWNLOADS, "downloads"), (MY_MODELS, "my models")):
         pane.show_tab(tab)
         walk.look(name)
+    if hub is not None:
+        states.pause_downloads(qtbot, window, hub)
     pane.show_tab(DISCOVER)
 
     states.fill_server_log(window)
