@@ -38,6 +38,7 @@ class Banner(QFrame):
         self.close_button.setObjectName("BannerClose")
         self.close_button.setAutoRaise(True)
         self.close_button.setToolTip("Dismiss")
+        self.close_button.setAccessibleName(icons.spoken("Dismiss"))
         icons.set_icon(self.close_button, "close", size=14)
         self.close_button.clicked.connect(self.hide)
         layout = QHBoxLayout(self)

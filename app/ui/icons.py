@@ -232,3 +232,14 @@ def retint_all() -> None:
             name = widget.property(_ICON_PROPERTY)
             if name:
                 widget.setIcon(theme.icon(str(name), str(widget.property(_ROLE_PROPERTY))))
+
+
+def spoken(tooltip: str) -> str:
+    """An icon button's accessible name from its tooltip: the first line, without the
+    shortcut in brackets ("Start a new chat (Ctrl+N)" -> "Start a new chat")."""
+    first = tooltip.split("\n", 1)[0]
+    if first.endswith(")") and "(" in first:
+        head, _, tail = first.rpartition("(")
+        if "+" in tail or tail.rstrip(")") in ("Esc", "Enter"):
+            first = head
+    return first.strip()

@@ -73,8 +73,10 @@ class MainWindow(QMainWindow):
         self.services = services
         self.themes = themes
         self.settings_dialog: SettingsDialog | None = None
+        self.shortcuts_dialog: QWidget | None = None  # the last one opened (F1)
         self._pending_sizes: list[int] | None = None
         self._narrow = False  # below SIDEBAR_COLLAPSE_WIDTH: the sidebar is folded away
+        self._sidebar_gave_way = False  # hidden to make room for the chat settings
         s = services
         self.controller = ConversationController(
             s.store, s.engine, s.settings, self, embedders=s.embedders
@@ -137,6 +139,7 @@ class MainWindow(QMainWindow):
     def _connect(self) -> None:
         c, sb, h = self.controller, self.sidebar, self.header
         sb.conversation_selected.connect(c.open_conversation)
+        sb.conversation_selected.connect(self._on_conversation_chosen)
         sb.new_chat_requested.connect(self.new_chat)
         sb.conversation_deleted.connect(self._on_conversation_deleted)
         sb.conversation_restored.connect(c.open_conversation)
@@ -146,6 +149,7 @@ class MainWindow(QMainWindow):
         self.rail.page_requested.connect(self.show_page)
         self.rail.settings_requested.connect(self.open_settings)
         self.status.hardware_page_requested.connect(self.open_hardware)
+        self.rail.help_requested.connect(self.open_shortcuts)
         c.conversation_opened.connect(self._on_conversation_opened)
         c.conversations_changed.connect(sb.request_refresh)
         # the chats writing an answer get a dot in the list (several may answer at once)
@@ -180,6 +184,7 @@ class MainWindow(QMainWindow):
             ("Ctrl+1", lambda: self.show_page(CHATS)),
             ("Ctrl+2", lambda: self.show_page(MODELS)),
             ("Ctrl+3", lambda: self.show_page(SERVER)),
+            ("F1", self.open_shortcuts),
         ):
             shortcut = QShortcut(QKeySequence(keys), self)
             shortcut.setContext(Qt.ShortcutContext.WindowShortcut)
@@ -288,30 +293,49 @@ class MainWindow(QMainWindow):
         settings.set("ui.sidebar_visible", visible)
         if self._narrow or not visible:
             settings.set(SIDEBAR_NARROW_KEY, visible)
-        self._show_sidebar(visible)
+        self._show_sidebar(visible, asked=True)
 
-    def _show_sidebar(self, visible: bool) -> None:
+    def _show_sidebar(self, visible: bool, asked: bool = False) -> None:
+        """``asked``: by the person (Ctrl+B); chat settings with no room beside it close."""
+        self._sidebar_gave_way = False
         self.sidebar.setVisible(visible)
+        crowded = not self.panel.isHidden() and not self._fits(self.sidebar, self.panel)
+        if visible and asked and crowded:
+            self.header.settings_button.setChecked(False)
         self._update_minimum_size()
 
     def _update_minimum_size(self) -> None:
-        """At least MIN_SIZE, and wide enough for what is shown: a side pane the user opens in a
-        narrow window widens the window rather than squeezing the chat. A sidebar that folds
-        away in narrow windows does not count (else shrinking in one step, as snapping the
-        window to half the screen does, would stop at its width)."""
-        keeps_sidebar = self.services.settings.get(SIDEBAR_NARROW_KEY)
-        panes = [
-            pane
-            for pane in (self.sidebar, self.splitter.widget(1), self.panel)
-            if pane is not None
-            and not pane.isHidden()
-            and (pane is not self.sidebar or keeps_sidebar)
-        ]
-        chats = sum(_minimum_width(w) for w in panes)
-        chats += self.splitter.handleWidth() * max(0, len(panes) - 1)
+        """MIN_SIZE, whatever is shown: the window never grows past the size the person gave it
+        (it grew past a small screen when a side pane opened). A side pane that leaves the chat
+        too little room takes the chat's place instead (``_fit_panes``)."""
         others = [_minimum_width(w) for w in self._page_widgets.values() if w is not self.splitter]
-        needed = self.rail.minimumWidth() + max([chats, *others])
+        needed = self.rail.minimumWidth() + max([0, *others])
         self.setMinimumSize(max(MIN_SIZE[0], needed), MIN_SIZE[1])
+        self._fit_panes()
+
+    def _fits(self, *panes: QWidget) -> bool:
+        """Whether the chat keeps its minimum width beside ``panes`` in this window."""
+        center = self.splitter.widget(1)
+        needed = self.rail.minimumWidth() + (_minimum_width(center) if center else 0)
+        needed += sum(_minimum_width(p) + self.splitter.handleWidth() for p in panes)
+        return needed <= self.width()
+
+    def _fit_panes(self) -> None:
+        """Side panes never squeeze the chat below its minimum width: with no room for both,
+        the sidebar gives way to the chat settings (and comes back when they close or the
+        window widens); with no room for one, it takes the chat's place until it closes."""
+        center = self.splitter.widget(1)
+        if center is None:
+            return
+        panel_open = not self.panel.isHidden()
+        if self._sidebar_gave_way and (not panel_open or self._fits(self.sidebar, self.panel)):
+            self._sidebar_gave_way = False
+            self.sidebar.show()
+        if panel_open and not self.sidebar.isHidden() and not self._fits(self.sidebar, self.panel):
+            self.sidebar.hide()
+            self._sidebar_gave_way = True
+        panes = [p for p in (self.sidebar, self.panel) if not p.isHidden()]
+        center.setVisible(self._fits(*panes))
 
     def _fold_sidebar_to_width(self) -> None:
         narrow = self.width() < SIDEBAR_COLLAPSE_WIDTH
@@ -363,6 +387,16 @@ class MainWindow(QMainWindow):
         self.settings_dialog = None
 
     @Slot()
+    def open_shortcuts(self) -> None:
+        """Help: the keyboard shortcuts (F1)."""
+        from app.ui.shortcuts import ShortcutsDialog
+
+        dialog = ShortcutsDialog(self)
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        self.shortcuts_dialog = dialog
+        dialog.open()
+
+    @Slot()
     def open_providers(self) -> None:
         """Settings, on the Providers page (from the model picker's "Add a remote provider…")."""
         self.open_settings()
@@ -407,6 +441,14 @@ class MainWindow(QMainWindow):
         self.sidebar.set_current(conversation.id if conversation else None)
         title = f"{conversation.title} — Ember" if conversation else "Ember"
         self.setWindowTitle(title)
+
+    @Slot(str)
+    def _on_conversation_chosen(self, _conversation_id: str) -> None:
+        """A chat picked in a sidebar that hid the chat (a narrow window): show the chat."""
+        center = self.splitter.widget(1)
+        if center is not None and center.isHidden() and self.sidebar.isVisible():
+            self.sidebar.hide()
+            self._fit_panes()
 
     @Slot(str)
     def _on_history_recovered(self, text: str) -> None:
@@ -515,6 +557,7 @@ class MainWindow(QMainWindow):
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt override)
         super().resizeEvent(event)
         self._fold_sidebar_to_width()
+        self._fit_panes()
 
     def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 (Qt override)
         super().showEvent(event)

@@ -1,4 +1,5 @@
-"""The rail on the window's left edge: Chats, Models, Server, and Settings at the bottom.
+"""The rail on the window's left edge: Chats, Models, Server, and at the bottom the keyboard
+shortcuts (Help) and Settings.
 
 It only says which page the user asked for (``page_requested(str)``); the main window owns
 the pages. ``set_page`` checks the button of the page shown, ``set_badge`` puts a count on a
@@ -27,6 +28,7 @@ _LABELS = {
 class NavRail(QWidget):
     page_requested = Signal(str)
     settings_requested = Signal()
+    help_requested = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -56,6 +58,11 @@ class NavRail(QWidget):
             badge.hide()
             self._badges[page] = badge
         layout.addStretch(1)
+        self.help_button = self._button("keyboard", "Keys", "Keyboard shortcuts (F1)")
+        self.help_button.setObjectName("NavButton")
+        self.help_button.setAccessibleName("Keyboard shortcuts")
+        self.help_button.clicked.connect(self.help_requested)
+        layout.addWidget(self.help_button, 0, Qt.AlignmentFlag.AlignHCenter)
         self.settings_button = self._button("gear", "Settings", "Settings (Ctrl+,)")
         self.settings_button.setObjectName("NavButton")
         self.settings_button.clicked.connect(self.settings_requested)

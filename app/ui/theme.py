@@ -8,6 +8,7 @@ and rendered Markdown can refresh. ``current()`` is the palette in use.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from dataclasses import dataclass
 from string import Template
 
@@ -23,7 +24,9 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import (
     QApplication,
+    QComboBox,
     QLabel,
+    QLayout,
     QPlainTextEdit,
     QPushButton,
     QSizePolicy,
@@ -114,9 +117,9 @@ LIGHT = Palette(
     border_strong="#D5D1CA",
     text="#1D1B19",
     muted="#6B6660",
-    faint="#9A948C",
-    accent="#E0592A",
-    accent_hover="#C94B20",
+    faint="#706A63",  # text too: at least 4.5:1 on every surface (WCAG AA)
+    accent="#B84115",  # 4.5:1 or more with white text, and as text on accent_soft
+    accent_hover="#9F3710",
     accent_text="#FFFFFF",
     accent_soft="#FCEDE6",
     user_bubble="#F3F1EE",
@@ -126,9 +129,9 @@ LIGHT = Palette(
     link="#C2461B",
     danger="#C92A2A",
     danger_soft="#FDECEC",
-    warning="#B35C00",
+    warning="#985000",
     warning_soft="#FFF4E0",
-    success="#2F855A",
+    success="#26744C",
     info_soft="#EEF3FB",
     scrollbar="#D3CFC8",
     pygments_style="default",
@@ -145,7 +148,7 @@ DARK = Palette(
     border_strong="#403D39",
     text="#ECE9E4",
     muted="#A39E97",
-    faint="#77726B",
+    faint="#928D85",
     accent="#F07A4A",
     accent_hover="#F48E63",
     accent_text="#1B1A19",
@@ -344,6 +347,7 @@ def form_label(text: str, beside: QWidget, parent: QWidget) -> QLabel:
     field's. ``beside`` is the input (the first line of a row with help text under it). Beside
     a text box the label sits on its first line, not level with its middle."""
     label = QLabel(text, parent)
+    label.setBuddy(beside)  # screen readers name the input by its label
     label.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter)
     # As tall as the input and no taller: in a row with help text under the input, a label
     # free to grow was centred on the whole row, below the input.
@@ -385,3 +389,54 @@ class _FirstLineLabel(QObject):
         start = box.cursorRect(QTextCursor(box.document()))  # viewport coordinates
         centre = box.viewport().geometry().top() + start.center().y()
         self._label.setFixedHeight(max(2 * centre + 1, self._label.fontMetrics().height()))
+
+
+def shrinking_combo(combo: QComboBox, characters: int = 14) -> None:
+    """A combo box that may be narrower than its longest choice: its text then ends in "…"
+    and its tooltip says the choice whole (a wide choice widened a whole panel past its
+    edge)."""
+    combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+    combo.setMinimumContentsLength(characters)
+
+    def follow(*_args: object) -> None:
+        combo.setToolTip(combo.currentText())
+
+    combo.currentIndexChanged.connect(follow)
+    # filled with its signals blocked, the model still says so
+    combo.model().rowsInserted.connect(follow)
+    combo.model().modelReset.connect(follow)
+    follow()
+
+
+def tab_in_layout_order(container: QWidget) -> None:
+    """Tab visits ``container``'s controls in the order its layouts show them (top to bottom,
+    left to right), not in the order the code made them."""
+    order: list[QWidget] = []
+
+    def visit(widget: QWidget) -> None:
+        if widget.focusPolicy().value & Qt.FocusPolicy.TabFocus.value:
+            order.append(widget)
+        else:
+            for child in _layout_widgets(widget.layout()):
+                visit(child)
+
+    for child in _layout_widgets(container.layout()):
+        visit(child)
+    for first, second in itertools.pairwise(order):
+        QWidget.setTabOrder(first, second)
+
+
+def _layout_widgets(layout: QLayout | None) -> list[QWidget]:
+    widgets: list[QWidget] = []
+    if layout is None:
+        return widgets
+    for index in range(layout.count()):
+        item = layout.itemAt(index)
+        if item is None:
+            continue
+        widget, inner = item.widget(), item.layout()
+        if widget is not None:
+            widgets.append(widget)
+        elif inner is not None:
+            widgets += _layout_widgets(inner)
+    return widgets

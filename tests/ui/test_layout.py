@@ -83,6 +83,13 @@ def test_the_chat_title_stays_readable_at_the_smallest_size(
     window.controller.open_conversation(conversation.id)
     window.header.settings_button.setChecked(panel)
     settle(window, *MIN_SIZE)
+    assert window.size() == QSize(*MIN_SIZE)  # opening a side pane never grows the window
+    if panel:  # no room for the chat beside its settings: they take its place until closed
+        center = window.splitter.widget(1)
+        assert center is not None and not center.isVisible() and window.panel.isVisible()
+        window.panel.close_requested.emit()
+        QApplication.processEvents()
+        assert center.isVisible() and not window.panel.isVisible()
     assert visible_title_chars(window) >= 12, window.header.title.text()
     header = window.header
     picker = header.picker.geometry()
@@ -160,3 +167,39 @@ def test_a_narrow_server_page_stacks_its_columns(window: MainWindow) -> None:
     server_page(window, 1280)
     assert log.geometry().left() > pane.left_scroll.geometry().right()  # side by side
     window.show_page(CHATS)
+
+
+def test_showing_the_sidebar_at_the_minimum_size_keeps_the_window_size(window: MainWindow) -> None:
+    """Issue 23 finding 5: at 640 wide, showing the sidebar grew the window to 771."""
+    settle(window, *MIN_SIZE)
+    assert not window.sidebar.isVisible()
+    window.toggle_sidebar()
+    QApplication.processEvents()
+    assert window.sidebar.isVisible()
+    assert window.size() == QSize(*MIN_SIZE)
+    center = window.splitter.widget(1)
+    assert center is not None and not center.isVisible()  # no room: the list takes its place
+    conversation = window.services.store.create_conversation("Rivers")
+    window.sidebar.conversation_selected.emit(conversation.id)  # picking a chat shows it
+    QApplication.processEvents()
+    assert center.isVisible() and not window.sidebar.isVisible()
+    assert window.size() == QSize(*MIN_SIZE)
+
+
+def test_the_sidebar_gives_way_to_chat_settings_and_comes_back(window: MainWindow) -> None:
+    settle(window, 942, 588)
+    assert window.sidebar.isVisible()
+    center = window.splitter.widget(1)
+    assert center is not None
+    window.header.settings_button.setChecked(True)
+    QApplication.processEvents()
+    assert window.width() == 942
+    assert window.panel.isVisible() and center.isVisible() and not window.sidebar.isVisible()
+    assert center.width() >= center.minimumSizeHint().width()
+    window.header.settings_button.setChecked(False)
+    QApplication.processEvents()
+    assert window.sidebar.isVisible() and center.isVisible()
+    window.header.settings_button.setChecked(True)
+    window.toggle_sidebar()  # asked for: the chat settings, with no room beside it, close
+    QApplication.processEvents()
+    assert window.sidebar.isVisible() and not window.panel.isVisible() and center.isVisible()

@@ -29,7 +29,9 @@ def open_provider_editor(window: MainWindow) -> SettingsDialog:
     window.open_settings()
     dialog = window.settings_dialog
     assert dialog is not None
-    dialog.resize(dialog.minimumSize())
+    # small, yet room for the buttons and a two-line result (at the 600x420 minimum, for a
+    # 640x480 screen, the buttons stay in view first: ProviderEditor._reveal_result)
+    dialog.resize(720, 520)
     dialog.show_page("Providers")
     dialog.providers_page.add_provider()
     QApplication.processEvents()

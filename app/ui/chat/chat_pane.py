@@ -14,6 +14,7 @@ from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
     QScrollArea,
+    QSizePolicy,
     QStackedWidget,
     QVBoxLayout,
     QWidget,
@@ -69,12 +70,16 @@ class ChatPane(QWidget):
         self.empty = EmptyState(self)
         self.empty_scroll = QScrollArea(self)
         self.empty_scroll.setObjectName("EmptyScroll")
+        self.empty_scroll.setAccessibleName("Welcome")
         self.empty_scroll.setWidgetResizable(True)
         self.empty_scroll.setFrameShape(QFrame.Shape.NoFrame)
         self.empty_scroll.setWidget(self.empty)
         self.stack = QStackedWidget(self)
         self.stack.addWidget(self.empty_scroll)
         self.stack.addWidget(self.view)
+        # the messages give way first in a short window (a tool card above the composer was
+        # squeezed at 480 px): they keep whatever height is left
+        self.stack.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Ignored)
         self.composer = Composer(self, attachments=controller.attachments)
         self.tool_panel = ToolPanel(self, controller.answers.tools.known_tools)
 

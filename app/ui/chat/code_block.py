@@ -52,6 +52,7 @@ class _CodeScroll(QScrollArea):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("CodeScroll")
+        self.setAccessibleName("Code")
         # Made in the viewport it will live in: a widget made without a parent is a window
         # until setWidget moves it (styled twice, and a window's size constraints each time).
         self.code_box = self._label = QWidget(self.viewport())
@@ -103,6 +104,7 @@ class CodeBlock(QFrame):
         self.copy_button.setObjectName("CodeCopyButton")
         self.copy_button.setText("Copy")
         self.copy_button.setToolTip("Copy the code")
+        self.copy_button.setAccessibleName(icons.spoken("Copy the code"))
         self.copy_button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
         self.copy_button.setCursor(Qt.CursorShape.PointingHandCursor)
         icons.set_icon(self.copy_button, "copy", size=15)

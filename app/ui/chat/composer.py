@@ -26,7 +26,7 @@ from PySide6.QtCore import (
     Signal,
     Slot,
 )
-from PySide6.QtGui import QColor, QDropEvent, QImage, QKeyEvent, QPainter, QPaintEvent
+from PySide6.QtGui import QColor, QDropEvent, QImage, QKeyEvent, QPainter, QPaintEvent, QResizeEvent
 from PySide6.QtWidgets import (
     QFileDialog,
     QFrame,
@@ -61,6 +61,8 @@ from app.ui.chat.attachments_bar import AttachmentsBar
 WARN_AT = 0.8
 FULL_AT = 0.95
 MAX_LINES = 9
+PLACEHOLDER = "Message the model…  (Enter to send, Shift+Enter for a new line)"
+SHORT_PLACEHOLDER = "Message the model…"
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,6 +269,8 @@ class _Input(QPlainTextEdit):
     def __init__(self, parent: QWidget) -> None:
         super().__init__(parent)
         self.setObjectName("ComposerInput")
+        self._hints: tuple[str, str] | None = None
+        self.setAccessibleName("Message")
         self.setTabChangesFocus(True)
         self.setFrameShape(QFrame.Shape.NoFrame)
         self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
@@ -275,6 +279,26 @@ class _Input(QPlainTextEdit):
         self._fit()
 
     @Slot()
+    def set_hint(self, text: str, short: str) -> None:
+        """The placeholder: ``text`` when it fits on the one line shown, else ``short`` (the
+        long one wrapped to a second line, cut in half under the first)."""
+        self._hints = (text, short)
+        self._fit_hint()
+
+    def _fit_hint(self) -> None:
+        hints = self._hints
+        if hints is None:
+            return
+        room = self.viewport().width() - 2 * round(self.document().documentMargin())
+        fits = self.fontMetrics().horizontalAdvance(hints[0]) <= room
+        hint = hints[0] if fits else hints[1]
+        if self.placeholderText() != hint:
+            self.setPlaceholderText(hint)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt override)
+        super().resizeEvent(event)
+        self._fit_hint()
+
     def _fit(self) -> None:
         line = self.fontMetrics().lineSpacing()
         wanted = max(1, round(self.document().size().height()))
@@ -343,9 +367,7 @@ class Composer(QFrame):
         self.input = _Input(self)
         self.input.files_given.connect(self.attach_files)
         self.input.image_given.connect(self.attach_image)
-        self.input.setPlaceholderText(
-            "Message the model…  (Enter to send, Shift+Enter for a new line)"
-        )
+        self.input.set_hint(PLACEHOLDER, SHORT_PLACEHOLDER)
         self.input.installEventFilter(self)
         self.input.textChanged.connect(self._on_text_changed)
         self.send_button = QToolButton(self)
@@ -454,6 +476,7 @@ class Composer(QFrame):
         if self._busy:
             icons.set_icon(self.send_button, "stop", role="accent_text", size=16)
             self.send_button.setToolTip("Stop the answer (Esc)")
+            self.send_button.setAccessibleName("Stop the answer")
             self.send_button.setProperty("mode", "stop")
             self.send_button.setEnabled(True)
         else:
@@ -462,6 +485,7 @@ class Composer(QFrame):
             self.send_button.setToolTip(
                 f"Sends once {reading[0].name} is read" if reading else "Send (Enter)"
             )
+            self.send_button.setAccessibleName("Send")
             self.send_button.setProperty("mode", "send")
             self.send_button.setEnabled(bool(self.text.strip()) and not reading)
         self.send_button.style().unpolish(self.send_button)

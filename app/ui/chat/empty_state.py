@@ -6,7 +6,7 @@ Signals: ``model_chosen(str path)``, ``open_file_requested()``, ``suggestion_cho
 
 from __future__ import annotations
 
-from PySide6.QtCore import QByteArray, QRectF, Qt, Signal, Slot
+from PySide6.QtCore import QByteArray, QRectF, QSize, Qt, Signal, Slot
 from PySide6.QtGui import QPainter, QPixmap
 from PySide6.QtSvg import QSvgRenderer
 from PySide6.QtWidgets import (
@@ -16,6 +16,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QProgressBar,
     QPushButton,
+    QSizePolicy,
     QVBoxLayout,
     QWidget,
 )
@@ -218,10 +219,12 @@ class EmptyState(QWidget):
         grid = QGridLayout()
         grid.setSpacing(10)
         for index, (title, text) in enumerate(SUGGESTIONS):
-            button = QPushButton(page)
+            button = _SuggestionButton(page)
             button.setObjectName("Suggestion")
             button.setCursor(Qt.CursorShape.PointingHandCursor)
             button.setProperty("prompt", text)
+            button.setAccessibleName(title)
+            button.setAccessibleDescription(text)
             head = QLabel(title, button)
             head.setObjectName("SuggestionTitle")
             body = QLabel(text, button)
@@ -330,3 +333,35 @@ class EmptyState(QWidget):
         button = self.sender()
         if button is not None:
             self.suggestion_chosen.emit(str(button.property("prompt")))
+
+
+SUGGESTION_MIN_WIDTH = 150
+
+
+class _SuggestionButton(QPushButton):
+    """A button laid out like a card (a title over wrapped text): as tall as its text needs
+    at its width (a push button's own size hint ignores its layout, and cut the text)."""
+
+    def __init__(self, parent: QWidget) -> None:
+        super().__init__(parent)
+        policy = QSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred)
+        policy.setHeightForWidth(True)
+        self.setSizePolicy(policy)  # a push button's own would not shrink below its hint
+
+    def hasHeightForWidth(self) -> bool:  # noqa: N802 (Qt override)
+        return True
+
+    def heightForWidth(self, width: int) -> int:  # noqa: N802 (Qt override)
+        layout = self.layout()
+        return layout.totalHeightForWidth(width) if layout is not None else super().height()
+
+    def sizeHint(self) -> QSize:  # noqa: N802 (Qt override)
+        layout = self.layout()
+        return layout.totalSizeHint() if layout is not None else super().sizeHint()
+
+    def minimumSizeHint(self) -> QSize:  # noqa: N802 (Qt override)
+        # narrow enough for two side by side in a narrow chat: the text wraps to more lines
+        layout = self.layout()
+        if layout is None:
+            return super().minimumSizeHint()
+        return QSize(SUGGESTION_MIN_WIDTH, layout.totalHeightForWidth(SUGGESTION_MIN_WIDTH))

@@ -280,6 +280,7 @@ class MessageWidget(QFrame):
         if self._stats_label is None:
             self._stats_label = QLabel(self)
             self._stats_label.setObjectName("Stats")
+            self._stats_label.setWordWrap(True)  # a narrow chat shows it on two lines, whole
         return self._stats_label
 
     # -- state ----------------------------------------------------------------------------

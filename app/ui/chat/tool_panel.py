@@ -19,7 +19,14 @@ from typing import Any
 
 from PySide6.QtCore import Signal, Slot
 from PySide6.QtGui import QAction, QActionGroup
-from PySide6.QtWidgets import QHBoxLayout, QMenu, QToolButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QHBoxLayout,
+    QMenu,
+    QSizePolicy,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
 
 from app.safe_text import label_text
 from app.ui.chat.tool_card import CommandCard, ToolCallCard
@@ -45,6 +52,8 @@ class ToolPanel(QWidget):
     ) -> None:
         super().__init__(parent)
         self.setObjectName("ToolPanel")
+        # as tall as its cards need: a short window shrinks the chat above, not a card
+        self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
         self.tools_of = tools_of or (lambda _server: None)
         self.setup = ToolSetup()
         self.cards: dict[str, ToolCallCard | CommandCard] = {}

@@ -375,6 +375,8 @@ class ModelPicker(QWidget):
             self.detail_label.setText("")
             self.button.setToolTip("Choose a model (Ctrl+L)")
             self.button.setProperty("state", "empty")
+        self.button.setAccessibleName(f"Model: {self.name_label.text()}")
+        self.button.setAccessibleDescription(icons.spoken(self.button.toolTip()))
         self._fit_detail()
         self.button.style().unpolish(self.button)
         self.button.style().polish(self.button)

@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QListWidget,
     QListWidgetItem,
+    QPushButton,
     QSplitter,
     QStackedWidget,
     QVBoxLayout,
@@ -45,7 +46,9 @@ from app.ui.models.widgets import (
 )
 
 DEBOUNCE_MS = 350
-ONE_ROW_WIDTH = 820  # narrower, the search field takes a row above the filters
+ONE_ROW_WIDTH = 960  # narrower, the search field takes a row above the filters (its hint cut)
+SIDE_BY_SIDE_WIDTH = 900  # narrower, the results sit above the repository
+
 RESULT_LIMIT = 60
 SEARCH_KEY = "discover-search"  # the Hub runner's key for searches: the latest one wins
 SORTS: tuple[tuple[str, Sort], ...] = (
@@ -131,6 +134,7 @@ class DiscoverView(QWidget):
         self._last_query: Query | None = None
 
         self.search = QLineEdit(self)
+        self.search.setAccessibleName("Search models on Hugging Face")
         self.search.setObjectName("HubSearch")
         self.search.setPlaceholderText("Search models on Hugging Face, e.g. qwen, llama, gemma")
         self.search.setClearButtonEnabled(True)
@@ -145,6 +149,7 @@ class DiscoverView(QWidget):
             self.size_box.addItem(label)
         self.size_box.setToolTip("Parameter count, from the Hub's GGUF data or the name")
         self.author = QLineEdit(self)
+        self.author.setAccessibleName("Author")
         self.author.setObjectName("AuthorField")
         self.author.setPlaceholderText("Author")
         self.author.setToolTip("Only models from this Hub user or organization, e.g. unsloth")
@@ -161,6 +166,7 @@ class DiscoverView(QWidget):
         self.caption.setObjectName("ResultsCaption")
         self.list = QListWidget(self)
         self.list.setObjectName("ResultList")
+        self.list.setAccessibleName("Models found")
         self.list.setVerticalScrollMode(QListWidget.ScrollMode.ScrollPerPixel)
         self.list.setUniformItemSizes(True)
         self.list.currentRowChanged.connect(self._on_current_row_changed)
@@ -170,6 +176,7 @@ class DiscoverView(QWidget):
         self.results_stack.addWidget(self.state)
         self.results_stack.addWidget(self.list)
         left = QWidget(self)
+        self.results_column = left
         left.setObjectName("ResultsColumn")
         left_layout = QVBoxLayout(left)
         left_layout.setContentsMargins(0, 0, 0, 0)
@@ -193,6 +200,12 @@ class DiscoverView(QWidget):
         layout.setContentsMargins(24, 4, 24, 16)
         layout.setSpacing(12)
         layout.addLayout(self.bar)
+        self._repo_in_front = False
+        self.back_button = QPushButton("‹ All results", self)
+        self.back_button.setObjectName("SecondaryButton")
+        self.back_button.clicked.connect(self._on_back_clicked)
+        self.back_button.hide()
+        layout.addWidget(self.back_button, 0, Qt.AlignmentFlag.AlignLeft)
         layout.addWidget(self.splitter, 1)
 
         self._debounce = QTimer(self)
@@ -205,6 +218,13 @@ class DiscoverView(QWidget):
         self.author.returnPressed.connect(self.search_now)
         self.sort_box.currentIndexChanged.connect(self.search_now)
         self.size_box.currentIndexChanged.connect(self.search_now)
+        # Tab in the order the bar shows them (they were made right to left)
+        for first, second in (
+            (self.search, self.author),
+            (self.author, self.size_box),
+            (self.size_box, self.sort_box),
+        ):
+            QWidget.setTabOrder(first, second)
 
     # -- searching ------------------------------------------------------------------------
 
@@ -221,6 +241,22 @@ class DiscoverView(QWidget):
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt override)
         super().resizeEvent(event)
         self._arrange_bar(self.width() >= ONE_ROW_WIDTH)
+        self._arrange_columns()
+
+    def _arrange_columns(self) -> None:
+        """Results and repository side by side; in a narrow page (where side by side cut the
+        repository's title, files and buttons) one at a time, with "All results" to go back."""
+        narrow = self.width() < SIDE_BY_SIDE_WIDTH
+        repo = self._repo_in_front and self.detail.summary is not None
+        self.results_column.setVisible(not narrow or not repo)
+        self.detail.setVisible(not narrow or repo)
+        self.back_button.setVisible(narrow and repo)
+
+    @Slot()
+    def _on_back_clicked(self) -> None:
+        self._repo_in_front = False
+        self._arrange_columns()
+        self.list.setFocus()
 
     def _arrange_bar(self, one_row: bool) -> None:
         """Search and filters on one row; in a narrow page the search gets a row of its own
@@ -317,6 +353,8 @@ class DiscoverView(QWidget):
     def _on_current_row_changed(self, row: int) -> None:
         if 0 <= row < len(self.results):
             self.detail.open_repo(self.results[row])
+            self._repo_in_front = True
+            self._arrange_columns()
 
     def open_result(self, repo_id: str) -> None:
         """Select a result by id (keyboard users, tests)."""

@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QProgressBar,
     QPushButton,
+    QSizePolicy,
     QStackedWidget,
     QToolButton,
     QVBoxLayout,
@@ -30,7 +31,7 @@ from app.library.downloads import Download, DownloadManager, DownloadState
 from app.library.quant import model_stem
 from app.ui import icons, theme
 from app.ui.models.download_bridge import DownloadBridge
-from app.ui.models.widgets import IconLabel, StatePanel, duration, scroll_list
+from app.ui.models.widgets import ElidedLabel, IconLabel, StatePanel, duration, scroll_list
 
 S = DownloadState
 
@@ -71,9 +72,12 @@ class DownloadRow(QFrame):
         self.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
         self.download = download
         self.icon = IconLabel("download", 20, "muted", self)
-        self.name = QLabel(self)
+        # both end in "…" in a narrow page (they made the list scroll sideways at 640 px)
+        self.name = ElidedLabel("", self)
         self.name.setObjectName("DownloadName")
-        self.repo = QLabel(self)
+        # the name first; the repository gets what is left
+        self.name.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred)
+        self.repo = ElidedLabel("", self)
         self.repo.setObjectName("DownloadRepo")
         self.bar = QProgressBar(self)
         self.bar.setObjectName("DownloadBar")
@@ -82,6 +86,7 @@ class DownloadRow(QFrame):
         self.bar.setFixedHeight(6)
         self.status = QLabel(self)
         self.status.setObjectName("DownloadStatus")
+        self.status.setWordWrap(True)
         self.error = QLabel(self)
         self.error.setObjectName("DownloadError")
         self.error.setWordWrap(True)
@@ -115,9 +120,9 @@ class DownloadRow(QFrame):
     def update_from(self, d: Download) -> None:
         self.download = d
         extra = f" (+{len(d.filenames) - 1} files)" if len(d.filenames) > 1 else ""
-        self.name.setText(model_stem(d.filename or d.repo_id) + extra)
+        self.name.set_full_text(model_stem(d.filename or d.repo_id) + extra)
         self.name.setToolTip("\n".join(d.filenames))
-        self.repo.setText(d.repo_id)
+        self.repo.set_full_text(d.repo_id)
         self.bar.setValue(int(d.fraction * 1000))
         self.bar.setVisible(d.state not in (S.COMPLETED, S.CANCELLED))
         theme.set_style_property(self.bar, "state", d.state.value)
@@ -154,6 +159,9 @@ class DownloadRow(QFrame):
             icons.set_icon(self.primary, primary_icon[action], role, size=15)
         finished = d.state.is_final
         self.cancel.setToolTip("Remove from the list" if finished else "Cancel the download")
+        self.cancel.setAccessibleName(
+            icons.spoken("Remove from the list" if finished else "Cancel the download")
+        )
         self.cancel.setEnabled(d.state != S.VERIFYING)
 
 

@@ -120,11 +120,17 @@ class LocalModelRow(QFrame):
         self.reveal_button = QToolButton(self)
         self.reveal_button.setObjectName("RowIconButton")
         self.reveal_button.setToolTip("Show in the file manager")
+        self.reveal_button.setAccessibleName(icons.spoken("Show in the file manager"))
         icons.set_icon(self.reveal_button, "folder", size=17)
         self.delete_button = QToolButton(self)
         self.delete_button.setObjectName("RowIconButton")
         self.delete_button.setToolTip(
             "Delete this model's files" if model.owned else "Not Ember's file: see where it is"
+        )
+        self.delete_button.setAccessibleName(
+            icons.spoken(
+                "Delete this model's files" if model.owned else "Not Ember's file: see where it is"
+            )
         )
         icons.set_icon(self.delete_button, "trash", size=17)
         for button in (self.reveal_button, self.delete_button):
@@ -166,6 +172,7 @@ class MyModelsView(QWidget):
         self.confirm: QMessageBox | None = None
 
         self.filter = QLineEdit(self)
+        self.filter.setAccessibleName("Filter your models")
         self.filter.setObjectName("HubSearch")
         self.filter.setPlaceholderText("Filter your models")
         self.filter.setClearButtonEnabled(True)
@@ -185,6 +192,7 @@ class MyModelsView(QWidget):
         self.refresh_button = QToolButton(self)
         self.refresh_button.setObjectName("RowIconButton")
         self.refresh_button.setToolTip("Look for models again")
+        self.refresh_button.setAccessibleName(icons.spoken("Look for models again"))
         icons.set_icon(self.refresh_button, "regenerate", size=17)
         self.refresh_button.clicked.connect(self.refresh)
         for button in (self.import_button, self.folder_button, self.refresh_button):

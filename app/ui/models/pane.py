@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal, Slot
+from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import (
     QButtonGroup,
     QHBoxLayout,
@@ -39,6 +40,7 @@ from app.ui.toast import Toast
 DISCOVER = "discover"
 DOWNLOADS = "downloads"
 MY_MODELS = "my_models"
+COMPACT_HEIGHT = 520  # shorter, the page hides its heading
 TABS = ((DISCOVER, "Discover"), (DOWNLOADS, "Downloads"), (MY_MODELS, "My models"))
 _PROJECTOR_PREFERENCE = ("F16", "BF16", "Q8_0", "F32")
 
@@ -107,6 +109,7 @@ class ModelsPane(QWidget):
         for key, label in TABS:
             button = QToolButton(self)
             button.setObjectName("ModelsTab")
+            button.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
             button.setText(label)
             button.setCheckable(True)
             button.setCursor(Qt.CursorShape.PointingHandCursor)
@@ -125,6 +128,7 @@ class ModelsPane(QWidget):
         head.setSpacing(2)
         head.addWidget(title)
         head.addWidget(subtitle)
+        self._heading = (title, subtitle)
         head.addSpacing(10)
         head.addLayout(tab_row)
         banner_row = QHBoxLayout()
@@ -137,6 +141,13 @@ class ModelsPane(QWidget):
         layout.addLayout(banner_row)
         layout.addSpacing(12)
         layout.addWidget(self.stack, 1)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt override)
+        super().resizeEvent(event)
+        # A short window keeps its height for the repository and the lists (at 480 px the
+        # heading left a repository's title and facts squeezed into one line).
+        for label in self._heading:
+            label.setVisible(self.height() >= COMPACT_HEIGHT)
 
     def _connect(self) -> None:
         self.bridge.completed.connect(self._on_download_completed)

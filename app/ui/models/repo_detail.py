@@ -18,8 +18,9 @@ from functools import partial
 from pathlib import Path
 
 from PySide6.QtCore import QEvent, Qt, QTimer, QUrl, Signal, Slot
-from PySide6.QtGui import QDesktopServices
+from PySide6.QtGui import QDesktopServices, QResizeEvent
 from PySide6.QtWidgets import (
+    QBoxLayout,
     QFrame,
     QHBoxLayout,
     QLabel,
@@ -46,6 +47,9 @@ from app.ui.models.widgets import StatePanel, compact_count, counted, relative_t
 FILES_KEY = "repo-files"
 CARD_KEY = "repo-card"
 INSTALLED_KEY = "repo-installed"
+
+SHORT_DETAIL_HEIGHT = 360  # shorter, the head scrolls with the files
+HEAD_ROW_WIDTH = 640  # narrower, the Hub button sits under the title and facts
 
 QUANT_NOTES = {
     "Q2_K": "smallest, noticeably lower quality",
@@ -178,6 +182,7 @@ class RepoDetail(QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(0)
         layout.addWidget(head)
+        self._head, self._page_layout = head, layout
         layout.addWidget(self.scroll_area, 1)
         return page
 
@@ -388,6 +393,23 @@ class RepoDetail(QWidget):
     def _schedule_fits(self) -> None:
         self._fit_timer.start()
 
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt override)
+        super().resizeEvent(event)
+        # Short, the head scrolls with the files (kept above them, it was squeezed to a line)
+        short = self.height() < SHORT_DETAIL_HEIGHT
+        inside = self.body_layout.indexOf(self._head) >= 0
+        if short != inside:
+            (self._page_layout if inside else self.body_layout).removeWidget(self._head)
+            head_layout = self._head.layout()
+            if short:
+                self.body_layout.insertWidget(0, self._head)
+                if head_layout is not None:  # the files' margins, not its own as well
+                    head_layout.setContentsMargins(0, 10, 0, 8)
+            else:
+                self._page_layout.insertWidget(0, self._head)
+                if head_layout is not None:
+                    head_layout.setContentsMargins(24, 18, 24, 14)
+
     def eventFilter(self, watched: object, event: QEvent) -> bool:  # noqa: N802 (Qt override)
         if event.type() == QEvent.Type.Resize:
             self._schedule_fits()
@@ -446,4 +468,15 @@ class _RepoHead(QWidget):
         layout.setContentsMargins(24, 18, 24, 14)
         layout.setSpacing(16)
         layout.addLayout(text, 1)
-        layout.addWidget(button, 0, Qt.AlignmentFlag.AlignTop)
+        layout.addWidget(button, 0, Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
+        self._row = layout
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt override)
+        super().resizeEvent(event)
+        # narrow, the button goes under the facts: beside them it left the title two words
+        # a line, cut at the bottom
+        direction = QBoxLayout.Direction
+        wanted = direction.LeftToRight if self.width() >= HEAD_ROW_WIDTH else direction.TopToBottom
+        if self._row.direction() != wanted:
+            self._row.setDirection(wanted)
+            self._row.setSpacing(16 if wanted == direction.LeftToRight else 8)

@@ -121,6 +121,15 @@ class ElidedLabel(QLabel):
     def full_text(self) -> str:
         return self._full
 
+    def set_full_text(self, text: str) -> None:
+        self._full = text
+        self.setToolTip(text)
+        self.updateGeometry()
+        elided = self.fontMetrics().elidedText(
+            text, Qt.TextElideMode.ElideRight, max(0, self.width())
+        )
+        self.setText(elided)
+
     def sizeHint(self) -> QSize:  # noqa: N802 (Qt override)
         hint = super().sizeHint()
         return QSize(self.fontMetrics().horizontalAdvance(self._full) + 4, hint.height())

@@ -126,6 +126,7 @@ class ServerPane(QWidget):
         self.copy_url.setObjectName("SmallButton")
         self.copy_url.setCursor(Qt.CursorShape.PointingHandCursor)
         self.copy_url.setToolTip("Copy the base URL for OpenAI clients")
+        self.copy_url.setAccessibleName(icons.spoken("Copy the base URL for OpenAI clients"))
         icons.set_icon(self.copy_url, "copy", size=14)
         self.copy_url.clicked.connect(self._on_copy_url_clicked)
         # Ollama's clients use the same server without /v1 (and the Ollama port when it runs)
@@ -303,7 +304,13 @@ class ServerPane(QWidget):
             self.log_card.show()
         if side_by_side:
             inner = self.width() - 48 - self.columns.spacing()
-            self.left_scroll.setFixedWidth(max(LEFT_MIN, min(LEFT_MAX, int(inner * LEFT_SHARE))))
+            share = max(LEFT_MIN, min(LEFT_MAX, int(inner * LEFT_SHARE)))
+            # never narrower than the settings need beside a scroll bar (at 1,177 px, the
+            # default window on a 1280x800 screen, the port field and "Generate" were cut)
+            content = self.left_scroll.widget()
+            bar = self.left_scroll.verticalScrollBar().sizeHint().width()
+            needed = content.minimumSizeHint().width() + bar + 2 if content is not None else 0
+            self.left_scroll.setFixedWidth(max(share, needed))
         else:
             self.left_scroll.setMinimumWidth(0)
             self.left_scroll.setMaximumWidth(QWIDGETSIZE_MAX)

@@ -257,6 +257,7 @@ class RequestLogPanel(QWidget):
 
         self.table = QTableView(self)
         self.table.setObjectName("RequestTable")
+        self.table.setAccessibleName("Requests")
         self.table.setModel(self.model)
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)

@@ -100,6 +100,7 @@ class ServerSettingsForm(QWidget):
         # port
         self.port = QSpinBox(self)
         self.port.setObjectName("PortField")
+        self.port.setAccessibleName("Port")
         self.port.setRange(1, 65535)
         self.port.setGroupSeparatorShown(False)
         self.port.setFixedWidth(110)
@@ -120,6 +121,7 @@ class ServerSettingsForm(QWidget):
         # API key
         self.key = QLineEdit(self)
         self.key.setObjectName("KeyField")
+        self.key.setAccessibleName("API key")
         self.key.setEchoMode(QLineEdit.EchoMode.Password)
         self.key.setPlaceholderText("None")
         self.key.textEdited.connect(self._on_key_edited)
@@ -228,6 +230,7 @@ class ServerSettingsForm(QWidget):
             )
         )
         layout.addWidget(local)
+        theme.tab_in_layout_order(self)  # the key's field was made after the boxes below it
         self.load()
         self.cors_toggle.setChecked(bool(self.cors_origins()))
         self._on_cors_toggled(self.cors_toggle.isChecked())
@@ -428,6 +431,7 @@ class ServerSettingsForm(QWidget):
         self.key.setEchoMode(QLineEdit.EchoMode.Normal if shown else QLineEdit.EchoMode.Password)
         icons.set_icon(self.show_key, "eye-off" if shown else "eye", size=16)
         self.show_key.setToolTip("Hide the key" if shown else "Show the key")
+        self.show_key.setAccessibleName(icons.spoken("Hide the key" if shown else "Show the key"))
 
     @Slot()
     def _on_copy_key_clicked(self) -> None:

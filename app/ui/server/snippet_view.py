@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from PySide6.QtCore import QEvent, QSize, Qt, QTimer, Signal, Slot
-from PySide6.QtGui import QFont, QFontMetrics, QGuiApplication
+from PySide6.QtGui import QFont, QFontMetrics, QGuiApplication, QResizeEvent
 from PySide6.QtWidgets import (
     QButtonGroup,
     QComboBox,
@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QPushButton,
+    QSizePolicy,
     QTextBrowser,
     QToolButton,
     QVBoxLayout,
@@ -48,6 +49,31 @@ class _Tab(QPushButton):
 
     def minimumSizeHint(self) -> QSize:  # noqa: N802 (Qt override)
         return self.sizeHint()
+
+
+class _CopyButton(QToolButton):
+    """ "Copy" beside its icon when there is room, the icon alone in a narrow page (the tabs
+    and the button did not fit in the Server page's column at 640 px)."""
+
+    def _full_width(self) -> int:
+        icon = self.iconSize().width()
+        return icon + 6 + self.fontMetrics().horizontalAdvance(self.text()) + 2 * 10
+
+    def sizeHint(self) -> QSize:  # noqa: N802 (Qt override)
+        return QSize(
+            max(super().sizeHint().width(), self._full_width()), super().sizeHint().height()
+        )
+
+    def minimumSizeHint(self) -> QSize:  # noqa: N802 (Qt override)
+        return QSize(self.iconSize().width() + 2 * 10, super().minimumSizeHint().height())
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt override)
+        super().resizeEvent(event)
+        roomy = self.width() >= self._full_width()
+        style = Qt.ToolButtonStyle
+        wanted = style.ToolButtonTextBesideIcon if roomy else style.ToolButtonIconOnly
+        if self.toolButtonStyle() != wanted:
+            self.setToolButtonStyle(wanted)
 
 
 class _Shown(Protocol):
@@ -124,7 +150,8 @@ class SnippetView(QFrame):
         if self.tabs:
             self.tabs[self._current].setChecked(True)
         tab_row.addStretch(1)
-        self.copy_button = QToolButton(self)
+        self.copy_button = _CopyButton(self)
+        self.copy_button.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
         self.copy_button.setObjectName("BodyCopy")
         self.copy_button.setText("Copy")
         self.copy_button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
@@ -213,6 +240,9 @@ class SnippetView(QFrame):
         hidden = bool(self._key) and not self._key_visible
         self.copy_button.setToolTip(
             "Copy (with the real API key)" if hidden else "Copy to the clipboard"
+        )
+        self.copy_button.setAccessibleName(
+            icons.spoken("Copy (with the real API key)" if hidden else "Copy to the clipboard")
         )
 
     @Slot()

@@ -26,7 +26,7 @@ from PySide6.QtWidgets import (
 
 from app.chats.models import Conversation
 from app.engine.providers import parse_remote_id
-from app.ui import icons
+from app.ui import icons, theme
 from app.ui.chat.conversation import ConversationController
 from app.ui.chat.thinking import EFFORTS, supports_thinking, thinking_choice
 from app.ui.header.model_list import ModelChoices, ModelEntry
@@ -68,6 +68,7 @@ class ConversationPanel(QFrame):
         close = QToolButton(self)
         close.setAutoRaise(True)
         close.setToolTip("Close")
+        close.setAccessibleName(icons.spoken("Close"))
         icons.set_icon(close, "close", size=16)
         close.clicked.connect(self.close_requested)
         head = QHBoxLayout()
@@ -80,6 +81,7 @@ class ConversationPanel(QFrame):
         body.setObjectName("PanelBody")
         self.model_combo = QComboBox(body)
         self.model_combo.setObjectName("ModelCombo")
+        theme.shrinking_combo(self.model_combo)
         self.model_combo.currentIndexChanged.connect(self._on_changed)
         model_help = QLabel(
             "A chat remembers the model it answers with and loads it again when you open it or "
@@ -110,6 +112,7 @@ class ConversationPanel(QFrame):
         thinking_column.addWidget(thinking_help)
         self.system_prompt = QPlainTextEdit(body)
         self.system_prompt.setObjectName("SystemPrompt")
+        self.system_prompt.setAccessibleName("System prompt")
         self.system_prompt.setPlaceholderText(
             "e.g. You are a concise assistant. Answer in English."
         )
@@ -207,6 +210,7 @@ class ConversationPanel(QFrame):
         index = self.model_combo.findData(selected or LOADED_MODEL)
         self.model_combo.setCurrentIndex(max(0, index))
         self.model_combo.blockSignals(False)
+        self.model_combo.setToolTip(self.model_combo.currentText())  # cut when narrow
         self._refresh_thinking()
 
     @Slot()

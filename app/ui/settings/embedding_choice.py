@@ -14,6 +14,7 @@ from PySide6.QtWidgets import QComboBox, QLabel, QVBoxLayout, QWidget
 
 from app.attachments.embedder import AUTO, EMBEDDING_SETTING, LOADED, OFF, embedding_choice
 from app.config import Settings
+from app.ui import theme
 from app.ui.header.model_list import ModelEntry
 
 HELP = (
@@ -34,6 +35,7 @@ class EmbeddingChoice(QWidget):
         self.settings = settings
         self.combo = QComboBox(self)
         self.combo.setObjectName("EmbeddingCombo")
+        theme.shrinking_combo(self.combo)
         self.combo.setAccessibleName("Embedding model for attached files")
         help_label = QLabel(HELP, self)
         help_label.setObjectName("FieldHelp")

@@ -91,6 +91,7 @@ class HardwarePage(QWidget):
             monitor.sampled.connect(self._on_sampled)
         self.backend = QComboBox(self)
         self.backend.setObjectName("load_device")
+        theme.shrinking_combo(self.backend, 18)
         self.backend.setMinimumWidth(220)
         self.backend.setMaximumWidth(420)
         self.backend.setToolTip(

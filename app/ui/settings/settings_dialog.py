@@ -16,10 +16,12 @@ from PySide6.QtCore import QRectF, QSize, Qt, QTimer, QUrl, Signal, Slot
 from PySide6.QtGui import (
     QColor,
     QDesktopServices,
+    QGuiApplication,
     QIcon,
     QPainter,
     QPainterPath,
     QPixmap,
+    QResizeEvent,
     QValidator,
 )
 from PySide6.QtWidgets import (
@@ -70,6 +72,9 @@ PAGES = (
     ("Data", "folder"),
 )
 MAX_PARALLEL = 16
+NAV_WIDTH = 190
+NAV_COMPACT = 64  # the page list in a narrow dialog: icons (names in tooltips)
+COMPACT_WIDTH = 700
 
 
 class GpuLayersSpin(QSpinBox):
@@ -165,6 +170,14 @@ def theme_preview(choice: str, ratio: float = 1.0) -> QPixmap:
     return image
 
 
+def _fitted(size: QSize, parent: QWidget | None) -> QSize:
+    """``size``, no larger than the screen the dialog opens on."""
+    screen = parent.screen() if parent is not None else QGuiApplication.primaryScreen()
+    if screen is None:
+        return size
+    return size.boundedTo(screen.availableGeometry().size())
+
+
 def _form() -> QFormLayout:
     form = QFormLayout()
     form.setLabelAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter)
@@ -195,8 +208,8 @@ class SettingsDialog(QDialog):
         super().__init__(parent)
         self.setObjectName("SettingsDialog")
         self.setWindowTitle("Settings")
-        self.setMinimumSize(QSize(720, 520))
-        self.resize(820, 600)
+        self.setMinimumSize(QSize(600, 420))  # fits a 640x480 screen
+        self.resize(_fitted(QSize(820, 600), parent))
         self.settings = settings
         self._loaded = loaded
         # The registry re-reads its file on every call: a fresh one sees the app's providers.
@@ -209,10 +222,14 @@ class SettingsDialog(QDialog):
 
         self.nav = QListWidget(self)
         self.nav.setObjectName("SettingsNav")
-        self.nav.setFixedWidth(190)
+        self.nav.setAccessibleName("Settings pages")
+        self.nav.setFixedWidth(NAV_WIDTH)
+        self.nav.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.pages = QStackedWidget(self)
         for name, icon in PAGES:
-            QListWidgetItem(theme.icon(icon), name, self.nav)
+            item = QListWidgetItem(theme.icon(icon), name, self.nav)
+            item.setData(Qt.ItemDataRole.AccessibleTextRole, name)
+            item.setToolTip(name)
         for page in (
             self._appearance_page(),
             self._loading_page(),
@@ -229,6 +246,9 @@ class SettingsDialog(QDialog):
             scroll.setWidget(page)
             self.pages.addWidget(scroll)
         self.nav.currentRowChanged.connect(self.pages.setCurrentIndex)
+        # Tab as the form shows them (the KV cache box was made after the RAM field)
+        QWidget.setTabOrder(self.parallel, self.cache_type)
+        QWidget.setTabOrder(self.cache_type, self.cache_ram)
         self.nav.setCurrentRow(0)
 
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close, self)
@@ -246,6 +266,18 @@ class SettingsDialog(QDialog):
         layout.setSpacing(0)
         layout.addWidget(self.nav)
         layout.addLayout(right, 1)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt override)
+        super().resizeEvent(event)
+        # Narrow (a small screen), the page list shows its icons only: with their names it
+        # left the pages too little room and cut their content
+        compact = self.width() < COMPACT_WIDTH
+        if compact != (self.nav.width() == NAV_COMPACT):
+            self.nav.setFixedWidth(NAV_COMPACT if compact else NAV_WIDTH)
+            for row, (name, _icon) in enumerate(PAGES):
+                item = self.nav.item(row)
+                if item is not None:
+                    item.setText("" if compact else name)
 
     def show_page(self, name: str) -> None:
         """Open the page called ``name`` (one of PAGES), e.g. "Providers"."""
@@ -355,6 +387,7 @@ class SettingsDialog(QDialog):
         prompt_label.setObjectName("SectionTitle")
         self.system_prompt = QPlainTextEdit(page)
         self.system_prompt.setObjectName("DefaultSystemPrompt")
+        self.system_prompt.setAccessibleName("Default system prompt")
         self.system_prompt.setFixedHeight(84)
         self.system_prompt.setPlainText(self.settings.get("chat.system_prompt"))
         self._prompt_timer = QTimer(self)
@@ -390,6 +423,8 @@ class SettingsDialog(QDialog):
         ):
             field = QLineEdit(str(path), page)
             field.setReadOnly(True)
+            field.setToolTip(str(path))  # a long path is cut at the field's end
+            field.setCursorPosition(0)
             field.setObjectName(f"path_{label.split()[0].lower()}")
             open_button = QPushButton("Open", page)
             open_button.setObjectName("SecondaryButton")

@@ -66,6 +66,7 @@ class Sidebar(QFrame):
         self.import_button = QToolButton(self)
         self.import_button.setObjectName("IconButton")
         self.import_button.setToolTip("Import a conversation (JSON)")
+        self.import_button.setAccessibleName(icons.spoken("Import a conversation (JSON)"))
         self.import_button.setAutoRaise(True)
         icons.set_icon(self.import_button, "chat-import", size=17)
         self.import_button.clicked.connect(self.import_conversation)
@@ -79,10 +80,12 @@ class Sidebar(QFrame):
         self.new_button.setObjectName("NewChatButton")
         self.new_button.setCursor(Qt.CursorShape.PointingHandCursor)
         self.new_button.setToolTip("Start a new chat (Ctrl+N)")
+        self.new_button.setAccessibleName(icons.spoken("Start a new chat (Ctrl+N)"))
         icons.set_icon(self.new_button, "plus", role="text", size=16)
         self.new_button.clicked.connect(self.new_chat_requested)
 
         self.search = QLineEdit(self)
+        self.search.setAccessibleName("Search chats")
         self.search.setObjectName("SearchField")
         self.search.setPlaceholderText("Search chats")
         self.search.setClearButtonEnabled(True)
@@ -103,6 +106,7 @@ class Sidebar(QFrame):
         self._refresh_timer.timeout.connect(self.refresh)
 
         self.list = ConversationList(self)
+        self.list.setAccessibleName("Chats")
         self.list.currentItemChanged.connect(self._on_current_item_changed)
         self.list.itemChanged.connect(self._on_item_changed)
         self.list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
