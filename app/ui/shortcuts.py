@@ -13,8 +13,10 @@ from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import (
     QDialog,
     QDialogButtonBox,
+    QFrame,
     QGridLayout,
     QLabel,
+    QScrollArea,
     QVBoxLayout,
     QWidget,
 )
@@ -34,7 +36,7 @@ SHORTCUTS: tuple[tuple[str, str], ...] = (
     ("Ctrl+,", "Settings"),
     ("F1", "Keyboard shortcuts (this list)"),
     ("Ctrl+Q", "Quit Ember"),
-    ("Tab", "Next control (Shift+Tab: the one before)"),
+    ("Tab", "Next control (Shift+Tab: back)"),
 )
 
 
@@ -50,13 +52,16 @@ class ShortcutsDialog(QDialog):
         super().__init__(parent)
         self.setObjectName("ShortcutsDialog")
         self.setWindowTitle("Keyboard shortcuts")
-        grid = QGridLayout()
+        # the list scrolls when the screen is short (640x480): rows are never squeezed
+        listing = QWidget(self)
+        grid = QGridLayout(listing)
+        grid.setContentsMargins(0, 0, 8, 0)
         grid.setHorizontalSpacing(24)
         grid.setVerticalSpacing(6)
         for row, (keys, what) in enumerate(SHORTCUTS):
-            key = QLabel(native(keys), self)
+            key = QLabel(native(keys), listing)
             key.setObjectName("ShortcutKeys")
-            label = QLabel(what, self)
+            label = QLabel(what, listing)
             label.setWordWrap(True)
             grid.addWidget(key, row, 0, Qt.AlignmentFlag.AlignTop)
             grid.addWidget(label, row, 1)
@@ -73,7 +78,14 @@ class ShortcutsDialog(QDialog):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(24, 20, 24, 16)
         layout.setSpacing(14)
-        layout.addLayout(grid)
+        scroll = QScrollArea(self)
+        scroll.setObjectName("ShortcutList")
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        scroll.setWidgetResizable(True)
+        scroll.setWidget(listing)
+        scroll.setMinimumHeight(min(listing.sizeHint().height(), 160))
+        layout.addWidget(scroll, 1)
         layout.addWidget(note)
         layout.addWidget(buttons)
         self.setMinimumWidth(360)
