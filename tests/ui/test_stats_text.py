@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.ui.chat.message_widget import stats_text
+from app.ui.chat.message_words import stats_text
 
 
 def test_the_stats_say_how_much_of_the_prompt_was_reused() -> None:
