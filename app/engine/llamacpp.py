@@ -43,9 +43,11 @@ from app.engine.types import (
     ChatRequest,
     CompletionRequest,
     ContextOverflowError,
+    EmbeddingCancelledError,
     EngineError,
     LoadedModel,
     LoadParams,
+    ProjectorError,
     SamplingParams,
 )
 
@@ -259,7 +261,7 @@ class LlamaCppModel:
         self.notice = gpu_fallback_notice(self.offload.devices, Path(self.path).name)
 
     def _load_projector(self, path: str) -> Projector:
-        from app.engine.vision import Projector, ProjectorError
+        from app.engine.vision import Projector
 
         projector = Projector(path, self._model, self.n_threads)
         if projector.marker != MEDIA_MARKER:  # a llama.cpp that changed its marker
@@ -583,7 +585,3 @@ class LlamaCppModel:
             native.llama_set_abort_callback(ctx, self.abort.callback, self.abort.data)
             self._embed_ctx = ctx
         return self._embed_ctx
-
-
-class EmbeddingCancelledError(Exception):
-    """An embedding job was cancelled (turned into a "cancelled" Finished by the worker)."""

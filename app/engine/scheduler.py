@@ -17,6 +17,7 @@ worker (:mod:`app.engine.worker`) admits jobs and delivers events; the job contr
 from __future__ import annotations
 
 import contextlib
+import enum
 import logging
 import random
 import threading
@@ -55,6 +56,13 @@ NO_ROOM = 1  # llama_decode: no KV cells for the batch
 ABORTED = 2  # llama_decode: the abort callback fired
 
 
+class SlotState(enum.Enum):
+    """Where a slot is: reading its prompt (a chunk a step), or writing (a token a step)."""
+
+    PROMPT = "prompt"
+    GENERATING = "generating"
+
+
 @dataclass(slots=True, eq=False)
 class Slot:
     """One admitted job: its sequence, prompt, sampler and what it has produced."""
@@ -79,10 +87,22 @@ class Slot:
     first_at: float | None = None
     queued: float = 0.0
     media: MediaPrompt | None = None  # a prompt with images: where they are, their chunks
+    state: SlotState = SlotState.PROMPT
+
+    def __post_init__(self) -> None:
+        if not self.pending:
+            self.state = SlotState.GENERATING
 
     @property
     def generating(self) -> bool:
-        return not self.pending
+        return self.state is SlotState.GENERATING
+
+    def read(self, n: int) -> None:
+        """``n`` more prompt tokens are in the sequence; all of them: it generates next."""
+        self.tokens.extend(self.pending[:n])
+        del self.pending[:n]
+        if not self.pending:
+            self.state = SlotState.GENERATING
 
 
 class Scheduler:
@@ -246,33 +266,43 @@ class Scheduler:
             budget -= len(chunk)
             used.append(slot)
         self._keep_room(sum(s.chunk for s in used))
-        with self._lock:
-            self._inflight = used
-            if all(s.job.cancelled.is_set() for s in used):
-                return  # every one was cancelled since the check above: next step ends them
-        try:
-            code = self.model.decode()
-        except Exception as e:  # a native failure must not kill the worker
-            log.exception("Decoding failed")
-            self._after_failed_decode(-1, used, EngineCrashedError(f"The engine failed: {e}"))
-            return
-        finally:
-            with self._lock:
-                self._inflight = []
-            self.model.abort.clear()
-        if code != 0:
-            self._after_failed_decode(code, used)
+        if not self._decode(used, self.model.decode):
             return
         now = time.perf_counter()
         for slot in used:
             if slot.generating:
                 slot.tokens.append(slot.last)
             else:
-                decoded = slot.pending[: slot.chunk]
-                slot.tokens.extend(decoded)
-                del slot.pending[: slot.chunk]
+                slot.read(slot.chunk)
             if slot.i_batch >= 0:
                 self._sample(slot, now)
+
+    def _decode(self, used: list[Slot], decode: Callable[[], int]) -> bool:
+        """Run one ``decode`` (of the batch, or of an image's embeddings) for the ``used``
+        slots, abortable by their cancels; False when it failed (and was dealt with)."""
+        with self._lock:
+            self._inflight = used
+            if all(s.job.cancelled.is_set() for s in used):
+                return False  # every one was cancelled since the step began: next step ends them
+        try:
+            code = decode()
+        except EngineError as e:  # the request's fault (an image): that slot ends, no harm
+            for slot in used:
+                self.model.seq_rm(slot.seq, len(slot.tokens), -1)
+                self._end(slot, "error", error=e)
+            return False
+        except Exception as e:  # a native failure must not kill the worker
+            log.exception("Decoding failed")
+            self._after_failed_decode(-1, used, EngineCrashedError(f"The engine failed: {e}"))
+            return False
+        finally:
+            with self._lock:
+                self._inflight = []
+            self.model.abort.clear()
+        if code != 0:
+            self._after_failed_decode(code, used)
+            return False
+        return True
 
     def _image_step(self, slot: Slot, image: ImageItem) -> None:
         """Encode ``slot``'s next image and decode its embeddings into its sequence."""
@@ -290,10 +320,11 @@ class Scheduler:
             self._end(slot, "cancelled")
             return
         self._keep_room(image.n_pos)
-        with self._lock:
-            self._inflight = [slot]
         slot.chunk = image.n_pos
-        try:
+        last = -1
+
+        def decode() -> int:
+            nonlocal last
             code, last = decode_image(
                 self.model.ctx,
                 embeddings,
@@ -302,24 +333,12 @@ class Scheduler:
                 non_causal=image.non_causal,
                 n_batch=self.model.n_batch,
             )
-        except EngineError as e:
-            self.model.seq_rm(slot.seq, len(slot.tokens), -1)
-            self._end(slot, "error", error=e)
+            return code
+
+        if not self._decode([slot], decode):
             return
-        except Exception as e:
-            log.exception("Decoding an image failed")
-            self._after_failed_decode(-1, [slot], EngineCrashedError(f"The engine failed: {e}"))
-            return
-        finally:
-            with self._lock:
-                self._inflight = []
-            self.model.abort.clear()
-        if code != 0:
-            self._after_failed_decode(code, [slot])
-            return
-        slot.tokens.extend(slot.pending[: image.n_pos])
-        del slot.pending[: image.n_pos]
-        if not slot.pending:  # the prompt ends with the image: its last row has the logits
+        slot.read(image.n_pos)
+        if slot.generating:  # the prompt ends with the image: its last row has the logits
             slot.i_batch = last
             self._sample(slot, time.perf_counter())
 
@@ -456,6 +475,12 @@ class Scheduler:
 def describe_slots(scheduler: Scheduler) -> list[dict[str, Any]]:
     """What each slot is doing (for logs and tests)."""
     return [
-        {"job": s.job.id, "seq": s.seq, "prompt": len(s.prompt), "pending": len(s.pending)}
+        {
+            "job": s.job.id,
+            "seq": s.seq,
+            "state": s.state.value,
+            "prompt": len(s.prompt),
+            "pending": len(s.pending),
+        }
         for s in scheduler.slots
     ]

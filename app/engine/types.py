@@ -351,6 +351,16 @@ class QueueFullError(EngineError):
     code = "queue_full"
 
 
+class ProjectorError(EngineError):
+    """The projector file cannot be used with this model (missing, damaged, wrong size)."""
+
+    code = "projector"
+
+
+class EmbeddingCancelledError(Exception):
+    """An embedding job was cancelled (the worker turns it into a "cancelled" Finished)."""
+
+
 # ---- the engine seam: what the worker and its scheduler need of a loaded model ---------------
 
 
