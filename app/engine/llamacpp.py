@@ -37,6 +37,7 @@ from app.engine.media import MEDIA_MARKER, NO_PROJECTOR, MediaPrompt, image_prom
 from app.engine.model_file import choose_n_ctx, inspect_model_file
 from app.engine.sampling import Sampler, VocabIndex
 from app.engine.sizing import available_memory  # a module global: tests patch it here
+from app.engine.speculation import draft_rows
 from app.engine.templates import ChatTemplate, RenderedPrompt
 from app.engine.types import (
     BadRequestError,
@@ -341,7 +342,8 @@ class LlamaCppModel:
     def _new_context(self, native: Any, params: LoadParams) -> Any:
         c = self._context_params(native, params)
         c.n_seq_max = self.n_seq
-        c.n_outputs_max = self.n_seq  # llama.cpp reserves an output row per sequence
+        # llama.cpp reserves an output row per sequence, and one per drafted token a batch holds
+        c.n_outputs_max = self.n_seq + draft_rows(self.n_parallel, params.draft_max)
         c.embeddings = False
         ctx = native.llama_init_from_model(self._model, c)
         if not ctx:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from app.engine.media import ImageItem, MediaPrompt, chat_media, decode_image
 from app.engine.prefix_cache import PrefixCache
+from app.engine.speculation import Drafter, draft_rows
 from app.engine.textstream import StopMatcher, Utf8Stream
 from app.engine.types import (
     ChatRequest,
@@ -88,6 +89,9 @@ class Slot:
     queued: float = 0.0
     media: MediaPrompt | None = None  # a prompt with images: where they are, their chunks
     state: SlotState = SlotState.PROMPT
+    drafter: Drafter | None = None  # speculative decoding (app.engine.speculation)
+    draft: list[int] = field(default_factory=list)  # drafted tokens in the current batch
+    outputs: list[int] = field(default_factory=list)  # batch indexes of [last, *draft]
 
     def __post_init__(self) -> None:
         if not self.pending:
@@ -108,8 +112,11 @@ class Slot:
 class Scheduler:
     """The slots of one model. ``finish`` delivers a job's final event (the worker's)."""
 
-    def __init__(self, model: Model, finish: Callable[[Job, FinalEvent], None]) -> None:
+    def __init__(
+        self, model: Model, finish: Callable[[Job, FinalEvent], None], draft_max: int = 0
+    ) -> None:
         self.model = model
+        self.draft_max = draft_max  # most drafted tokens per slot and step (0: no speculation)
         self.cache = PrefixCache(
             model, model.n_seq, model.n_swa, model.cache_ram, make_room=self._keep_room
         )
@@ -199,7 +206,7 @@ class Scheduler:
             sampler.close()
             raise
         room = model.n_ctx - len(prompt)
-        return Slot(
+        slot = Slot(
             job=job,
             seq=seq,
             sampler=sampler,
@@ -213,6 +220,11 @@ class Scheduler:
             queued=queued,
             media=media,
         )
+        if self.draft_max > 0:
+            prediction = getattr(r, "prediction", None)
+            predicted = model.tokenize(prediction, False) if prediction else None
+            slot.drafter = Drafter(slot.tokens, len(prompt), self.draft_max, predicted)
+        return slot
 
     # -- cancelling ---------------------------------------------------------------------------
 
@@ -241,12 +253,18 @@ class Scheduler:
         batch.clear()
         budget = self.model.n_batch
         used: list[Slot] = []
+        spare = min(  # for drafts
+            budget - sum(1 for s in self.slots if s.generating),
+            draft_rows(self.model.n_parallel, self.draft_max),
+        )
         for slot in self.slots:
             slot.chunk, slot.i_batch = 0, -1
             if slot.generating:
                 slot.i_batch = batch.add(slot.seq, [slot.last], len(slot.tokens), True)
                 slot.chunk = 1
-                budget -= 1
+                if slot.drafter is not None:
+                    spare -= self._add_draft(slot, spare)
+                budget -= slot.chunk
                 used.append(slot)
         for slot in self.slots:
             if budget <= 0:
@@ -272,10 +290,59 @@ class Scheduler:
         for slot in used:
             if slot.generating:
                 slot.tokens.append(slot.last)
+                if slot.draft:
+                    self._verify(slot, now)
+                    continue
             else:
                 slot.read(slot.chunk)
             if slot.i_batch >= 0:
                 self._sample(slot, now)
+
+    # -- speculative decoding (app.engine.speculation) ------------------------------------
+
+    def _add_draft(self, slot: Slot, spare: int) -> int:
+        """Put ``slot``'s draft, if it has one, in the batch after its last token; returns
+        how many tokens it drafted. Never past its ``max_tokens`` or the context."""
+        assert slot.drafter is not None
+        pos = len(slot.tokens) + 1
+        room = min(spare, slot.max_tokens - slot.n_out - 1, self.model.n_ctx - 1 - pos)
+        draft = slot.drafter.draft(slot.last, room) if room > 0 else []
+        slot.draft = draft
+        if not draft:
+            slot.outputs = []
+            return 0
+        batch = self.model.batch
+        slot.outputs = [slot.i_batch]
+        for i, token in enumerate(draft):
+            slot.outputs.append(batch.add(slot.seq, [token], pos + i, True))
+        slot.chunk += len(draft)
+        return len(draft)
+
+    def _verify(self, slot: Slot, now: float) -> None:
+        """Sample ``slot``'s outputs in order with its own sampler while each sampled token is
+        the drafted one (whose KV is then already in the sequence); the drafted tokens after
+        the first difference leave the sequence. Exact for greedy and sampled answers alike
+        (see app.engine.speculation)."""
+        drafter = slot.drafter
+        assert drafter is not None
+        draft, outputs = slot.draft, slot.outputs
+        drafter.drafted += len(draft)
+        accepted = 0
+        for j, index in enumerate(outputs):
+            slot.i_batch = index
+            token = self._sample(slot, now)
+            if token is None:  # ended (its sequence already cut back to its tokens)
+                break
+            if j < len(draft) and token == draft[j]:
+                slot.tokens.append(token)  # decoded in this batch, as the draft
+                accepted += 1
+                drafter.accepted += 1
+            else:
+                break
+        drafter.adapt(len(draft), accepted)
+        slot.draft, slot.outputs = [], []
+        if slot in self.slots and accepted < len(draft):
+            self.model.seq_rm(slot.seq, len(slot.tokens), -1)
 
     def _decode(self, used: list[Slot], decode: Callable[[], int]) -> bool:
         """Run one ``decode`` (of the batch, or of an image's embeddings) for the ``used``
@@ -352,22 +419,24 @@ class Scheduler:
             if not self.cache.evict_one():
                 return
 
-    def _sample(self, slot: Slot, now: float) -> None:
+    def _sample(self, slot: Slot, now: float) -> int | None:
+        """Sample ``slot``'s output ``i_batch`` and emit it; the token when the answer goes on
+        (it is ``slot.last`` then), None when it ended."""
         model = self.model
         try:
             token = slot.sampler.sample(model.ctx, slot.i_batch)
         except EngineError as e:
             self._end(slot, "error", error=e)
-            return
+            return None
         except Exception as e:
             log.exception("Sampling failed")
             self._end(slot, "error", error=EngineCrashedError(f"The engine failed: {e}"))
-            return
+            return None
         if slot.first_at is None:
             slot.first_at = now
         if model.is_eog(token):
             self._end(slot, "stop")
-            return
+            return None
         slot.n_out += 1
         text = slot.matcher.feed(slot.utf8.feed(model.piece(token)))
         if text:
@@ -379,6 +448,8 @@ class Scheduler:
             self._end(slot, "length")
         else:
             slot.last = token
+            return token
+        return None
 
     def _after_failed_decode(
         self, code: int, used: list[Slot], error: EngineError | None = None
@@ -416,6 +487,9 @@ class Scheduler:
 
     def _end(self, slot: Slot, reason: FinishReason, error: EngineError | None = None) -> None:
         self.slots.remove(slot)
+        if slot.draft:  # ended while verifying: drafted tokens past its end leave the sequence
+            self.model.seq_rm(slot.seq, len(slot.tokens), -1)
+            slot.draft = []
         slot.sampler.close()
         if slot.media is not None:
             slot.media.close()
@@ -426,7 +500,15 @@ class Scheduler:
                 slot.pieces.append(tail)
                 slot.job.emit(Delta(slot.job.id, tail, 0))
         job = slot.job
-        usage = Usage(len(slot.prompt), slot.n_out, cached_tokens=slot.reused)
+        drafter = slot.drafter
+        usage = Usage(
+            len(slot.prompt),
+            slot.n_out,
+            cached_tokens=slot.reused,
+            drafted_tokens=drafter.drafted if drafter else 0,
+            accepted_tokens=drafter.accepted if drafter else 0,
+            predicted=bool(drafter and drafter.prediction),
+        )
         timings = self._timings(slot)
         if error is not None:
             self._finish_job(job, Failed(job.id, error, usage, timings))

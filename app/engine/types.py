@@ -60,6 +60,9 @@ class LoadParams:
     # Where layers may be offloaded: "auto" (every GPU llama.cpp lists), "cpu" (none), or one
     # device's name ("Vulkan0"): that device only (Settings → Hardware, ``--device``)
     device: str = "auto"
+    # Speculative decoding (app.engine.speculation): most tokens drafted per answer and step,
+    # from a request's prediction or by prompt lookup; 0 turns it off
+    draft_max: int = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +122,9 @@ class ChatRequest:
     # At most this many tokens of thinking; then the engine closes the thinking in the
     # model's own format and the answer follows. None: no limit.
     thinking_budget: int | None = None
+    # The text the answer is expected to be (OpenAI's ``prediction``, e.g. a file before an
+    # edit): drafts for speculative decoding; the answer itself is the model's, unchanged.
+    prediction: str | None = None
 
 
 @dataclass(slots=True)
@@ -179,6 +185,10 @@ class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int = 0  # prompt tokens reused from the KV cache (not evaluated again)
+    # speculative decoding: tokens drafted (prediction or prompt lookup), and those accepted
+    drafted_tokens: int = 0
+    accepted_tokens: int = 0
+    predicted: bool = False  # the request had a prediction (OpenAI reports it when so)
 
     @property
     def total_tokens(self) -> int:

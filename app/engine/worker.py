@@ -497,7 +497,9 @@ class EngineWorker:
                 return Finished(job.id, "cancelled")
             raise
         self._state.models[model.model_id] = model
-        self._state.schedulers[model.model_id] = Scheduler(model, self._finish_generation)
+        self._state.schedulers[model.model_id] = Scheduler(
+            model, self._finish_generation, draft_max=r.params.draft_max
+        )
         self._state.last_loaded = model.model_id
         return Finished(job.id, "stop", result=model.describe())
 
