@@ -55,8 +55,7 @@ MIN_HINT_WIDTH = 60  # narrower: not laid out yet (see sizeHint)
 
 def stats_text(metadata: dict[str, object]) -> str:
     """'128 tokens · 0.42 s to first token · 1,830 of 1,900 prompt tokens from cache ·
-    47.9 tok/s · 40 of 52 drafted tokens accepted' from an answer's metadata (the last part
-    when speculative decoding drafted any)."""
+    47.9 tok/s · 40 of 52 drafted tokens accepted' from an answer's metadata."""
     parts: list[str] = []
     tokens = metadata.get("tokens")
     if isinstance(tokens, int):
@@ -71,9 +70,8 @@ def stats_text(metadata: dict[str, object]) -> str:
     tps = metadata.get("tps")
     if isinstance(tps, int | float) and tps > 0:
         parts.append(f"{tps:.1f} tok/s")
-    drafted, accepted = metadata.get("drafted_tokens"), metadata.get("accepted_tokens")
-    if isinstance(drafted, int) and drafted > 0 and isinstance(accepted, int):
-        parts.append(f"{accepted:,} of {drafted:,} drafted tokens accepted")
+    if isinstance(drafted := metadata.get("drafted_tokens"), int) and drafted > 0:
+        parts.append(f"{metadata.get('accepted_tokens')} of {drafted} drafted tokens accepted")
     if metadata.get("finish_reason") == "length":
         parts.append("reached the length limit")
     return "  ·  ".join(parts)
