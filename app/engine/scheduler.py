@@ -9,6 +9,11 @@ the others by at most one chunk a step), decodes it once, and samples every slot
 output. A finished or cancelled slot frees its sequence at once; its tokens stay cached.
 A chat with images (:mod:`app.engine.media`) reads its text runs the same way; each image is
 a step of its own: encoded by the projector, then its embeddings decoded alone.
+A generating slot's entry may carry drafted tokens after its own (:mod:`app.engine.speculation`),
+verified by its sampler after the decode; the rejected ones leave its sequence. When the running
+answers fill the context, the newest is paused (:class:`~app.engine.slots.SlotState`): its cells
+are freed and it reads what it held again once the others leave room; only an answer alone in
+the context ends as "length" for want of room.
 
 Pure Python over :class:`~app.engine.types.Model`; runs on the engine worker thread only. The
 worker (:mod:`app.engine.worker`) admits jobs and delivers events; the job contract is unchanged.
@@ -17,19 +22,18 @@ worker (:mod:`app.engine.worker`) admits jobs and delivers events; the job contr
 from __future__ import annotations
 
 import contextlib
-import enum
 import logging
 import random
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from app.engine.media import ImageItem, MediaPrompt, chat_media, decode_image
 from app.engine.prefix_cache import PrefixCache
+from app.engine.slots import RESUME_MARGIN, Slot, SlotState
 from app.engine.speculation import Drafter, draft_rows
-from app.engine.textstream import StopMatcher, Utf8Stream
+from app.engine.textstream import StopMatcher
 from app.engine.types import (
     ChatRequest,
     CompletionRequest,
@@ -42,7 +46,6 @@ from app.engine.types import (
     Finished,
     FinishReason,
     Model,
-    SamplerLike,
     Started,
     Timings,
     Usage,
@@ -55,58 +58,6 @@ log = logging.getLogger(__name__)
 
 NO_ROOM = 1  # llama_decode: no KV cells for the batch
 ABORTED = 2  # llama_decode: the abort callback fired
-
-
-class SlotState(enum.Enum):
-    """Where a slot is: reading its prompt (a chunk a step), or writing (a token a step)."""
-
-    PROMPT = "prompt"
-    GENERATING = "generating"
-
-
-@dataclass(slots=True, eq=False)
-class Slot:
-    """One admitted job: its sequence, prompt, sampler and what it has produced."""
-
-    job: Job
-    seq: int
-    sampler: SamplerLike
-    prompt: list[int]
-    reused: int  # prompt tokens found in the cache
-    max_tokens: int
-    matcher: StopMatcher
-    echo: str = ""  # completions with echo: the prompt text, put before the answer
-    tokens: list[int] = field(default_factory=list)  # decoded: the KV the sequence holds
-    pending: list[int] = field(default_factory=list)  # prompt tokens still to decode
-    last: int = -1  # the sampled token not yet decoded (while generating)
-    n_out: int = 0
-    chunk: int = 0  # tokens this slot put in the current batch
-    i_batch: int = -1  # batch index of its output in the current batch, or -1
-    pieces: list[str] = field(default_factory=list)
-    utf8: Utf8Stream = field(default_factory=Utf8Stream)
-    admitted_at: float = field(default_factory=time.perf_counter)
-    first_at: float | None = None
-    queued: float = 0.0
-    media: MediaPrompt | None = None  # a prompt with images: where they are, their chunks
-    state: SlotState = SlotState.PROMPT
-    drafter: Drafter | None = None  # speculative decoding (app.engine.speculation)
-    draft: list[int] = field(default_factory=list)  # drafted tokens in the current batch
-    outputs: list[int] = field(default_factory=list)  # batch indexes of [last, *draft]
-
-    def __post_init__(self) -> None:
-        if not self.pending:
-            self.state = SlotState.GENERATING
-
-    @property
-    def generating(self) -> bool:
-        return self.state is SlotState.GENERATING
-
-    def read(self, n: int) -> None:
-        """``n`` more prompt tokens are in the sequence; all of them: it generates next."""
-        self.tokens.extend(self.pending[:n])
-        del self.pending[:n]
-        if not self.pending:
-            self.state = SlotState.GENERATING
 
 
 class Scheduler:
@@ -124,6 +75,7 @@ class Scheduler:
         self._finish_job = finish
         self._inflight: list[Slot] = []
         self._lock = threading.Lock()  # guards _inflight against cancels from other threads
+        self._capacity = model.n_ctx  # tokens the running answers held when the cache was full
 
     # -- admission ----------------------------------------------------------------------------
 
@@ -243,6 +195,7 @@ class Scheduler:
             self._end(slot, "cancelled")
         if not self.slots:
             return
+        self._resume()
         for slot in self.slots:
             if slot.media is not None and slot.pending:
                 image = slot.media.image_at(len(slot.tokens))
@@ -269,7 +222,7 @@ class Scheduler:
         for slot in self.slots:
             if budget <= 0:
                 break
-            if slot.generating:
+            if slot.generating or slot.state is SlotState.PAUSED:
                 continue
             run = budget
             if slot.media is not None:  # text up to the next image, which waits for its step
@@ -283,6 +236,8 @@ class Scheduler:
             slot.chunk = len(chunk)
             budget -= len(chunk)
             used.append(slot)
+        if not used:
+            return  # every answer is paused (none resumable: the next step tries again)
         self._keep_room(sum(s.chunk for s in used))
         if not self._decode(used, self.model.decode):
             return
@@ -470,10 +425,21 @@ class Scheduler:
             self._end(slot, "error", error=error)
 
     def _make_room(self, used: list[Slot]) -> None:
-        """The KV cache is full of running sequences: end the newest one. A job reading its
-        prompt fails with a context error when alone, else its answer stops as too long."""
+        """The KV cache is full of running sequences: pause the newest one (preemption, as
+        vLLM does): its cells are freed, and it reads what it held again once the others have
+        left room (:meth:`_resume`), so no answer ends as "length" for sharing the context. A
+        lone answer cannot be paused for room: reading its prompt it fails with a context
+        error, else it stops as too long (so does a chat with images, which cannot be read
+        again from its tokens)."""
         victim = used[-1]
-        if len(self.slots) == 1 or not victim.first_at:
+        active = [s for s in self.slots if s.state is not SlotState.PAUSED]
+        if len(active) > 1 and victim.media is None:
+            self._capacity = min(self._capacity, sum(len(s.tokens) for s in active))
+            self.model.seq_rm(victim.seq)
+            victim.pause()
+            log.info("Paused %s: the running answers filled the context", victim.job.id)
+            return
+        if not victim.first_at:
             error = ContextOverflowError(
                 f"The context ({self.model.n_ctx} tokens) is full: the answers being written "
                 "share it. Try again when they finish, or load the model with a larger context "
@@ -482,6 +448,21 @@ class Scheduler:
             self._end(victim, "error", error=error)
         else:
             self._end(victim, "length")
+
+    def _resume(self) -> None:
+        """Paused answers, oldest first, go on reading once the running ones leave room."""
+        held = sum(
+            len(s.tokens) + len(s.pending) for s in self.slots if s.state is not SlotState.PAUSED
+        )
+        for slot in self.slots:
+            if slot.state is not SlotState.PAUSED:
+                continue
+            need = len(slot.pending)
+            if held and held + need + RESUME_MARGIN > self._capacity:
+                return
+            slot.state = SlotState.PROMPT
+            held += need
+            log.info("Resumed %s", slot.job.id)
 
     # -- ending ---------------------------------------------------------------------------
 
