@@ -32,10 +32,11 @@ Draft sources (:class:`Drafter`):
   far (their most recent earlier occurrence); the tokens that followed are the draft. Code and
   quoted text repeat; free prose rarely does, and then there is simply no draft.
 
-Adaptive: the draft length doubles while whole drafts are accepted and falls to what was
-accepted otherwise; drafts that are rejected outright make the slot stop drafting for a
-number of steps that doubles each time (up to :data:`MAX_BACKOFF`), so free chat pays for at
-most an occasional one-token guess.
+Adaptive: a prompt-lookup draft's length doubles while whole drafts are accepted and falls to
+what was accepted otherwise (a prediction, which the answer follows but at its edits, is drafted
+at full length); drafts that are rejected outright make the slot stop drafting for a number of
+steps that doubles each time (up to :data:`MAX_BACKOFF`), so free chat pays for at most an
+occasional one-token guess, and so does a prediction the answer does not follow.
 
 Pure Python, worker thread only; no llama.cpp calls here.
 """
@@ -48,6 +49,8 @@ from collections.abc import Sequence
 NGRAM = 3  # tokens matched to find a draft
 LOOKUP_START = 4  # first draft length from prompt lookup
 MIN_DRAFT = 1
+CANDIDATES = 16  # recent occurrences of an n-gram compared by what precedes them
+LOOKBACK = 16  # tokens before an occurrence compared
 MAX_BACKOFF = 64  # most steps without drafting after drafts rejected outright
 MAX_INDEXED = 16384  # most recent prompt tokens indexed for lookup (bounds the work at admission)
 # Most drafted tokens in one batch, over all slots: each is an output row of logits, which
@@ -96,6 +99,29 @@ class NgramIndex:
                 return found[i]
         return found[-1]
 
+    def find_best(self, tail: tuple[int, ...], before: Sequence[int]) -> int:
+        """Like :meth:`find`, but of the recent occurrences of ``tail`` the one whose preceding
+        tokens match ``before`` (what precedes ``tail`` now) longest: in repetitive text (code)
+        the most recent occurrence is often the wrong one."""
+        self._catch_up()
+        found = self._ends.get(tail)
+        if not found:
+            return -1
+        tokens, n = self.tokens, len(before)
+        best, best_len = found[-1], -1
+        for end in reversed(found[-CANDIDATES:]):
+            start = end - NGRAM  # compare backwards from the token before the occurrence
+            same = 0
+            while same < LOOKBACK and same < start and same < n:
+                if tokens[start - 1 - same] != before[n - 1 - same]:
+                    break
+                same += 1
+            if same > best_len:
+                best, best_len = end, same
+                if same == LOOKBACK:
+                    break
+        return best
+
 
 class Drafter:
     """The drafts of one slot: from its ``prediction`` (token ids) if any, else prompt lookup
@@ -140,13 +166,13 @@ class Drafter:
         if self._predicted is not None:
             if self._sync < 0:
                 self._sync = self._predicted.find(tail, self._mark)
-            if self._sync >= 0:
-                guess = self.prediction[self._sync : self._sync + k]
+            if self._sync >= 0:  # the answer follows the prediction: draft it at full length
+                guess = self.prediction[self._sync : self._sync + min(self.draft_max, room)]
                 if guess:
                     return guess
         if self._lookup is None:
             return []
-        end = self._lookup.find(tail)
+        end = self._lookup.find_best(tail, self.tokens[-NGRAM - LOOKBACK + 1 : -NGRAM + 1])
         return self.tokens[end : end + k] if end >= 0 else []
 
     def _follow(self, last: int) -> None:

@@ -26,6 +26,13 @@ def test_prompt_lookup_drafts_what_followed_the_last_three_tokens_before() -> No
     assert drafter.draft(4, room=0) == []
 
 
+def test_in_repetitive_text_the_occurrence_preceded_alike_is_drafted() -> None:
+    # two blocks end alike (7, 8, 9) but go on differently; the answer is writing the first
+    tokens = [1, 2, 7, 8, 9, 10, 11, 3, 4, 7, 8, 9, 20, 21, 1, 2, 7, 8]
+    drafter = Drafter(tokens, len(tokens), draft_max=8)
+    assert drafter.draft(9, room=2) == [10, 11]  # not [20, 21], the most recent
+
+
 def test_a_prediction_is_followed_and_found_again_after_a_difference() -> None:
     prompt = [100, 101, 102]
     prediction = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
