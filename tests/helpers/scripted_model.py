@@ -89,6 +89,7 @@ class ScriptedModel:
         tokens_per_second: float | None = None,
         kv_cells: int | None = None,
         eog_after: int | None = None,
+        *,
         script: Callable[[int], int] | None = None,
     ) -> None:
         self.path = request.path
