@@ -351,6 +351,8 @@ def _summary(final: FinalEvent) -> dict[str, Any]:
             "completion_tokens": usage.completion_tokens,
             "total_tokens": usage.total_tokens,
             "cached_tokens": usage.cached_tokens,
+            "drafted_tokens": usage.drafted_tokens,
+            "accepted_tokens": usage.accepted_tokens,
         },
         "timings": asdict(final.timings),
         **({"error": str(final.error)} if isinstance(final, Failed) else {}),

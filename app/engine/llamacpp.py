@@ -37,6 +37,7 @@ from app.engine.media import MEDIA_MARKER, NO_PROJECTOR, MediaPrompt, image_prom
 from app.engine.model_file import choose_n_ctx, inspect_model_file
 from app.engine.sampling import Sampler, VocabIndex
 from app.engine.sizing import available_memory  # a module global: tests patch it here
+from app.engine.speculation import draft_rows
 from app.engine.templates import ChatTemplate, RenderedPrompt
 from app.engine.types import (
     CACHED_SEQUENCES,
@@ -44,9 +45,11 @@ from app.engine.types import (
     ChatRequest,
     CompletionRequest,
     ContextOverflowError,
+    EmbeddingCancelledError,
     EngineError,
     LoadedModel,
     LoadParams,
+    ProjectorError,
     SamplingParams,
 )
 
@@ -263,7 +266,7 @@ class LlamaCppModel:
         self.notice = gpu_fallback_notice(self.offload.devices, Path(self.path).name)
 
     def _load_projector(self, path: str) -> Projector:
-        from app.engine.vision import Projector, ProjectorError
+        from app.engine.vision import Projector
 
         projector = Projector(path, self._model, self.n_threads)
         if projector.marker != MEDIA_MARKER:  # a llama.cpp that changed its marker
@@ -343,7 +346,8 @@ class LlamaCppModel:
     def _new_context(self, native: Any, params: LoadParams) -> Any:
         c = self._context_params(native, params)
         c.n_seq_max = self.n_seq
-        c.n_outputs_max = self.n_seq  # llama.cpp reserves an output row per sequence
+        # llama.cpp reserves an output row per sequence, and one per drafted token a batch holds
+        c.n_outputs_max = self.n_seq + draft_rows(self.n_parallel, params.draft_max)
         c.embeddings = False
         ctx = native.llama_init_from_model(self._model, c)
         if not ctx:
@@ -593,7 +597,3 @@ class LlamaCppModel:
             native.llama_set_abort_callback(ctx, self.abort.callback, self.abort.data)
             self._embed_ctx = ctx
         return self._embed_ctx
-
-
-class EmbeddingCancelledError(Exception):
-    """An embedding job was cancelled (turned into a "cancelled" Finished by the worker)."""

@@ -9,6 +9,11 @@ the others by at most one chunk a step), decodes it once, and samples every slot
 output. A finished or cancelled slot frees its sequence at once; its tokens stay cached.
 A chat with images (:mod:`app.engine.media`) reads its text runs the same way; each image is
 a step of its own: encoded by the projector, then its embeddings decoded alone.
+A generating slot's entry may carry drafted tokens after its own (:mod:`app.engine.speculation`),
+verified by its sampler after the decode; the rejected ones leave its sequence. When the running
+answers fill the context, the newest is paused (:class:`~app.engine.slots.SlotState`): its cells
+are freed and it reads what it held again once the others leave room; only an answer alone in
+the context ends as "length" for want of room.
 
 Pure Python over :class:`~app.engine.types.Model`; runs on the engine worker thread only. The
 worker (:mod:`app.engine.worker`) admits jobs and delivers events; the job contract is unchanged.
@@ -22,13 +27,14 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from app.engine.media import ImageItem, MediaPrompt, chat_media, decode_image
 from app.engine.prefix_cache import PrefixCache
 from app.engine.reasoning import ThinkingBudget
-from app.engine.textstream import StopMatcher, Utf8Stream
+from app.engine.slots import RESUME_MARGIN, Slot, SlotState
+from app.engine.speculation import Drafter, draft_rows
+from app.engine.textstream import StopMatcher
 from app.engine.types import (
     ChatRequest,
     CompletionRequest,
@@ -42,7 +48,6 @@ from app.engine.types import (
     FinishReason,
     Model,
     PromptProgress,
-    SamplerLike,
     Started,
     Timings,
     Usage,
@@ -57,45 +62,14 @@ NO_ROOM = 1  # llama_decode: no KV cells for the batch
 ABORTED = 2  # llama_decode: the abort callback fired
 
 
-@dataclass(slots=True, eq=False)
-class Slot:
-    """One admitted job: its sequence, prompt, sampler and what it has produced."""
-
-    job: Job
-    seq: int
-    sampler: SamplerLike
-    prompt: list[int]
-    reused: int  # prompt tokens found in the cache
-    max_tokens: int
-    matcher: StopMatcher
-    echo: str = ""  # completions with echo: the prompt text, put before the answer
-    tokens: list[int] = field(default_factory=list)  # decoded: the KV the sequence holds
-    pending: list[int] = field(default_factory=list)  # prompt tokens still to decode
-    last: int = -1  # the sampled token not yet decoded (while generating)
-    n_out: int = 0
-    chunk: int = 0  # tokens this slot put in the current batch
-    i_batch: int = -1  # batch index of its output in the current batch, or -1
-    pieces: list[str] = field(default_factory=list)
-    utf8: Utf8Stream = field(default_factory=Utf8Stream)
-    admitted_at: float = field(default_factory=time.perf_counter)
-    first_at: float | None = None
-    queued: float = 0.0
-    media: MediaPrompt | None = None  # a prompt with images: where they are, their chunks
-    special: bool = False  # control tokens are rendered in the text (ChatRequest.special_tokens)
-    progress: bool = False  # its request asked for PromptProgress events
-    thinking: ThinkingBudget | None = None  # a limit on the answer's thinking tokens
-    forced: list[int] = field(default_factory=list)  # the budget's closing tokens still to feed
-
-    @property
-    def generating(self) -> bool:
-        return not self.pending
-
-
 class Scheduler:
     """The slots of one model. ``finish`` delivers a job's final event (the worker's)."""
 
-    def __init__(self, model: Model, finish: Callable[[Job, FinalEvent], None]) -> None:
+    def __init__(
+        self, model: Model, finish: Callable[[Job, FinalEvent], None], draft_max: int = 0
+    ) -> None:
         self.model = model
+        self.draft_max = draft_max  # most drafted tokens per slot and step (0: no speculation)
         self.cache = PrefixCache(
             model, model.n_seq, model.n_swa, model.cache_ram, make_room=self._keep_room
         )
@@ -103,6 +77,7 @@ class Scheduler:
         self._finish_job = finish
         self._inflight: list[Slot] = []
         self._lock = threading.Lock()  # guards _inflight against cancels from other threads
+        self._capacity = model.n_ctx  # tokens the running answers held when the cache was full
 
     # -- admission ----------------------------------------------------------------------------
 
@@ -194,7 +169,7 @@ class Scheduler:
             sampler.close()
             raise
         room = model.n_ctx - len(prompt)
-        return Slot(
+        slot = Slot(
             job=job,
             seq=seq,
             sampler=sampler,
@@ -210,6 +185,11 @@ class Scheduler:
             special=bool(getattr(r, "special_tokens", False)),
             progress=isinstance(r, ChatRequest) and r.prompt_progress,
         )
+        if self.draft_max > 0:
+            prediction = getattr(r, "prediction", None)
+            predicted = model.tokenize(prediction, False) if prediction else None
+            slot.drafter = Drafter(slot.tokens, len(prompt), self.draft_max, predicted)
+        return slot
 
     # -- cancelling ---------------------------------------------------------------------------
 
@@ -228,6 +208,7 @@ class Scheduler:
             self._end(slot, "cancelled")
         if not self.slots:
             return
+        self._resume()
         for slot in self.slots:
             if slot.media is not None and slot.pending:
                 image = slot.media.image_at(len(slot.tokens))
@@ -238,17 +219,23 @@ class Scheduler:
         batch.clear()
         budget = self.model.n_batch
         used: list[Slot] = []
+        spare = min(  # for drafts
+            budget - sum(1 for s in self.slots if s.generating),
+            draft_rows(self.model.n_parallel, self.draft_max),
+        )
         for slot in self.slots:
             slot.chunk, slot.i_batch = 0, -1
             if slot.generating:
                 slot.i_batch = batch.add(slot.seq, [slot.last], len(slot.tokens), True)
                 slot.chunk = 1
-                budget -= 1
+                if slot.drafter is not None:
+                    spare -= self._add_draft(slot, spare)
+                budget -= slot.chunk
                 used.append(slot)
         for slot in self.slots:
             if budget <= 0:
                 break
-            if slot.generating:
+            if slot.generating or slot.state is SlotState.PAUSED:
                 continue
             run = budget
             if slot.media is not None:  # text up to the next image, which waits for its step
@@ -262,37 +249,98 @@ class Scheduler:
             slot.chunk = len(chunk)
             budget -= len(chunk)
             used.append(slot)
+        if not used:
+            return  # every answer is paused (none resumable: the next step tries again)
         self._keep_room(sum(s.chunk for s in used))
+        if not self._decode(used, self.model.decode):
+            return
+        now = time.perf_counter()
+        for slot in used:
+            if slot.generating:
+                slot.tokens.append(slot.last)
+                if slot.draft:
+                    self._verify(slot, now)
+                    continue
+            else:
+                slot.read(slot.chunk)
+                if slot.pending and slot.progress:  # how far a long prompt has been read
+                    read = len(slot.tokens)
+                    slot.job.emit(PromptProgress(slot.job.id, read, read + len(slot.pending)))
+            if slot.i_batch >= 0:
+                self._sample(slot, now)
+
+    # -- speculative decoding (app.engine.speculation) ------------------------------------
+
+    def _add_draft(self, slot: Slot, spare: int) -> int:
+        """Put ``slot``'s draft, if it has one, in the batch after its last token; returns
+        how many tokens it drafted. Never past its ``max_tokens`` or the context."""
+        assert slot.drafter is not None
+        pos = len(slot.tokens) + 1
+        room = min(spare, slot.max_tokens - slot.n_out - 1, self.model.n_ctx - 1 - pos)
+        draft = slot.drafter.draft(slot.last, room) if room > 0 else []
+        slot.draft = draft
+        if not draft:
+            slot.outputs = []
+            return 0
+        batch = self.model.batch
+        slot.outputs = [slot.i_batch]
+        for i, token in enumerate(draft):
+            slot.outputs.append(batch.add(slot.seq, [token], pos + i, True))
+        slot.chunk += len(draft)
+        return len(draft)
+
+    def _verify(self, slot: Slot, now: float) -> None:
+        """Sample ``slot``'s outputs in order with its own sampler while each sampled token is
+        the drafted one (whose KV is then already in the sequence); the drafted tokens after
+        the first difference leave the sequence. Exact for greedy and sampled answers alike
+        (see app.engine.speculation)."""
+        drafter = slot.drafter
+        assert drafter is not None
+        draft, outputs = slot.draft, slot.outputs
+        drafter.drafted += len(draft)
+        accepted = 0
+        for j, index in enumerate(outputs):
+            slot.i_batch = index
+            token = self._sample(slot, now)
+            if token is None:  # ended (its sequence already cut back to its tokens)
+                break
+            if j < len(draft) and token == draft[j]:
+                slot.tokens.append(token)  # decoded in this batch, as the draft
+                accepted += 1
+                drafter.accepted += 1
+            else:
+                break
+        drafter.adapt(len(draft), accepted)
+        slot.draft, slot.outputs = [], []
+        if slot in self.slots and accepted < len(draft):
+            self.model.seq_rm(slot.seq, len(slot.tokens), -1)
+
+    def _decode(self, used: list[Slot], decode: Callable[[], int]) -> bool:
+        """Run one ``decode`` (of the batch, or of an image's embeddings) for the ``used``
+        slots, abortable by their cancels; False when it failed (and was dealt with)."""
         with self._lock:
             self._inflight = used
             if all(s.job.cancelled.is_set() for s in used):
-                return  # every one was cancelled since the check above: next step ends them
+                return False  # every one was cancelled since the step began: next step ends them
         try:
-            code = self.model.decode()
+            code = decode()
+        except EngineError as e:  # the request's fault (an image): that slot ends, no harm
+            for slot in used:
+                self.model.seq_rm(slot.seq, len(slot.tokens), -1)
+                self._end(slot, "error", error=e)
+            return False
         except Exception as e:  # a native failure must not kill the worker
             log.exception("Decoding failed")
             self._after_failed_decode(-1, used, EngineCrashedError(f"The engine failed: {e}"))
-            return
+            return False
         finally:
             with self._lock:
                 self._inflight = []
             self.model.abort.clear()
         if code != 0:
             self._after_failed_decode(code, used)
-            return
-        now = time.perf_counter()
-        for slot in used:
-            if slot.generating:
-                slot.tokens.append(slot.last)
-            else:
-                decoded = slot.pending[: slot.chunk]
-                slot.tokens.extend(decoded)
-                del slot.pending[: slot.chunk]
-                if slot.pending and slot.progress:  # how far a long prompt has been read
-                    read = len(slot.tokens)
-                    slot.job.emit(PromptProgress(slot.job.id, read, read + len(slot.pending)))
-            if slot.i_batch >= 0:
-                self._sample(slot, now)
+            return False
+        return True
 
     def _image_step(self, slot: Slot, image: ImageItem) -> None:
         """Encode ``slot``'s next image and decode its embeddings into its sequence."""
@@ -310,10 +358,11 @@ class Scheduler:
             self._end(slot, "cancelled")
             return
         self._keep_room(image.n_pos)
-        with self._lock:
-            self._inflight = [slot]
         slot.chunk = image.n_pos
-        try:
+        last = -1
+
+        def decode() -> int:
+            nonlocal last
             code, last = decode_image(
                 self.model.ctx,
                 embeddings,
@@ -322,24 +371,12 @@ class Scheduler:
                 non_causal=image.non_causal,
                 n_batch=self.model.n_batch,
             )
-        except EngineError as e:
-            self.model.seq_rm(slot.seq, len(slot.tokens), -1)
-            self._end(slot, "error", error=e)
+            return code
+
+        if not self._decode([slot], decode):
             return
-        except Exception as e:
-            log.exception("Decoding an image failed")
-            self._after_failed_decode(-1, [slot], EngineCrashedError(f"The engine failed: {e}"))
-            return
-        finally:
-            with self._lock:
-                self._inflight = []
-            self.model.abort.clear()
-        if code != 0:
-            self._after_failed_decode(code, [slot])
-            return
-        slot.tokens.extend(slot.pending[: image.n_pos])
-        del slot.pending[: image.n_pos]
-        if not slot.pending:  # the prompt ends with the image: its last row has the logits
+        slot.read(image.n_pos)
+        if slot.generating:  # the prompt ends with the image: its last row has the logits
             slot.i_batch = last
             self._sample(slot, time.perf_counter())
 
@@ -365,22 +402,24 @@ class Scheduler:
             return slot.forced.pop(0), True
         return slot.sampler.sample(self.model.ctx, slot.i_batch), False
 
-    def _sample(self, slot: Slot, now: float) -> None:
+    def _sample(self, slot: Slot, now: float) -> int | None:
+        """Sample ``slot``'s output ``i_batch`` and emit it; the token when the answer goes on
+        (it is ``slot.last`` then), None when it ended."""
         model = self.model
         try:
             token, fed = self._next_token(slot)
         except EngineError as e:
             self._end(slot, "error", error=e)
-            return
+            return None
         except Exception as e:
             log.exception("Sampling failed")
             self._end(slot, "error", error=EngineCrashedError(f"The engine failed: {e}"))
-            return
+            return None
         if slot.first_at is None:
             slot.first_at = now
         if model.is_eog(token) and not fed:  # harmony's close has <|end|> in it
             self._end(slot, "stop")
-            return
+            return None
         if slot.thinking is not None:
             slot.thinking.feed(model.piece(token, special=True))
         slot.n_out += 1
@@ -394,6 +433,8 @@ class Scheduler:
             self._end(slot, "length")
         else:
             slot.last = token
+            return token
+        return None
 
     def _after_failed_decode(
         self, code: int, used: list[Slot], error: EngineError | None = None
@@ -414,10 +455,21 @@ class Scheduler:
             self._end(slot, "error", error=error)
 
     def _make_room(self, used: list[Slot]) -> None:
-        """The KV cache is full of running sequences: end the newest one. A job reading its
-        prompt fails with a context error when alone, else its answer stops as too long."""
+        """The KV cache is full of running sequences: pause the newest one (preemption, as
+        vLLM does): its cells are freed, and it reads what it held again once the others have
+        left room (:meth:`_resume`), so no answer ends as "length" for sharing the context. A
+        lone answer cannot be paused for room: reading its prompt it fails with a context
+        error, else it stops as too long (so does a chat with images, which cannot be read
+        again from its tokens)."""
         victim = used[-1]
-        if len(self.slots) == 1 or not victim.first_at:
+        active = [s for s in self.slots if s.state is not SlotState.PAUSED]
+        if len(active) > 1 and victim.media is None:
+            self._capacity = min(self._capacity, sum(len(s.tokens) for s in active))
+            self.model.seq_rm(victim.seq)
+            victim.pause()
+            log.info("Paused %s: the running answers filled the context", victim.job.id)
+            return
+        if not victim.first_at:
             error = ContextOverflowError(
                 f"The context ({self.model.n_ctx} tokens) is full: the answers being written "
                 "share it. Try again when they finish, or load the model with a larger context "
@@ -427,10 +479,28 @@ class Scheduler:
         else:
             self._end(victim, "length")
 
+    def _resume(self) -> None:
+        """Paused answers, oldest first, go on reading once the running ones leave room."""
+        held = sum(
+            len(s.tokens) + len(s.pending) for s in self.slots if s.state is not SlotState.PAUSED
+        )
+        for slot in self.slots:
+            if slot.state is not SlotState.PAUSED:
+                continue
+            need = len(slot.pending)
+            if held and held + need + RESUME_MARGIN > self._capacity:
+                return
+            slot.state = SlotState.PROMPT
+            held += need
+            log.info("Resumed %s", slot.job.id)
+
     # -- ending ---------------------------------------------------------------------------
 
     def _end(self, slot: Slot, reason: FinishReason, error: EngineError | None = None) -> None:
         self.slots.remove(slot)
+        if slot.draft:  # ended while verifying: drafted tokens past its end leave the sequence
+            self.model.seq_rm(slot.seq, len(slot.tokens), -1)
+            slot.draft = []
         slot.sampler.close()
         if slot.media is not None:
             slot.media.close()
@@ -441,7 +511,15 @@ class Scheduler:
                 slot.pieces.append(tail)
                 slot.job.emit(Delta(slot.job.id, tail, 0))
         job = slot.job
-        usage = Usage(len(slot.prompt), slot.n_out, cached_tokens=slot.reused)
+        drafter = slot.drafter
+        usage = Usage(
+            len(slot.prompt),
+            slot.n_out,
+            cached_tokens=slot.reused,
+            drafted_tokens=drafter.drafted if drafter else 0,
+            accepted_tokens=drafter.accepted if drafter else 0,
+            predicted=bool(drafter and drafter.prediction),
+        )
         timings = self._timings(slot)
         if error is not None:
             self._finish_job(job, Failed(job.id, error, usage, timings))
@@ -492,6 +570,12 @@ class Scheduler:
 def describe_slots(scheduler: Scheduler) -> list[dict[str, Any]]:
     """What each slot is doing (for logs and tests)."""
     return [
-        {"job": s.job.id, "seq": s.seq, "prompt": len(s.prompt), "pending": len(s.pending)}
+        {
+            "job": s.job.id,
+            "seq": s.seq,
+            "state": s.state.value,
+            "prompt": len(s.prompt),
+            "pending": len(s.pending),
+        }
         for s in scheduler.slots
     ]

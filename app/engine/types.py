@@ -65,6 +65,9 @@ class LoadParams:
     # Load even when the estimate says the model does not fit (Load anyway, ``--force``,
     # ``"force": true``): the check that raises ModelTooLargeError is skipped
     force: bool = False
+    # Speculative decoding (app.engine.speculation): most tokens drafted per answer and step,
+    # from a request's prediction or by prompt lookup; 0 turns it off
+    draft_max: int = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +135,9 @@ class ChatRequest:
     # Send PromptProgress while a long prompt is read (the app shows it; an API stream does
     # not want events that would hold back its keep-alives).
     prompt_progress: bool = False
+    # The text the answer is expected to be (OpenAI's ``prediction``, e.g. a file before an
+    # edit): drafts for speculative decoding; the answer itself is the model's, unchanged.
+    prediction: str | None = None
 
 
 @dataclass(slots=True)
@@ -192,6 +198,10 @@ class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int = 0  # prompt tokens reused from the KV cache (not evaluated again)
+    # speculative decoding: tokens drafted (prediction or prompt lookup), and those accepted
+    drafted_tokens: int = 0
+    accepted_tokens: int = 0
+    predicted: bool = False  # the request had a prediction (OpenAI reports it when so)
 
     @property
     def total_tokens(self) -> int:
@@ -404,6 +414,16 @@ class EngineCrashedError(EngineError):
 
 class QueueFullError(EngineError):
     code = "queue_full"
+
+
+class ProjectorError(EngineError):
+    """The projector file cannot be used with this model (missing, damaged, wrong size)."""
+
+    code = "projector"
+
+
+class EmbeddingCancelledError(Exception):
+    """An embedding job was cancelled (the worker turns it into a "cancelled" Finished)."""
 
 
 # ---- the engine seam: what the worker and its scheduler need of a loaded model ---------------

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app.engine.image_bounds import MAX_IMAGES, ImageError, inspect_image
-from app.engine.types import BadRequestError, ContextOverflowError, EngineError
+from app.engine.types import BadRequestError, ContextOverflowError, EngineError, ProjectorError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -45,12 +45,6 @@ MAX_PROMPT_CHARS = 1_000_000
 _NO_FFMPEG = b"/nonexistent-ember-no-ffmpeg"
 
 CHUNK_TEXT, CHUNK_IMAGE, CHUNK_AUDIO = 0, 1, 2
-
-
-class ProjectorError(EngineError):
-    """The projector file cannot be used with this model (missing, damaged, wrong size)."""
-
-    code = "projector"
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,10 @@ swap never overlaps a generation and a llama.cpp context is never touched by two
 Chats and completions run together: the worker admits them, in queue order, into the free slots
 of their model's :class:`~app.engine.scheduler.Scheduler` (``LoadParams.n_parallel``) and steps
 every scheduler that has work, one batch at a time. Other jobs run between steps, in queue
-order; a load or unload waits until no answer is being written (a model swap never overlaps a
-generation). Jobs marked ``priority`` (the app's own chats) go ahead of waiting API requests.
+order, and never wait behind a generation waiting for a slot (the app counts a chat's tokens
+before it submits the chat); a load or unload waits until no answer is being written (a model
+swap never overlaps a generation). Jobs marked ``priority`` (the app's own chats) go ahead of
+waiting API requests, so the app's chat takes the next free slot.
 
 A job has an id, its request, a cancel token and a sink. The sink receives ``Started``,
 ``Delta`` events and exactly one final event (``Finished`` or ``Failed``), and nothing after
@@ -33,6 +35,7 @@ from app.engine.types import (
     BadRequestError,
     ChatRequest,
     CompletionRequest,
+    EmbeddingCancelledError,
     EmbeddingRequest,
     EngineCrashedError,
     EngineError,
@@ -393,24 +396,28 @@ class EngineWorker:
         return True
 
     def _take_jobs(self) -> tuple[list[tuple[Job, Scheduler]], Job | None]:
-        """Under the lock: the generations that can start now (in queue order, while their
-        model has a free slot) and at most one other job, when its turn has come."""
+        """Under the lock: the generations that can start now (in queue order, each while its
+        model has a free slot) and at most one other job. A generation waiting for a slot
+        holds back nothing behind it (a tokenize, an embedding, a job for another model);
+        only a load or unload waiting for the running answers holds back what follows it."""
         admit: list[tuple[Job, Scheduler]] = []
-        while self._queue:
-            job = self._queue[0]
+        i = 0
+        while i < len(self._queue):
+            job = self._queue[i]
             r = job.request
             if not _generates(r):
                 if isinstance(r, LoadRequest | UnloadRequest) and self._running:
                     break  # a model swap waits for the answers being written
-                self._queue.popleft()
+                del self._queue[i]
                 return admit, job
             scheduler = self._scheduler_for(r)
             if scheduler is None:  # no such model: the job fails as a one-off
-                self._queue.popleft()
+                del self._queue[i]
                 return admit, job
             if not scheduler.has_room(pending=sum(1 for _, s in admit if s is scheduler)):
-                break
-            self._queue.popleft()
+                i += 1  # it keeps its place; the jobs after it may go
+                continue
+            del self._queue[i]
             if job.cancelled.is_set():
                 waited = time.perf_counter() - job.submitted_at
                 job.finish(Finished(job.id, "cancelled", timings=Timings(queued_seconds=waited)))
@@ -470,8 +477,6 @@ class EngineWorker:
         raise BadRequestError(f"Unknown request type {type(r).__name__}")
 
     def _do_embed(self, job: Job, model: Model, r: EmbeddingRequest) -> FinalEvent:
-        from app.engine.llamacpp import EmbeddingCancelledError
-
         try:
             vectors, count = model.embed(r.inputs, r.normalize, job.cancelled.is_set)
         except EmbeddingCancelledError:
@@ -510,7 +515,9 @@ class EngineWorker:
                 return Finished(job.id, "cancelled")
             raise
         self._state.models[model.model_id] = model
-        self._state.schedulers[model.model_id] = Scheduler(model, self._finish_generation)
+        self._state.schedulers[model.model_id] = Scheduler(
+            model, self._finish_generation, draft_max=r.params.draft_max
+        )
         self._state.last_loaded = model.model_id
         return Finished(job.id, "stop", result=model.describe())
 

@@ -259,6 +259,16 @@ def plan_chat(body: schemas.ChatCompletionRequest, model: LoadedModel, meta: Mod
             param="messages",
             code="model_not_vision",
         )
+    prediction = body.prediction.text() if body.prediction is not None else None
+    if prediction is not None and len(prediction) > model.n_ctx * MAX_CHARS_PER_TOKEN:
+        raise APIError(
+            400,
+            f"The prediction is {len(prediction):,} characters: more than an answer in a "
+            f"context of {model.n_ctx:,} tokens can be. Send the text the answer should be "
+            "close to, or leave `prediction` out.",
+            param="prediction",
+            code="context_length_exceeded",
+        )
     max_tokens = body.max_completion_tokens or body.max_tokens
     params = sampling(body, max_tokens=max_tokens, grammar=grammar, json_schema=schema)
     if mode == "auto" and params.grammar is None and params.json_schema is None:
@@ -275,6 +285,7 @@ def plan_chat(body: schemas.ChatCompletionRequest, model: LoadedModel, meta: Mod
         thinking_budget=body.thinking_budget_tokens,
         # the family's markers are often control tokens: rendered, so its reader sees them
         special_tokens=mode != "none" or fmt.own_reasoning,
+        prediction=prediction or None,
     )
     return ChatPlan(
         request=request,

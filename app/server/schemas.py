@@ -207,6 +207,19 @@ class _Sampling(_Body):
         return bool(self.stream_options and self.stream_options.include_usage)
 
 
+class Prediction(_Body):
+    """OpenAI's predicted output: text the answer is expected to largely be (a file an
+    editor asks back with a change); it speeds the answer up, never changes it."""
+
+    type: Literal["content"]
+    content: str | list[ContentPart]
+
+    def text(self) -> str:
+        if isinstance(self.content, str):
+            return self.content
+        return "".join(p.text or "" for p in self.content if p.type == "text")
+
+
 class ChatCompletionRequest(_Sampling):
     messages: list[Message] = Field(min_length=1)
     max_completion_tokens: int | None = Field(default=None, ge=1)
@@ -219,6 +232,7 @@ class ChatCompletionRequest(_Sampling):
     reasoning_effort: Literal["none", "minimal", "low", "medium", "high"] | None = None
     # at most this many tokens of thinking, then the answer (llama-server's name)
     thinking_budget_tokens: int | None = Field(default=None, ge=0)
+    prediction: Prediction | None = None
 
 
 class CompletionRequest(_Sampling):

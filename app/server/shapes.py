@@ -41,7 +41,21 @@ def usage_body(usage: Usage, reasoning_tokens: int = 0) -> dict[str, Any]:
         "completion_tokens": usage.completion_tokens,
         "total_tokens": usage.total_tokens,
         "prompt_tokens_details": {"cached_tokens": usage.cached_tokens},
-        "completion_tokens_details": {"reasoning_tokens": reasoning_tokens},
+        "completion_tokens_details": completion_details(usage, reasoning_tokens),
+    }
+
+
+def completion_details(usage: Usage, reasoning_tokens: int = 0) -> dict[str, Any]:
+    """OpenAI's ``completion_tokens_details``: with a ``prediction``, how many of its drafted
+    tokens the answer took and how many it did not (speculative decoding's counts; drafts by
+    prompt lookup are not prediction tokens)."""
+    predicted = usage.predicted
+    return {
+        "reasoning_tokens": reasoning_tokens,
+        "accepted_prediction_tokens": usage.accepted_tokens if predicted else 0,
+        "rejected_prediction_tokens": usage.drafted_tokens - usage.accepted_tokens
+        if predicted
+        else 0,
     }
 
 

@@ -165,18 +165,50 @@ def test_a_full_cache_evicts_idle_conversations_first() -> None:
         worker.shutdown()
 
 
-def test_when_running_answers_fill_the_cache_the_newest_one_yields() -> None:
+def test_when_running_answers_fill_the_cache_the_newest_one_pauses_and_resumes() -> None:
     worker, model = worker_with(
         kv_cells=300, params=LoadParams(n_ctx=1024, n_parallel=2, n_batch=64)
     )
+    order: list[str] = []
+
+    def sink_for(name: str) -> Callable[[Event], None]:
+        def sink(e: Event) -> None:
+            if isinstance(e, Finished | Failed):
+                order.append(name)
+
+        return sink
+
     try:
-        a = worker.submit(CompletionRequest("a" * 4 * 100, SamplingParams(max_tokens=150)))
-        b = worker.submit(CompletionRequest("b" * 4 * 100, SamplingParams(max_tokens=150)))
+        a = worker.submit(
+            CompletionRequest("a" * 4 * 100, SamplingParams(max_tokens=150)), sink_for("a")
+        )
+        b = worker.submit(
+            CompletionRequest("b" * 4 * 100, SamplingParams(max_tokens=150)), sink_for("b")
+        )
         fa, fb = a.wait(30), b.wait(30)
-        reasons = sorted([fa.reason, fb.reason])
-        # both fit for a while; then one of them stops as too long and the other finishes
-        assert reasons in (["length", "length"], ["error", "length"])
+        # both fit for a while; then the newest pauses (its cells freed), the other finishes,
+        # and the paused one reads what it held again and writes the rest of its answer
+        assert (fa.reason, fb.reason) == ("length", "length")
+        assert fa.usage.completion_tokens == fb.usage.completion_tokens == 150
+        assert isinstance(fa, Finished) and isinstance(fb, Finished)
+        assert fa.result == fb.result == "word " * 150
+        assert order == ["a", "b"]
         assert model.cells_used() <= 300
+        assert_cache_consistent(worker, model)
+    finally:
+        worker.shutdown()
+
+
+def test_an_answer_alone_that_fills_the_cache_stops_as_too_long() -> None:
+    worker, model = worker_with(
+        kv_cells=200, params=LoadParams(n_ctx=1024, n_parallel=2, n_batch=64)
+    )
+    try:
+        final = worker.submit(
+            CompletionRequest("a" * 4 * 100, SamplingParams(max_tokens=150))
+        ).wait(30)
+        assert isinstance(final, Finished) and final.reason == "length"
+        assert 0 < final.usage.completion_tokens < 150
         assert_cache_consistent(worker, model)
     finally:
         worker.shutdown()

@@ -6,7 +6,8 @@ the positions each sequence holds and checks every batch the way llama.cpp does 
 positions per sequence), so a scheduler bug is an assertion here, not a silent pass.
 
 ``tokens_per_second`` paces decodes (None: as fast as possible); ``kv_cells`` bounds the cells
-(decode answers 1, no room, beyond it); ``eog_after`` ends every answer after that many tokens.
+(decode answers 1, no room, beyond it); ``eog_after`` ends every answer after that many tokens;
+``script(n)`` gives the n-th token of every answer (default: n, so answers never repeat).
 """
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ class _Sampler:
         self.n += 1
         if self.model.eog_after is not None and self.n > self.model.eog_after:
             return EOG
-        return self.n
+        return self.model.script(self.n) if self.model.script else self.n
 
     def close(self) -> None:
         self.closed = True
@@ -88,6 +89,8 @@ class ScriptedModel:
         tokens_per_second: float | None = None,
         kv_cells: int | None = None,
         eog_after: int | None = None,
+        *,
+        script: Callable[[int], int] | None = None,
     ) -> None:
         self.path = request.path
         self.model_id = request.model_id or request.path
@@ -104,6 +107,7 @@ class ScriptedModel:
         self.tokens_per_second = tokens_per_second
         self.kv_cells = kv_cells or self.n_ctx
         self.eog_after = eog_after
+        self.script = script  # the n-th token each answer writes (default: n)
         self.kv: dict[int, set[int]] = {s: set() for s in range(self.n_seq)}  # seq -> positions
         self.decodes = 0
         self.batch_sizes: list[int] = []

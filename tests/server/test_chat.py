@@ -294,3 +294,33 @@ def test_n_greater_than_one_is_rejected(client: openai.OpenAI) -> None:
         chat(client, n=2, max_tokens=2)
     assert e.value.status_code == 400
     assert e.value.body["param"] == "n"  # type: ignore[index]
+
+
+def test_a_prediction_speeds_the_answer_and_usage_says_how_much_of_it_was_taken(
+    client: openai.OpenAI, http: httpx.Client
+) -> None:
+    code = "\n".join(f"def area_{i}(w, h):\n    return w * h + {i}\n" for i in range(6))
+    ask = [{"role": "user", "content": "Repeat this code exactly, with no comment:\n" + code}]
+    plain = chat(client, messages=ask, max_tokens=48)
+    expected = plain.choices[0].message.content
+    r = chat(client, messages=ask, max_tokens=48,
+             prediction={"type": "content", "content": expected})  # fmt: skip
+    assert r.choices[0].message.content[:8] == expected[:8]
+    details = r.usage.completion_tokens_details
+    assert details.accepted_prediction_tokens > 0
+    assert details.rejected_prediction_tokens >= 0
+    assert details.accepted_prediction_tokens >= r.usage.completion_tokens // 2
+    assert plain.usage.completion_tokens_details.accepted_prediction_tokens == 0
+    parts = {"type": "content", "content": [{"type": "text", "text": expected}]}
+    streamed = list(chat(client, messages=ask, max_tokens=48, prediction=parts, stream=True,
+                         stream_options={"include_usage": True}))  # fmt: skip
+    assert streamed[-1].usage.completion_tokens_details.accepted_prediction_tokens > 0
+    bad = http.post("/v1/chat/completions", json={
+        "model": MODEL_ID, "messages": ask, "prediction": {"type": "file", "content": "x"},
+    })  # fmt: skip
+    assert bad.status_code == 400 and "prediction" in bad.text
+    too_long = {"type": "content", "content": "x" * 600_000}  # more than the context holds
+    huge = http.post("/v1/chat/completions", json={
+        "model": MODEL_ID, "messages": ask, "prediction": too_long,
+    })  # fmt: skip
+    assert huge.status_code == 400 and huge.json()["error"]["param"] == "prediction"

@@ -101,7 +101,7 @@ def answer_stats(usage: Any, timings: Any, reason: str) -> dict[str, Any]:
     return {
         "tokens": usage.completion_tokens,
         "prompt_tokens": usage.prompt_tokens,
-        "cached_tokens": usage.cached_tokens,
+        **{k: getattr(usage, k) for k in ("cached_tokens", "drafted_tokens", "accepted_tokens")},
         "ttft": round(timings.time_to_first_token, 4),
         "tps": round(timings.generation_tokens_per_second, 2),
         "generation_seconds": round(timings.generation_seconds, 3),

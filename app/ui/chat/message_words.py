@@ -6,7 +6,7 @@ from __future__ import annotations
 
 def stats_text(metadata: dict[str, object]) -> str:
     """'128 tokens · 0.42 s to first token · 1,830 of 1,900 prompt tokens from cache ·
-    47.9 tok/s' from an answer's metadata."""
+    47.9 tok/s · 40 of 52 drafted tokens accepted' from an answer's metadata."""
     parts: list[str] = []
     tokens = metadata.get("tokens")
     if isinstance(tokens, int):
@@ -21,6 +21,8 @@ def stats_text(metadata: dict[str, object]) -> str:
     tps = metadata.get("tps")
     if isinstance(tps, int | float) and tps > 0:
         parts.append(f"{tps:.1f} tok/s")
+    if isinstance(drafted := metadata.get("drafted_tokens"), int) and drafted > 0:
+        parts.append(f"{metadata.get('accepted_tokens')} of {drafted} drafted tokens accepted")
     if metadata.get("finish_reason") == "length":
         parts.append("reached the length limit")
     return "  ·  ".join(parts)
