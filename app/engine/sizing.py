@@ -31,6 +31,7 @@ import psutil
 from app.engine.ggml_types import GGMLType, ggml_type
 from app.engine.gguf import GGUFInfo
 from app.engine.gguf_format import human_bytes
+from app.engine.speculation import draft_rows
 from app.engine.types import CACHED_SEQUENCES, FORCE_HINT, LoadParams, ModelTooLargeError
 
 # The context a model gets when the user does not choose one: enough for real conversations,
@@ -276,8 +277,10 @@ def estimate(info: GGUFInfo, n_ctx: int, params: LoadParams) -> MemoryEstimate:
 
 def n_outputs(params: LoadParams) -> int:
     """The logits rows llama.cpp reserves for a load with ``params``: one per sequence (the
-    generating ones and the idle ones that keep recent prompts)."""
-    return max(1, params.n_parallel) + CACHED_SEQUENCES
+    generating ones and the idle ones that keep recent prompts), and the drafted tokens one
+    batch may verify (speculative decoding), as the loader asks for them."""
+    parallel = max(1, params.n_parallel)
+    return parallel + CACHED_SEQUENCES + draft_rows(parallel, params.draft_max)
 
 
 def max_context(info: GGUFInfo, params: LoadParams, available: int) -> int:

@@ -492,6 +492,15 @@ class BudgetedSandbox(ImmutableSandboxedEnvironment):
     def add_filter(self, name: str, func: Callable[..., Any]) -> None:
         self.filters[name] = _guard_filter(name, func)
 
+    def is_safe_attribute(self, obj: Any, attr: str, value: Any) -> bool:
+        # The mutations real templates make (Kimi K2 queues its tool call ids in a
+        # namespace's list): append and pop, each call counted and a list's length checked
+        # in call(). The template renders copies of the messages and tools, so nothing it
+        # changes reaches the caller.
+        if isinstance(obj, list) and attr in ("append", "pop"):
+            return True
+        return bool(super().is_safe_attribute(obj, attr, value))
+
     def call_binop(self, context: Context, operator: str, left: Any, right: Any) -> Any:
         _check_binop(_current(), operator, left, right)  # an upper bound: no check after
         return self.binop_table[operator](left, right)
@@ -504,6 +513,8 @@ class BudgetedSandbox(ImmutableSandboxedEnvironment):
         owner = getattr(obj, "__self__", None)
         if isinstance(owner, str | bytes):
             args = _check_text_method(b, owner, getattr(obj, "__name__", ""), args)
+        elif isinstance(owner, list) and getattr(obj, "__name__", "") == "append":
+            b.items(len(owner) + 1)
         elif isinstance(owner, int) and getattr(obj, "__name__", "") == "to_bytes" and args:
             b.chars(_width(args[0]))
         elif isinstance(obj, LoopContext) and args:  # a recursive loop's next level

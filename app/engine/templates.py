@@ -23,6 +23,7 @@ with the stop strings ``"\\nUser:"`` and ``"\\nAssistant:"``: a model without a 
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -176,7 +177,12 @@ class ChatTemplate:
             raise ChatTemplateError(self._broken)
         if self._template is None:
             return RenderedPrompt(_fallback(messages, add_generation_prompt), FALLBACK_STOP, True)
-        copies = [dict(m) for m in messages]
+        # copies all the way down: a template may append to a list (see template_sandbox)
+        try:
+            copies = copy.deepcopy([dict(m) for m in messages])
+            tools = copy.deepcopy(tools)
+        except RecursionError as e:  # nested thousands deep: as the template would have failed
+            raise self._error(e) from None
         extra = template_kwargs(self.source, reasoning_effort, thinking_budget)
         token = activate(budget_for(copies, tools, self.limits))
         try:

@@ -75,7 +75,8 @@ def test_the_fallback_reads_the_text_of_content_parts() -> None:
     "evil",
     [
         "{{ ''.__class__.__mro__[1].__subclasses__() }}",
-        "{{ messages.append(1) }}",
+        "{{ messages.clear() }}",
+        "{{ messages[0].update({}) }}",
         "{{ cycler.__init__.__globals__.os }}",
     ],
 )
@@ -368,3 +369,28 @@ def test_hugging_faces_generation_tag_renders_its_body() -> None:
         add_generation_prompt=False,
     )
     assert rendered.text == "<user>Hi</user><assistant>Hello</assistant>"
+
+
+def test_a_template_may_append_to_its_own_lists_and_nothing_else_changes() -> None:
+    """Kimi K2's templates collect ids with ``ns.ids.append(...)``: allowed, counted, and
+    never a way to change the caller's messages or tools."""
+    collects = ChatTemplate(
+        "{%- set ns = namespace(ids=[]) -%}"
+        "{%- for m in messages %}{% set _ = ns.ids.append(m.role) %}{% endfor -%}"
+        "{%- set _ = messages[0].parts.append('x') -%}"
+        "{%- set _ = tools[0].tags.append('y') -%}"
+        "{{ ns.ids | join(',') }}|{{ messages[0].parts | length }}"
+    )
+    messages: list[Any] = [{"role": "user", "content": "Hi", "parts": []}]
+    tools: list[dict[str, Any]] = [{"type": "function", "tags": []}]
+    assert collects.render(messages, tools=tools).text == "user|1"
+    assert messages[0]["parts"] == [] and tools[0]["tags"] == []  # copies were rendered
+    # other mutations stay refused, and appending forever runs out of budget
+    with pytest.raises(ChatTemplateError):
+        ChatTemplate("{% set _ = messages.sort() %}").render([{"role": "user", "content": "Hi"}])
+    forever = ChatTemplate(
+        "{%- set ns = namespace(xs=[]) -%}"
+        "{%- for i in range(10**9) %}{% set _ = ns.xs.append(i) %}{% endfor -%}"
+    )
+    with pytest.raises(ChatTemplateError, match="did too much work"):
+        forever.render([{"role": "user", "content": "Hi"}])

@@ -159,8 +159,6 @@ CASES = [(name, t) for name, family in FAMILIES.items() for t in family.template
 # (templates may not mutate objects); FireFunction's reads a `functions` variable that
 # llama.cpp passes and Ember does not.
 NOT_RENDERED = {
-    "Kimi-K2-Thinking": "the sandbox refuses list.append",
-    "Kimi-K2-Instruct": "the sandbox refuses list.append",
     "fireworks-ai-llama-3-firefunction-v2": "the template reads `functions`",
 }
 
