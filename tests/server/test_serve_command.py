@@ -1,5 +1,5 @@
-"""`ember serve` as a user runs it: a real subprocess, the real model, the `openai` and
-`anthropic` SDKs."""
+"""`ember serve` as a user runs it: a real subprocess, the real model, the `openai` SDK
+(chat completions and Responses) and the `anthropic` SDK."""
 
 from __future__ import annotations
 
@@ -46,6 +46,25 @@ def test_serve_answers_then_stops_cleanly_on_sigterm(gemma_path: Path, ember_hom
                 model="", messages=[{"role": "user", "content": "Hi"}], max_tokens=2
             )
             assert unnamed.model == "gemma-3-270m-q4_k_m"
+            # what Codex does: the Responses API, streamed, then continued from the stored one
+            first = client.responses.create(
+                model="gemma-3-270m-q4_k_m", input="Hi", max_output_tokens=3, temperature=0
+            )
+            assert first.status in ("completed", "incomplete") and first.output_text
+            with client.responses.stream(
+                model="gemma-3-270m-q4_k_m",
+                input="And again?",
+                previous_response_id=first.id,
+                max_output_tokens=3,
+            ) as stream:
+                events = list(stream)
+            types = [event.type for event in events]
+            assert types[0] == "response.created" and "response.output_text.delta" in types
+            # cut by max_output_tokens: it ends as OpenAI's does, response.incomplete
+            assert types[-1] in ("response.completed", "response.incomplete")
+            follow = events[-1].response  # type: ignore[union-attr]
+            assert follow.previous_response_id == first.id
+            assert follow.usage is not None and follow.usage.input_tokens_details.cached_tokens > 0
         process.send_signal(signal.SIGTERM)
         out, err = process.communicate(timeout=20)
     finally:
