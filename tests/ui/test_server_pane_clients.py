@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 import anthropic
+import openai
 import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication
@@ -63,6 +64,16 @@ def test_each_client_is_listed_and_claude_codes_settings_work(
             model=model, max_tokens=3, messages=[{"role": "user", "content": "Hi"}]
         )
     assert message.type == "message" and message.stop_reason
+
+    # Codex's provider entry against the same server: the Responses API
+    view.combo.setCurrentText("Codex")
+    base_url = re.search(r'^base_url = "(.*)"$', view.text(), flags=re.M)
+    assert base_url is not None
+    with openai.OpenAI(
+        base_url=base_url.group(1), api_key=key, max_retries=0, timeout=WAIT_MS / 1000
+    ) as openai_client:
+        response = openai_client.responses.create(model=model, input="Hi", max_output_tokens=3)
+    assert response.object == "response" and response.output_text
 
 
 def test_a_model_alias_set_on_the_page_names_a_model_for_claude_code(
