@@ -11,7 +11,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QApplication
+from PySide6.QtWidgets import QApplication, QLabel
 from pytestqt.qtbot import QtBot
 
 from app.tools.config import ServerConfig
@@ -103,3 +103,37 @@ def test_settings_shows_the_exact_argv_and_the_bad_entries(
     assert "&lt;b&gt;bold" in item.toolTip(1)
     assert "\\u001b[31m" in schema.text(1)  # JSON escapes it; shown as written
     dialog.done(0)
+
+
+def test_results_file_names_and_sources_in_the_chat_are_escaped(
+    qtbot: QtBot, ember_app: QApplication
+) -> None:
+    """What a tool, a file's name or a document's heading says reaches a label escaped: a
+    CR, ESC [2K or a right-to-left mark cannot hide or reorder what the label shows."""
+    from app.chats.models import Message
+    from app.ui.chat.message_attachments import AttachmentChips, PassagePopup, SourcesLine
+    from app.ui.chat.tool_message import ToolMessageView
+
+    result = "fine\r\x1b[2Kdelete everything"
+    meta = {"name": "shell", "tool": "shell", "server": "box"}
+    view = ToolMessageView()
+    qtbot.addWidget(view)
+    view.set_message(Message("m", "c", "a", "tool", result, "complete", 0.0, meta))
+    labels = [label.text() for label in view.findChildren(QLabel)]
+    assert "fine\\r\\x1b[2Kdelete everything" in labels
+
+    chips = AttachmentChips()
+    qtbot.addWidget(chips)
+    name = "report\r\x1b[2Kinvoice.txt"
+    chips.set_files([{"name": name, "sha256": "0" * 64, "suffix": ".txt", "size": 22}])
+    assert chips.chips[0].text().startswith("report\\r\\x1b[2Kinvoice.txt  ·  ")
+
+    source = {"file": "a.pdf", "where": "p. 3\u202e", "text": "words"}
+    line = SourcesLine()
+    qtbot.addWidget(line)
+    line.set_sources([source], [])
+    assert "p.&nbsp;3\\u202e" in line.text()
+    popup = PassagePopup(line)
+    popup.show_source(source, line.pos())
+    assert popup.title.text() == "p. 3\\u202e"
+    popup.close()

@@ -21,10 +21,12 @@ from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from app.attachments.image import is_image_entry
 from app.attachments.store import stored_path
+from app.safe_text import label_text
 from app.ui.chat.attaching import describe_size, make_thumbnail
 from app.ui.chat.attachments_bar import scaled_thumbnail
 from app.ui.task_runner import tasks
 
+NAME_MAX_CHARS = 200  # of a file's name in a chip or a tooltip
 MAX_PASSAGE_CHARS = 2400  # shown in the popup
 IMAGE_SIDE = 96  # a sent image's thumbnail, its longer side
 
@@ -97,7 +99,8 @@ class AttachmentChips(QWidget):
             detail = describe_size(
                 size if isinstance(size, int) else 0, pages if isinstance(pages, int) else None
             )
-            chip = _FileChip(f"{entry['name']}  ·  {detail}", entry, self)
+            name = label_text(entry["name"], lines=False, limit=NAME_MAX_CHARS)
+            chip = _FileChip(f"{name}  ·  {detail}", entry, self)
             chip.setObjectName("MessageAttachment")
             chip.setToolTip(f"{_stored_place(entry)}\nClick to open it.")
             # as tall as its text beside a taller picture, not stretched to the picture's height
@@ -113,8 +116,9 @@ class AttachmentChips(QWidget):
         label.setAlignment(Qt.AlignmentFlag.AlignCenter)
         detail = f"{width}×{height} · " if width and height else ""
         detail += describe_size(size if isinstance(size, int) else 0, None)
-        label.setToolTip(f"{entry['name']}\n{detail}\n{_stored_place(entry)}")
-        label.setAccessibleName(f"Image {entry['name']}")
+        name = label_text(entry["name"], lines=False, limit=NAME_MAX_CHARS)
+        label.setToolTip(f"{name}\n{detail}\n{_stored_place(entry)}")
+        label.setAccessibleName(f"Image {name}")
         self._row.addWidget(label)
         self.chips.append(label)
         sha256 = str(entry.get("sha256"))
@@ -126,7 +130,7 @@ class AttachmentChips(QWidget):
                 return
             if not path.exists():
                 label.setText("missing")
-                label.setToolTip(f"{entry['name']}: its stored copy is missing.")
+                label.setToolTip(f"{name}: its stored copy is missing.")
                 return
             tasks().submit(
                 functools.partial(make_thumbnail, path, sha256),
@@ -164,6 +168,11 @@ def _stored_place(entry: dict[str, Any]) -> str:
     return f"Kept with the chat as {path}"
 
 
+def _where(source: dict[str, Any]) -> str:
+    """A source's place (file, page or heading), control characters shown escaped."""
+    return label_text(source.get("where") or source.get("file"), lines=False, limit=NAME_MAX_CHARS)
+
+
 def _unbroken(text: str) -> str:
     """``text`` as HTML whose spaces do not break a line (short texts; a long one may)."""
     escaped = html.escape(text)
@@ -186,8 +195,7 @@ class SourcesLine(QLabel):
     def set_sources(self, sources: list[dict[str, Any]], left_out: list[str]) -> None:
         self.sources = sources
         links = [  # each wraps as a whole ("page 3 / 16" never split in two)
-            f'<a href="{i}">{_unbroken(str(s.get("where") or s.get("file")))}</a>'
-            for i, s in enumerate(sources)
+            f'<a href="{i}">{_unbroken(_where(s))}</a>' for i, s in enumerate(sources)
         ]
         parts = [f"Sources: {'  ·  '.join(links)}"] if links else []
         parts += [html.escape(sentence) for sentence in left_out]
@@ -234,7 +242,7 @@ class PassagePopup(QFrame):
         text = re.sub(r"(?<!\n)\n(?!\n)", " ", text)  # a PDF's line ends, not paragraphs
         if len(text) > MAX_PASSAGE_CHARS:
             text = text[:MAX_PASSAGE_CHARS].rstrip() + "…"
-        self.title.setText(where)
+        self.title.setText(label_text(where, lines=False))
         self.text.setText(text)
         self.adjustSize()
         self.move(self._place(at))

@@ -17,12 +17,18 @@ from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QToolButton, QVBoxLay
 
 from app.chats.models import Message
 from app.chats.tool_messages import tool_calls
+from app.safe_text import LABEL_MAX_CHARS, label_text
 
 THUMBNAIL = 160
+RESULT_MAX_CHARS = 20_000  # of a tool's result shown (the chat keeps it whole)
 
 
-def _label(text: str, name: str, parent: QWidget, fixed: bool = False) -> QLabel:
-    label = QLabel(text, parent)
+def _label(
+    text: str, name: str, parent: QWidget, fixed: bool = False, limit: int = LABEL_MAX_CHARS
+) -> QLabel:
+    # names, arguments and results come from a model and a server: control characters are
+    # shown escaped, and a long text is cut (app/safe_text.py)
+    label = QLabel(label_text(text, limit=limit), parent)
     if fixed:  # JSON reads best in a fixed-width font
         label.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
     label.setObjectName(name)
@@ -140,7 +146,7 @@ class ToolMessageView(QFrame):
         row.addWidget(self.toggle)
         self._layout.addLayout(row)
         shown = readable(message.content)  # JSON as lines; other text as it is
-        text = _label(shown or message.content, "ToolResultText", self)
+        text = _label(shown or message.content, "ToolResultText", self, limit=RESULT_MAX_CHARS)
         self._layout.addWidget(text)
         self.folded = [text]
         for image in output.get("images") or []:
