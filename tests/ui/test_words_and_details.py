@@ -182,3 +182,24 @@ def test_sibling_arrows_show_only_when_they_work(qtbot: QtBot, ember_app: QAppli
     assert widget.sibling_label.text() == "1/2"
     widget.set_answering(False)
     assert widget.next_button.isVisibleTo(widget)
+
+
+def test_an_answers_stats_line_is_level_with_its_text(
+    qtbot: QtBot, ember_app: QApplication
+) -> None:
+    """Finding 10: an older answer's stats started ~90 px in, after the room its hidden
+    Copy/Regenerate/Delete buttons kept. The stats come first now, level with the text."""
+    from PySide6.QtCore import QPoint
+
+    meta = {"tokens": 12, "ttft": 0.4, "tps": 30.0, "finish_reason": "stop"}
+    message = Message("m1", "c1", "q1", "assistant", "An answer", "complete", 0.0, meta)
+    widget = MessageWidget(message, MarkdownRenderer(theme.LIGHT))
+    qtbot.addWidget(widget)
+    widget.resize(700, 200)
+    widget.show()
+    qtbot.waitExposed(widget)
+    assert widget.body is not None and widget.stats_label.text().startswith("12 tokens")
+    text_x = widget.body.mapTo(widget, QPoint(0, 0)).x()
+    stats_x = widget.stats_label.mapTo(widget, QPoint(0, 0)).x()
+    assert abs(stats_x - text_x) <= 4, (stats_x, text_x)
+    assert not widget.copy_button.isVisible()  # not hovered: hidden, and nothing moved for it

@@ -182,17 +182,17 @@ class MessageWidget(QFrame):
         self._stats_label: QLabel | None = None
         if self.is_user:
             footer.addStretch(1)
+        else:  # the stats under the answer's text, level with it; the buttons after them
+            footer.addWidget(self.stats_label, 1)
+            footer.addSpacing(8)
         middle = "edit" if self.is_user else "regenerate"
         self._action_buttons = [self._action_button(a) for a in ("copy", middle, "delete")]
         self.copy_button, _, self.delete_button = self._action_buttons
         for button in self._action_buttons:
             policy = button.sizePolicy()
-            policy.setRetainSizeWhenHidden(True)
+            policy.setRetainSizeWhenHidden(True)  # showing them on hover moves nothing
             button.setSizePolicy(policy)
             footer.addWidget(button)
-        if not self.is_user:
-            footer.addSpacing(8)
-            footer.addWidget(self.stats_label, 1)
         self._layout.addLayout(footer)
 
     def _action_button(self, action: str) -> _ToolButton:
