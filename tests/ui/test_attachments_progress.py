@@ -78,7 +78,8 @@ def test_the_answer_says_how_far_the_file_is_read(
     percents = [int(m.group(1)) for t in texts if (m := PERCENT.match(t))]
     assert percents == sorted(percents) and percents[0] == 0 and percents[-1] == 100
     assert any(50 < p < 100 for p in percents)  # indexed (half), then embedded batch by batch
-    assert seen[-1][0].startswith(THINKING)  # the model reads the prompt
+    # then the model reads the prompt (with its progress, issue 23's Deliver 4)
+    assert seen[-1][0].startswith((THINKING, "Reading the prompt"))
     assert not widget(window, done.args[0].id).thinking.isVisible()
 
 

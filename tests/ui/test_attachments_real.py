@@ -34,4 +34,4 @@ def test_a_dropped_40_page_pdf_answers_with_the_fact_s_page_as_a_source(
     shown = widget(window, answer.id)
     qtbot.waitUntil(lambda: shown.sources_line is not None, timeout=ANSWER_TIMEOUT)
     assert shown.sources_line is not None
-    assert f"report.pdf, page {FACT_PAGE}" in shown.sources_line.text()
+    assert f"report.pdf, page {FACT_PAGE}" in shown.sources_line.text().replace("&nbsp;", " ")

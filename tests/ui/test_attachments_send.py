@@ -129,7 +129,7 @@ def test_a_short_document_reaches_the_model_whole_and_the_chat_keeps_it(
     assert not window.controller.attachments.files
     assert not window.chat.composer.attachments_bar.isVisible()
     # The answer names what it was given.
-    assert "tides.md (whole)" in shown_sources(qtbot, window, answer).text()
+    assert "tides.md (whole)" in shown_sources(qtbot, window, answer).text().replace("&nbsp;", " ")
 
     # A new window on the same EMBER_HOME shows the chip again.
     conversation_id = window.controller.conversation_id
@@ -163,7 +163,7 @@ def test_a_long_pdf_gives_the_passage_of_the_fact_and_the_answer_cites_its_page(
     assert line.isVisible()
     wheres = [s["where"] for s in line.sources]
     assert f"report.pdf, page {FACT_PAGE}" in wheres[:3]
-    assert f"report.pdf, page {FACT_PAGE}" in line.text()
+    assert f"report.pdf, page {FACT_PAGE}" in line.text().replace("&nbsp;", " ")
     screen = window.screen().availableGeometry()
     low = QPoint(screen.left() + 100, screen.bottom() - 20)  # a link near the screen's bottom
     line.show_passage(wheres.index(f"report.pdf, page {FACT_PAGE}"), low)
@@ -258,4 +258,4 @@ def test_files_of_a_turn_left_out_for_room_are_named_under_the_answer(
     assert answer.metadata["dropped_turns"] == 2
     (note,) = answer.metadata["attachments_left_out"]
     assert note.startswith("ledger.txt was left out: the earlier message it came with no longer")
-    assert note in shown_sources(qtbot, window, answer).text()
+    assert note in shown_sources(qtbot, window, answer).text().replace("&nbsp;", " ")

@@ -222,7 +222,8 @@ def test_calls_and_results_show_in_the_chat_also_after_a_restart(
     assert not view.folded[0].isVisible()  # folded
     view.toggle.click()
     shown = view.folded[0]
-    assert isinstance(shown, QLabel) and shown.isVisible() and '"datetime"' in shown.text()
+    # read as "name: value" lines (issue 23, finding 9), no longer as raw JSON
+    assert isinstance(shown, QLabel) and shown.isVisible() and "datetime: " in shown.text()
 
 
 def tool_items(panel: ToolPanel) -> list[str]:
