@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import Response
 
 from app.engine.types import (
     BadRequestError,
@@ -30,6 +32,7 @@ from app.engine.types import (
     OutOfMemoryError,
     QueueFullError,
 )
+from app.server.requestlog import note_of
 
 log = logging.getLogger(__name__)
 
@@ -250,3 +253,28 @@ def install_handlers(app: FastAPI) -> None:
     app.add_exception_handler(ValidationError, _on_validation_error)
     app.add_exception_handler(StarletteHTTPException, _on_http_error)
     app.add_exception_handler(Exception, _on_unexpected)
+
+
+class ShapedErrorRoute(APIRoute):
+    """A route that answers an APIError or EngineError in its protocol's own shape
+    (``shape``), and notes the error in the request log: Ollama's and Anthropic's routes."""
+
+    @staticmethod
+    def shape(error: APIError) -> Response:
+        return error.response()
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+        shape = self.shape
+
+        async def route(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except APIError as e:
+                error = e
+            except EngineError as e:
+                error = from_engine_error(e)
+            note_of(request.scope).error = error.message
+            return shape(error)
+
+        return route

@@ -11,20 +11,19 @@ import asyncio
 import contextlib
 import os
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from fastapi import Request
 from fastapi.responses import JSONResponse
-from fastapi.routing import APIRoute
 from pydantic import BaseModel, ValidationError
 from starlette.responses import Response
 
-from app.engine.types import EngineError, Event, Failed, Finished, LoadedModel, UnloadRequest
+from app.engine.types import Event, Failed, Finished, LoadedModel, UnloadRequest
 from app.server.catalog import CatalogError, CatalogModel, entry_for_file
-from app.server.errors import APIError, from_engine_error, from_validation_errors
+from app.server.errors import APIError, ShapedErrorRoute, from_validation_errors
 from app.server.gateway import Gateway
 from app.server.names import alias_store, find, named_models
 from app.server.requestlog import LogNote, note_of
@@ -38,23 +37,12 @@ def error_response(status: int, message: str, headers: dict[str, str] | None = N
     return JSONResponse({"error": message}, status_code=status, headers=headers)
 
 
-class OllamaRoute(APIRoute):
+class OllamaRoute(ShapedErrorRoute):
     """A route whose errors are Ollama's ``{"error": "..."}``."""
 
-    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
-        handler = super().get_route_handler()
-
-        async def route(request: Request) -> Response:
-            try:
-                return await handler(request)
-            except APIError as e:
-                error = e
-            except EngineError as e:
-                error = from_engine_error(e)
-            note_of(request.scope).error = error.message
-            return error_response(error.status, error.message, error.headers)
-
-        return route
+    @staticmethod
+    def shape(error: APIError) -> Response:
+        return error_response(error.status, error.message, error.headers)
 
 
 async def parse(request: Request, cls: type[Body]) -> tuple[Body, LogNote]:
