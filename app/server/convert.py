@@ -138,6 +138,7 @@ class ChatPlan:
     constrained: bool = False  # response_format or a forced call: no reasoning to split
     tool_format: ToolFormat = GENERIC  # how the model writes calls (app.server.toolcalls)
     tool_schemas: Mapping[str, Any] = field(default_factory=dict)  # name -> parameters
+    parallel_calls: bool = True  # False: one call at most (``parallel_tool_calls: false``)
 
 
 def chat_output(plan: ChatPlan) -> ChatOutput:
@@ -150,6 +151,7 @@ def chat_output(plan: ChatPlan) -> ChatOutput:
         reasoning_open=plan.reasoning_open,
         tool_format=plan.tool_format,
         tools=plan.tool_schemas or None,
+        parallel_calls=plan.parallel_calls,
     )
 
 
@@ -159,13 +161,13 @@ def tool_format(template: str | None) -> ToolFormat:
 
 
 def _lazy_tool_grammar(
-    fmt: ToolFormat, functions: list[dict[str, Any]]
+    fmt: ToolFormat, functions: list[dict[str, Any]], many: bool
 ) -> tuple[str | None, tuple[str, ...]]:
     """The grammar that constrains ``auto`` calls once one opens. Tools whose schemas are too
     large for a grammar go without one (the calls are still read): that is no reason to
     refuse the request."""
     try:
-        return lazy_grammar(fmt, functions)
+        return lazy_grammar(fmt, functions, many)
     except BadRequestError as e:
         log.info("tool calls go without a grammar: %s", e.message)
         return None, ()
@@ -272,7 +274,7 @@ def plan_chat(body: schemas.ChatCompletionRequest, model: LoadedModel, meta: Mod
     max_tokens = body.max_completion_tokens or body.max_tokens
     params = sampling(body, max_tokens=max_tokens, grammar=grammar, json_schema=schema)
     if mode == "auto" and params.grammar is None and params.json_schema is None:
-        lazy, triggers = _lazy_tool_grammar(fmt, functions)
+        lazy, triggers = _lazy_tool_grammar(fmt, functions, body.parallel_tool_calls is not False)
         if lazy is not None:
             params = replace(params, grammar=lazy, grammar_triggers=triggers)
     request = engine.ChatRequest(
@@ -295,6 +297,7 @@ def plan_chat(body: schemas.ChatCompletionRequest, model: LoadedModel, meta: Mod
         constrained=grammar is not None or schema is not None,
         tool_format=fmt,
         tool_schemas={f["name"]: f.get("parameters") or {} for f in functions},
+        parallel_calls=body.parallel_tool_calls is not False,
     )
 
 

@@ -25,7 +25,8 @@ __all__ = ["ChatOutput", "Collected", "Piece"]
 class ChatOutput:
     """Reads one answer. ``tool_format`` is the model family's (``app.server.toolcalls``;
     default: the common shapes) and ``tools`` maps each tool's name to its parameters'
-    JSON schema (default: ``tool_names``, untyped)."""
+    JSON schema (default: ``tool_names``, untyped). Without ``parallel_calls`` only the
+    first call is kept (the grammar allows one; this holds where no grammar applied)."""
 
     def __init__(
         self,
@@ -36,6 +37,7 @@ class ChatOutput:
         reasoning_open: bool = False,
         tool_format: ToolFormat = GENERIC,
         tools: Mapping[str, Any] | None = None,
+        parallel_calls: bool = True,
     ) -> None:
         forced = tool_mode in ("required", "named")
         schemas = tools if tools is not None else dict.fromkeys(tool_names)
@@ -50,6 +52,7 @@ class ChatOutput:
             CallReader(tool_format, schemas if tool_mode == "auto" else {}) if reads else None
         )
         self.tool_calls = 0
+        self._max_calls = None if parallel_calls else 1
 
     @property
     def work(self) -> int:
@@ -85,6 +88,8 @@ class ChatOutput:
         return [Piece("content", text)]
 
     def _counted(self, pieces: list[Piece]) -> list[Piece]:
+        if self._max_calls is not None:
+            pieces = [p for p in pieces if p.kind != "tool" or p.index < self._max_calls]
         for p in pieces:
             if p.kind == "tool" and p.id is not None:
                 self.tool_calls = max(self.tool_calls, p.index + 1)

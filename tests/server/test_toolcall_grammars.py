@@ -69,6 +69,64 @@ def test_llama_cpp_accepts_the_familys_calls_and_refuses_others(
     assert not matcher.matches(grammar, off_schema)
 
 
+# The first of each two-call answer in FAMILIES, alone (from where its grammar starts)
+FIRST_CALL = {
+    "hermes": '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "days": 2}}\n'
+    "</tool_call>",
+    "qwen3_coder": "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
+    "<parameter=days>\n2\n</parameter>\n</function>\n</tool_call>",
+    "mistral_nemo": '[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Paris", '
+    '"days": 2}, "id": "a1B2c3D4e"}]',
+    "mistral": '[TOOL_CALLS]get_weather[CALL_ID]a1B2c3D4e[ARGS]{"city": "Paris", "days": 2}',
+    "deepseek_v31": '<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{"city": '
+    '"Paris", "days": 2}<｜tool▁call▁end｜><｜tool▁calls▁end｜>',
+    "deepseek_r1": "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n"
+    '```json\n{"city": "Paris", "days": 2}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>',
+    "glm": "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n"
+    "<arg_key>days</arg_key>\n<arg_value>2</arg_value>\n</tool_call>",
+    "kimi_k2": "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0"
+    '<|tool_call_argument_begin|>{"city": "Paris", "days": 2}<|tool_call_end|>'
+    "<|tool_calls_section_end|>",
+    "granite3": '<|tool_call|>[{"name": "get_weather", "arguments": {"city": "Paris", "days": 2}}]',
+    "firefunction": 'functools[{"name": "get_weather", "arguments": {"city": "Paris", "days": 2}}]',
+    "functionary_v31": '<function=get_weather>{"city": "Paris", "days": 2}</function>',
+    "functionary_v32": '>>>get_weather\n{"city": "Paris", "days": 2}',
+    "command_r7b": '<|START_ACTION|>[\n    {"tool_call_id": "0", "tool_name": "get_weather", '
+    '"parameters": {"city": "Paris", "days": 2}}\n]<|END_ACTION|>',
+}
+
+
+def test_every_two_call_family_has_its_first_call_alone() -> None:
+    assert set(FIRST_CALL) == {n for n, f in FAMILIES.items() if len(f.calls) == 2}
+
+
+@pytest.mark.parametrize("name", list(FIRST_CALL))
+def test_without_parallel_calls_the_grammar_takes_one_call_only(
+    name: str, matcher: GrammarMatcher
+) -> None:
+    """``parallel_tool_calls: false``: one call (of any tool) and the answer must end."""
+    one, triggers = lazy_grammar(BY_NAME[name], FUNCTIONS, many=False)
+    several, _ = lazy_grammar(BY_NAME[name], FUNCTIONS)
+    output = FAMILIES[name].output
+    both = output[grammar_start(output, triggers) :]
+    first = FIRST_CALL[name]
+    assert matcher.matches(several, both) and matcher.matches(several, first)
+    assert matcher.matches(one, first)
+    assert not matcher.matches(one, both)
+
+
+@pytest.mark.parametrize("name", list(FIRST_CALL))
+def test_without_parallel_calls_only_the_first_call_is_read(name: str) -> None:
+    """Where no grammar held the model to one call, the answer's first call is returned."""
+    output = FAMILIES[name].output
+    out = ChatOutput(
+        tool_mode="auto", tool_format=BY_NAME[name], tools=SCHEMAS, parallel_calls=False
+    )
+    calls = [p.name for p in out.feed(output) + out.finish() if p.kind == "tool" and p.name]
+    assert calls == ["get_weather"]
+    assert out.tool_calls == 1
+
+
 def test_an_oversized_schema_leaves_auto_calls_without_a_grammar() -> None:
     huge = {"type": "object", "properties": {"s": {"type": "string", "maxLength": 5000}}}
     with pytest.raises(BadRequestError):

@@ -198,3 +198,25 @@ def test_a_call_that_never_closes_is_answered_as_text_while_health_answers(
     # (after a prompt that opens the thinking, as DeepSeek R1's, it is all reasoning)
     reasoning = getattr(message, "reasoning_content", None) or ""
     assert ((message.content or "") + reasoning).rstrip() == ATTACKS[model][1].rstrip()
+
+
+def test_without_parallel_calls_one_call_is_constrained_and_returned(server: Server) -> None:
+    """``parallel_tool_calls: false``: the lazy grammar allows one call (a model that obeys
+    it stops after it), and an answer that still holds two (no grammar applied) returns the
+    first only, non-streaming and streaming alike."""
+    choice = ask(server, "devstral", parallel_tool_calls=False).choices[0]
+    calls = [(c.function.name, json.loads(c.function.arguments)) for c in choice.message.tool_calls]
+    assert calls == [("get_weather", {"city": "Paris", "days": 2})]
+    assert choice.finish_reason == "tool_calls"
+    single = SAMPLING["devstral"].grammar
+    ask(server, "devstral")
+    assert single is not None and single != SAMPLING["devstral"].grammar
+    assert '( "[TOOL_CALLS]"' in single and ")+" not in single.splitlines()[0]
+    names = [
+        call.function.name
+        for chunk in ask(server, "devstral", parallel_tool_calls=False, stream=True)
+        for choice in chunk.choices
+        for call in choice.delta.tool_calls or []
+        if call.function and call.function.name
+    ]
+    assert names == ["get_weather"]

@@ -66,11 +66,14 @@ class CallReader:
         return self._reader.finish()
 
 
-def lazy_grammar(fmt: ToolFormat, functions: list[dict[str, Any]]) -> tuple[str, tuple[str, ...]]:
-    """The grammar of ``fmt``'s calls of ``functions`` and the patterns that start it.
-    BadRequestError if a schema, the grammar or a pattern (Functionary v3.2's list every
-    tool's name) is past a bound; call it off the event loop."""
+def lazy_grammar(
+    fmt: ToolFormat, functions: list[dict[str, Any]], many: bool = True
+) -> tuple[str, tuple[str, ...]]:
+    """The grammar of ``fmt``'s calls of ``functions`` (one, or several in a row when
+    ``many``: ``parallel_tool_calls``) and the patterns that start it. BadRequestError if a
+    schema, the grammar or a pattern (Functionary v3.2's list every tool's name) is past a
+    bound; call it off the event loop."""
     triggers = fmt.triggers([f["name"] for f in functions])
     check_triggers(triggers)  # the engine's bounds, checked here so a refusal costs no grammar
-    text = grammar.build(fmt.shape, functions, params=fmt.params, key=fmt.name)
+    text = grammar.build(fmt.shape, functions, params=fmt.params, key=fmt.name, many=many)
     return text, triggers

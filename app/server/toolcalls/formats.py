@@ -57,95 +57,101 @@ def _words(*words: str) -> Callable[[list[str]], tuple[str, ...]]:
 # ---- grammar shapes -------------------------------------------------------------------------
 
 
-def _hermes(tools: list[Tool]) -> str:
+def _hermes(tools: list[Tool], many: bool) -> str:
     calls = alternatives([g.call_object(t) for t in tools])
-    return g.repeated(f'"<tool_call>" {WS} {calls} {WS} "</tool_call>"')
+    return g.repeated(f'"<tool_call>" {WS} {calls} {WS} "</tool_call>"', many)
 
 
-def _llama3(tools: list[Tool]) -> str:
+def _llama3(tools: list[Tool], many: bool) -> str:  # one call a turn
     typed = f'( "\\"type\\"" {WS} ":" {WS} "\\"function\\"" {WS} "," {WS} )?'
     calls = [g.call_object(t, "parameters", first=typed) for t in tools]
     return f'( "<|python_tag|>" {WS} )? {alternatives(calls)} {WS}'
 
 
-def _json_list(tools: list[Tool], opener: str, extra: str = "") -> str:
+def _json_list(tools: list[Tool], many: bool, opener: str, extra: str = "") -> str:
     call = alternatives([g.call_object(t, extra=extra) for t in tools])
-    return f'{lit(opener)} {WS} "[" {WS} {call} ( {WS} "," {WS} {call} )* {WS} "]" {WS}'
+    rest = g.more(f'"," {WS} {call}', many)
+    return f'{lit(opener)} {WS} "[" {WS} {call} {rest} {WS} "]" {WS}'
 
 
-def _nemo(tools: list[Tool]) -> str:
+def _nemo(tools: list[Tool], many: bool) -> str:
     call_id = f'( "," {WS} "\\"id\\"" {WS} ":" {WS} "\\"" [a-zA-Z0-9]{{9}} "\\"" {WS} )?'
-    return _json_list(tools, "[TOOL_CALLS]", call_id)
+    return _json_list(tools, many, "[TOOL_CALLS]", call_id)
 
 
-def _firefunction(tools: list[Tool]) -> str:
+def _firefunction(tools: list[Tool], many: bool) -> str:
     call = alternatives([g.call_object(t) for t in tools])
-    return f'"functools[" {WS} {call} ( {WS} "," {WS} {call} )* {WS} "]" {WS}'
+    rest = g.more(f'"," {WS} {call}', many)
+    return f'"functools[" {WS} {call} {rest} {WS} "]" {WS}'
 
 
-def _granite3(tools: list[Tool]) -> str:
-    return _json_list(tools, "<|tool_call|>")
+def _granite3(tools: list[Tool], many: bool) -> str:
+    return _json_list(tools, many, "<|tool_call|>")
 
 
-def _r7b(tools: list[Tool]) -> str:
+def _r7b(tools: list[Tool], many: bool) -> str:
     calls = alternatives([
         f'"{{" {WS} "\\"tool_call_id\\"" {WS} ":" {WS} "\\"" [0-9]{{1,4}} "\\"" {WS} "," {WS} '
         f'"\\"tool_name\\"" {WS} ":" {WS} {json_lit(t.name)} {WS} "," {WS} '
         f'"\\"parameters\\"" {WS} ":" {WS} {t.args} {WS} "}}"'
         for t in tools
     ])  # fmt: skip
-    listed = f'"[" {WS} {calls} ( {WS} "," {WS} {calls} )* {WS} "]"'
+    rest = g.more(f'"," {WS} {calls}', many)
+    listed = f'"[" {WS} {calls} {rest} {WS} "]"'
     return f'"<|START_ACTION|>" {WS} {listed} {WS} "<|END_ACTION|>"'
 
 
-def _mistral(tools: list[Tool]) -> str:
+def _mistral(tools: list[Tool], many: bool) -> str:
     call_id = '( "[CALL_ID]" [a-zA-Z0-9]{9} )?'
     calls = alternatives([f'{lit(t.name)} {call_id} "[ARGS]" {t.args}' for t in tools])
-    return f'( "[TOOL_CALLS]" {calls} )+ {WS}'
+    return f'( "[TOOL_CALLS]" {calls} ){"+" if many else ""} {WS}'
 
 
-def _section(tools: list[Tool], begin: str, end: str, call: Callable[[Tool], str]) -> str:
+def _section(
+    tools: list[Tool], many: bool, begin: str, end: str, call: Callable[[Tool], str]
+) -> str:
     calls = alternatives([call(t) for t in tools])
-    return f"{lit(begin)} {WS} {calls} ( {WS} {calls} )* {WS} {lit(end)} {WS}"
+    return f"{lit(begin)} {WS} {calls} {g.more(calls, many)} {WS} {lit(end)} {WS}"
 
 
-def _deepseek_v31(tools: list[Tool]) -> str:
+def _deepseek_v31(tools: list[Tool], many: bool) -> str:
     def call(t: Tool) -> str:
         return f"{lit(s.DS_CALL)} {lit(t.name)} {lit(s.DS_SEP)} {t.args} {lit(s.DS_END)}"
 
-    return _section(tools, s.DS_CALLS, s.DS_CALLS_END, call)
+    return _section(tools, many, s.DS_CALLS, s.DS_CALLS_END, call)
 
 
-def _deepseek_r1(tools: list[Tool]) -> str:
+def _deepseek_r1(tools: list[Tool], many: bool) -> str:
     def call(t: Tool) -> str:
         return (
             f"{lit(s.DS_CALL + 'function' + s.DS_SEP + t.name)} {lit(NL + '```json' + NL)}"
             f' {t.args} {WS} "```" {lit(s.DS_END)}'
         )
 
-    return _section(tools, s.DS_CALLS, s.DS_CALLS_END, call)
+    return _section(tools, many, s.DS_CALLS, s.DS_CALLS_END, call)
 
 
-def _kimi(tools: list[Tool]) -> str:
+def _kimi(tools: list[Tool], many: bool) -> str:
     def call(t: Tool) -> str:
         return (
             f'{lit(s.KIMI_CALL + "functions." + t.name)} ":" [0-9]{{1,3}} '
             f"{lit(s.KIMI_ARGS)} {t.args} {lit(s.KIMI_END)}"
         )
 
-    return _section(tools, s.KIMI_CALLS, s.KIMI_CALLS_END, call)
+    return _section(tools, many, s.KIMI_CALLS, s.KIMI_CALLS_END, call)
 
 
-def _functionary_v31(tools: list[Tool]) -> str:
+def _functionary_v31(tools: list[Tool], many: bool) -> str:
     calls = alternatives([
         f'{lit("<function=" + t.name + ">")} {t.args} "</function>"' for t in tools
     ])  # fmt: skip
-    return g.repeated(calls)
+    return g.repeated(calls, many)
 
 
-def _functionary_v32(tools: list[Tool]) -> str:
+def _functionary_v32(tools: list[Tool], many: bool) -> str:
     calls = alternatives([f"{lit(t.name + NL)} {t.args}" for t in tools])
-    return f'">>>"? {calls} ( ">>>" {calls} )* {WS}'
+    rest = g.more(f'">>>" {calls}', many, sep="")
+    return f'">>>"? {calls} {rest} {WS}'
 
 
 def _names_at_line_start(names: list[str]) -> tuple[str, ...]:
@@ -153,7 +159,7 @@ def _names_at_line_start(names: list[str]) -> tuple[str, ...]:
     return (rf"^((?:{alt})\n)", rf"(>>>(?:{alt})\n)")
 
 
-def _harmony(tools: list[Tool]) -> str:
+def _harmony(tools: list[Tool], many: bool) -> str:  # one call a message
     tail = '( " <|constrain|>json" | " json" | "<|constrain|>json" )?'
     a = alternatives([f'{lit(t.name)} {tail} "<|message|>" {t.args}' for t in tools])
     b = alternatives([
@@ -166,17 +172,17 @@ def _xml_value(p: g.Param) -> str:
     return g.XML_TEXT if p.text else p.rule
 
 
-def _qwen3_coder(tools: list[Tool]) -> str:
+def _qwen3_coder(tools: list[Tool], many: bool) -> str:
     def param(p: g.Param) -> str:
         head, tail = lit(f"<parameter={p.key}>{NL}"), lit(f"{NL}</parameter>{NL}")
         return f"{head} {_xml_value(p)} {tail}"
 
     calls = alternatives([f"{lit(t.name + '>' + NL)} {g.xml_params(t, param)}" for t in tools])
     call = f'( "<tool_call>" {WS} )? "<function=" {calls} {WS} "</function>" {WS} "</tool_call>"'
-    return g.repeated(call) + "\n" + g.xml_text_rule("p").rstrip()
+    return g.repeated(call, many) + "\n" + g.xml_text_rule("p").rstrip()
 
 
-def _glm(tools: list[Tool]) -> str:
+def _glm(tools: list[Tool], many: bool) -> str:
     def param(p: g.Param) -> str:
         return (
             f'{lit("<arg_key>" + p.key + "</arg_key>")} {WS} "<arg_value>" {_xml_value(p)} '
@@ -184,7 +190,7 @@ def _glm(tools: list[Tool]) -> str:
         )
 
     calls = alternatives([f"{lit(t.name)} {WS} {g.xml_params(t, param)}" for t in tools])
-    call = g.repeated(f'"<tool_call>" {calls} "</tool_call>"')
+    call = g.repeated(f'"<tool_call>" {calls} "</tool_call>"', many)
     return call + "\n" + g.xml_text_rule("a").rstrip()
 
 

@@ -57,8 +57,9 @@ class Tool:
     params: tuple[Param, ...]  # for XML-style formats (empty otherwise)
 
 
-# A format's grammar: the tools' rules in, the ``root`` rule's body (and any rules it adds) out.
-CallShape = Callable[[list[Tool]], str]
+# A format's grammar: the tools' rules and whether several calls may follow one another
+# (``parallel_tool_calls``) in, the ``root`` rule's body (and any rules it adds) out.
+CallShape = Callable[[list[Tool], bool], str]
 
 
 def arguments_schema(parameters: dict[str, Any] | None) -> dict[str, Any]:
@@ -106,17 +107,24 @@ _lock = threading.Lock()
 _CACHE_SIZE = 64
 
 
-def build(shape: CallShape, functions: list[dict[str, Any]], *, params: bool, key: str) -> str:
-    """The GBNF of ``shape`` over ``functions`` (OpenAI function definitions), checked;
-    BadRequestError if a schema or the grammar is past a bound. Converting takes
-    milliseconds: call it off the event loop."""
-    cache_key = key + json.dumps(functions, sort_keys=True, default=str)
+def build(
+    shape: CallShape,
+    functions: list[dict[str, Any]],
+    *,
+    params: bool,
+    key: str,
+    many: bool = True,
+) -> str:
+    """The GBNF of ``shape`` over ``functions`` (OpenAI function definitions): one call, or
+    several in a row when ``many``; checked. BadRequestError if a schema or the grammar is
+    past a bound. Converting takes milliseconds: call it off the event loop."""
+    cache_key = f"{key}:{int(many)}:" + json.dumps(functions, sort_keys=True, default=str)
     with _lock:
         if cache_key in _cache:
             _cache.move_to_end(cache_key)
             return _cache[cache_key]
     rules, tools = _tools(functions, params)
-    text = f"root ::= {shape(tools)}\n{COMMON_RULES}{rules}"
+    text = f"root ::= {shape(tools, many)}\n{COMMON_RULES}{rules}"
     check_gbnf(text, "The tool-call grammar made from the tools' schemas")
     with _lock:
         _cache[cache_key] = text
@@ -139,9 +147,16 @@ def call_object(tool: Tool, args_key: str = "arguments", extra: str = "", first:
     )
 
 
-def repeated(call: str) -> str:
-    """One call or more, whitespace between and after (``call`` becomes rule ``tc-call``)."""
-    return f"tc-call ( {WS} tc-call )* {WS}\ntc-call ::= {call}"
+def repeated(call: str, many: bool) -> str:
+    """One call, or more when ``many``, whitespace between and after (``call`` becomes rule
+    ``tc-call``)."""
+    return f"tc-call {more('tc-call', many)} {WS}\ntc-call ::= {call}"
+
+
+def more(item: str, many: bool, sep: str = WS) -> str:
+    """What may follow the first of a list's items: more of them (``sep`` before each) when
+    ``many``, else nothing (the empty sequence)."""
+    return f"( {sep} {item} )*" if many else ""
 
 
 def xml_params(tool: Tool, param: Callable[[Param], str]) -> str:
