@@ -4,6 +4,7 @@ real uvicorn on 127.0.0.1 and the real Gemma 3 270M model (the ``served`` fixtur
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 from collections.abc import Iterator
@@ -15,6 +16,7 @@ import openai
 import pytest
 
 from app.engine.types import ChatRequest, Finished
+from app.server import convert
 from app.server.convert import ChatPlan
 from app.server.ollama.answers import ChatAnswer
 from tests.server.conftest import N_CTX, Served
@@ -134,6 +136,29 @@ def test_chat_streams_ndjson_and_answers_whole(oc: ollama.Client, http: httpx.Cl
         "content": "",
     }
     assert all(set(line) >= {"model", "created_at", "message", "done"} for line in lines)
+
+
+def test_chat_and_generate_plan_their_job_off_the_event_loop(
+    oc: ollama.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Planning a chat reads the model's header and may build tool grammars: never on the
+    event loop, which every other request shares."""
+    on_loop: list[bool] = []
+    real = convert.plan_chat
+
+    def spy(*args: Any) -> ChatPlan:
+        try:
+            asyncio.get_running_loop()
+            on_loop.append(True)
+        except RuntimeError:
+            on_loop.append(False)
+        return real(*args)
+
+    monkeypatch.setattr(convert, "plan_chat", spy)
+    options = {"num_predict": 1, "temperature": 0}
+    oc.chat(model="gemma", messages=[{"role": "user", "content": "Hi"}], options=options)
+    oc.generate(model="gemma", prompt="Hi", options=options)
+    assert on_loop == [False, False]
 
 
 def test_generate_raw_and_templated_with_system(oc: ollama.Client) -> None:

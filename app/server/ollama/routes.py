@@ -179,14 +179,21 @@ async def chat(request: Request) -> Response:
     await check_constraint(_as_format(openai_convert.chat_constraint(openai_body)))
     gateway = gateway_of(request)
     model, _entry, load_seconds = await resolve(gateway, body.model, note, _num_ctx(body.options))
-    meta = await asyncio.to_thread(model_meta, model.path)
-    plan = openai_convert.plan_chat(openai_body, model, meta)
+    plan = await asyncio.to_thread(_plan_chat, openai_body, model)
     answer = ChatAnswer(body.model, started, load_seconds, plan)
     after = _after(request, model.model_id, body.keep_alive)
     stream = gateway.submit(plan.request)
     return await respond(
         request, stream, answer, note, streaming=body.stream is not False, after=after
     )
+
+
+def _plan_chat(
+    body: openai_schemas.ChatCompletionRequest, model: engine.LoadedModel
+) -> openai_convert.ChatPlan:
+    """The chat job of ``body`` (reads the model's header, may build tool grammars: off the
+    event loop)."""
+    return openai_convert.plan_chat(body, model, model_meta(model.path))
 
 
 def _num_ctx(options: Options | None) -> int | None:
@@ -234,8 +241,7 @@ async def generate(request: Request) -> Response:
         model, _entry, load_seconds = await resolve(
             gateway, body.model, note, _num_ctx(body.options)
         )
-        meta = await asyncio.to_thread(model_meta, model.path)
-        plan = openai_convert.plan_chat(openai_body, model, meta)
+        plan = await asyncio.to_thread(_plan_chat, openai_body, model)
         answer = GenerateAnswer(body.model, started, load_seconds, plan)
         request_ = plan.request
     after = _after(request, model.model_id, body.keep_alive)
