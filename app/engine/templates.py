@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from jinja2 import Template, TemplateError, nodes
+from jinja2 import Template, TemplateError, meta, nodes
 from jinja2.ext import Extension
 from jinja2.parser import Parser
 
@@ -140,6 +140,7 @@ class ChatTemplate:
         self.limits = limits
         self._label = f"The chat template of {name}" if name else "The model's chat template"
         self._template: Template | None = None
+        self._reads: frozenset[str] = frozenset()  # the variables the template reads
         # A template that cannot compile fails each chat request, not the model's load:
         # completions and embeddings still work, and the error says what to do.
         self._broken: str | None = None
@@ -153,6 +154,7 @@ class ChatTemplate:
             return
         try:
             self._template = _ENV.from_string(source)
+            self._reads = frozenset(meta.find_undeclared_variables(_ENV.parse(source)))
         except Exception as e:  # TemplateSyntaxError, or RecursionError on deep nesting
             self._broken = f"{self._label} does not compile: {e}; use another GGUF of this model."
 
@@ -183,7 +185,9 @@ class ChatTemplate:
             tools = copy.deepcopy(tools)
         except RecursionError as e:  # nested thousands deep: as the template would have failed
             raise self._error(e) from None
-        extra = template_kwargs(self.source, reasoning_effort, thinking_budget)
+        extra = _context(self._reads, tools) | template_kwargs(
+            self.source, reasoning_effort, thinking_budget
+        )
         token = activate(budget_for(copies, tools, self.limits))
         try:
             text = self._template.render(
@@ -219,6 +223,23 @@ class ChatTemplate:
         # A bug in the template (1/0, a type error, runaway recursion): the request's fault
         # as far as the server can tell, never an internal error.
         return ChatTemplateError(f"{label} failed on these messages: {type(e).__name__}: {e}")
+
+
+def _context(reads: frozenset[str], tools: list[dict[str, Any]] | None) -> dict[str, Any]:
+    """Variables some real templates read besides the messages and tools, given when read:
+    today's date as llama.cpp passes it (``datetime``: FireFunction v2's "Today is";
+    ``date_string``: Llama 3.x's, which otherwise says 26 Jul 2024) and FireFunction's
+    ``functions`` (the tools' definitions as JSON text, which it adds to every prompt)."""
+    out: dict[str, Any] = {}
+    now = datetime.now()
+    if "datetime" in reads:
+        out["datetime"] = now.strftime("%b %d %Y")
+    if "date_string" in reads:
+        out["date_string"] = now.strftime("%d %b %Y")
+    if "functions" in reads:
+        defined = [t.get("function", t) for t in tools or [] if isinstance(t, dict)]
+        out["functions"] = json.dumps(defined, indent=4, ensure_ascii=False)
+    return out
 
 
 def _fallback(messages: list[ChatMessage], add_generation_prompt: bool) -> str:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from app.engine.types import (
 )
 from app.engine.worker import EngineWorker
 from tests.engine.real_chat_templates import GEMMA_2, LLAMA_3_1, QWEN_2_5
+from tests.helpers.sdist_templates import template
 
 CHATML = (
     "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
@@ -120,7 +122,8 @@ CHAT: list[ChatMessage] = [
 
 
 def _plain_sandbox_render(source: str, messages: list[ChatMessage], tools: Any) -> str:
-    """What Ember rendered before templates had a budget."""
+    """What Ember rendered before templates had a budget (with today's date as llama.cpp
+    gives it, which Llama 3.x reads)."""
     env = ImmutableSandboxedEnvironment(
         trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"]
     )
@@ -132,6 +135,7 @@ def _plain_sandbox_render(source: str, messages: list[ChatMessage], tools: Any) 
         bos_token="<s>",
         eos_token="</s>",
         tools=tools,
+        date_string=datetime.now().strftime("%d %b %Y"),
     )
     return text
 
@@ -394,3 +398,24 @@ def test_a_template_may_append_to_its_own_lists_and_nothing_else_changes() -> No
     )
     with pytest.raises(ChatTemplateError, match="did too much work"):
         forever.render([{"role": "user", "content": "Hi"}])
+
+
+def test_firefunction_and_llama_3_get_the_variables_llama_cpp_gives_them() -> None:
+    """FireFunction v2 adds ``functions`` (the tools as JSON) and ``datetime`` to every
+    prompt and fails without them; Llama 3.x says "26 Jul 2024" unless given ``date_string``.
+    Both are given today's date as llama.cpp gives it."""
+    tools = [
+        {
+            "type": "function",
+            "function": {"name": "get_weather", "parameters": {"type": "object"}},
+        }
+    ]
+    messages: list[Any] = [{"role": "user", "content": "Weather?"}]
+    fire = ChatTemplate(template("fireworks-ai-llama-3-firefunction-v2"), "<s>")
+    text = fire.render(messages, tools=tools).text
+    assert '"name": "get_weather"' in text.split("Weather?")[0]
+    assert f"Today is {datetime.now().strftime('%b %d %Y')}." in text
+    assert "Weather?" in fire.render(messages).text  # no tools: an empty list, still a chat
+
+    llama = ChatTemplate(template("meta-llama-Llama-3.1-8B-Instruct"), "<s>")
+    assert f"Today Date: {datetime.now().strftime('%d %b %Y')}" in llama.render(messages).text

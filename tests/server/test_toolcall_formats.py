@@ -155,12 +155,6 @@ FAMILIES: dict[str, Family] = {
 }  # fmt: skip
 
 CASES = [(name, t) for name, family in FAMILIES.items() for t in family.templates]
-# Templates Ember cannot render with tools: the sandbox refuses Kimi's list.append
-# (templates may not mutate objects); FireFunction's reads a `functions` variable that
-# llama.cpp passes and Ember does not.
-NOT_RENDERED = {
-    "fireworks-ai-llama-3-firefunction-v2": "the template reads `functions`",
-}
 
 
 def splits(text: str) -> list[list[str]]:
@@ -220,8 +214,6 @@ def test_the_format_is_detected_from_the_real_template(name: str, template_name:
 
 @pytest.mark.parametrize(("name", "template_name"), CASES)
 def test_a_call_and_its_result_render_in_the_familys_shape(name: str, template_name: str) -> None:
-    if template_name in NOT_RENDERED:
-        pytest.skip(NOT_RENDERED[template_name])
     source = template(template_name)
     fmt = detect(source)
     arguments = json.dumps({"city": "Paris"})
