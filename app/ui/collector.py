@@ -29,7 +29,7 @@ CHECK_MS = 250  # how often the GUI thread looks at the allocation counts
 FULL_COLLECTION_DELAY_MS = 1000  # after the last answer ends, before the held full collection
 
 
-def due_generation(*, hold_full: bool = False) -> int | None:
+def generation_due(*, hold_full: bool = False) -> int | None:
     """The oldest generation the interpreter would collect now (its thresholds against its
     counts), or None. ``hold_full`` caps it at generation 1."""
     first, second, third = gc.get_threshold()
@@ -42,8 +42,8 @@ def due_generation(*, hold_full: bool = False) -> int | None:
 
 
 def collect_if_due(*, hold_full: bool = False) -> int | None:
-    """Collect what ``due_generation`` says is due; the generation collected, or None."""
-    generation = due_generation(hold_full=hold_full)
+    """Collect what ``generation_due`` says is due; the generation collected, or None."""
+    generation = generation_due(hold_full=hold_full)
     if generation is not None:
         gc.collect(generation)
     return generation

@@ -118,7 +118,7 @@ class EngineSession(QObject):
         self.loading_path: str | None = None
         self.load_fraction: float | None = None  # how far the load is, once llama.cpp says
         self._load_handle: JobHandle | None = None
-        self._generations: dict[JobHandle, str | None] = {}  # handle -> its model id
+        self._answer_models: dict[JobHandle, str | None] = {}  # handle -> its model id
         self._retiring: set[str] = set()  # model ids to unload once their answers are done
         self._deltas: deque[tuple[float, int]] = deque()  # (time, tokens) within RATE_WINDOW
         self._rate_timer = QTimer(self)
@@ -149,10 +149,10 @@ class EngineSession(QObject):
     @property
     def running_answers(self) -> int:
         """Answers (chat jobs) submitted from the app and not finished yet."""
-        return len(self._generations)
+        return len(self._answer_models)
 
     def _update_state(self) -> None:
-        state = LOADING if self.loading_path else GENERATING if self._generations else IDLE
+        state = LOADING if self.loading_path else GENERATING if self._answer_models else IDLE
         if state != self._state:
             self._state = state
             self.state_changed.emit(state)
@@ -184,7 +184,7 @@ class EngineSession(QObject):
         return handle
 
     def unload(self) -> None:
-        for handle in list(self._generations):
+        for handle in list(self._answer_models):
             handle.cancel()
         self.bridge.submit(UnloadRequest(None))
         self._retiring.clear()
@@ -261,7 +261,7 @@ class EngineSession(QObject):
 
     def _retire(self, model_id: str) -> None:
         """Unload a model the app no longer chats with, once its answers are written."""
-        if any(mid == model_id for mid in self._generations.values()):
+        if any(mid == model_id for mid in self._answer_models.values()):
             self._retiring.add(model_id)
         else:
             self._retiring.discard(model_id)
@@ -283,11 +283,11 @@ class EngineSession(QObject):
         remote = is_remote_id(request.model)
         handle = self.bridge.submit(request, self._submit_remote if remote else None)
         model_id = request.model or (self.loaded.model_id if self.loaded else None)
-        self._generations[handle] = None if remote else model_id
-        handle.delta.connect(self._on_generation_delta)
-        handle.done.connect(self._on_generation_done)
+        self._answer_models[handle] = None if remote else model_id
+        handle.delta.connect(self._on_answer_delta)
+        handle.done.connect(self._on_answer_done)
         self._update_state()
-        self.answers_changed.emit(len(self._generations))
+        self.answers_changed.emit(len(self._answer_models))
         return handle
 
     def _submit_remote(self, request: Request, sink: Sink) -> Job:  # a bridge thread
@@ -296,7 +296,7 @@ class EngineSession(QObject):
         return self.router.submit(request, sink)
 
     @Slot(str, int)
-    def _on_generation_delta(self, _text: str, tokens: int) -> None:
+    def _on_answer_delta(self, _text: str, tokens: int) -> None:
         # Every answer's deltas, all of them a few times a second: a status line need not
         # change with each one (each change lays the window's status bar out again).
         self._deltas.append((time.perf_counter(), tokens))
@@ -318,14 +318,14 @@ class EngineSession(QObject):
             self.rate_changed.emit((sum(n for _, n in deltas) - deltas[0][1]) / span)
 
     @Slot(object)
-    def _on_generation_done(self, event: Finished | Failed) -> None:
+    def _on_answer_done(self, event: Finished | Failed) -> None:
         handle = self.sender()
-        if isinstance(handle, JobHandle) and handle in self._generations:
-            model_id = self._generations.pop(handle)
-            if model_id in self._retiring and model_id not in self._generations.values():
+        if isinstance(handle, JobHandle) and handle in self._answer_models:
+            model_id = self._answer_models.pop(handle)
+            if model_id in self._retiring and model_id not in self._answer_models.values():
                 self._retire(model_id)
-            self.answers_changed.emit(len(self._generations))
-        if not self._generations:
+            self.answers_changed.emit(len(self._answer_models))
+        if not self._answer_models:
             self._deltas.clear()
             self._rate_timer.stop()
         self._update_state()

@@ -20,7 +20,7 @@ from pytestqt.qtbot import QtBot
 
 from app.config import Settings
 from app.engine.types import ChatRequest, SamplingParams
-from app.ui.collector import GuiCollector, collect_if_due, due_generation
+from app.ui.collector import GuiCollector, collect_if_due, generation_due
 from app.ui.engine_session import EngineSession
 from tests.ui.fake_app import WAIT_MS, load_fake, model_file
 from tests.ui.parallel_fake import ParallelFakeWorker
@@ -95,7 +95,7 @@ def test_due_generation_follows_the_interpreters_thresholds(
     gc.collect()
     collections.clear()
     gc.set_threshold(100, 2, 2)
-    assert due_generation() is None  # nothing allocated since the full collection
+    assert generation_due() is None  # nothing allocated since the full collection
     generations = _collect_in_rounds(13)
     # The interpreter's cadence: a generation is collected once the younger one's collections
     # outnumber its threshold (generation 1 after three of generation 0, 2 after three of 1).
@@ -110,7 +110,7 @@ def test_holding_full_collections_caps_them_at_generation_one(
     gc.set_threshold(100, 1, 1)
     assert _collect_in_rounds(9, hold_full=True) == [0, 0, 1] * 3  # a full one was due twice
     keep = [_Cycle() for _ in range(150)]
-    assert due_generation(hold_full=True) == 0 and due_generation() == 2
+    assert generation_due(hold_full=True) == 0 and generation_due() == 2
     del keep
 
 

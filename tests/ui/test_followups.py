@@ -29,10 +29,9 @@ from app.ui.errors import setup_file_logging
 from app.ui.header import model_list
 from app.ui.main_window import MainWindow
 from app.ui.models.my_models import MyModelsView
-from app.ui.models.runner import Runner
 from app.ui.settings import presets, provider_editor
 from app.ui.settings.settings_dialog import SettingsDialog
-from app.ui.task_runner import tasks
+from app.ui.task_runner import Lane, tasks
 from tests.chats.test_damage import fill, garbage, page_holding, page_size
 from tests.helpers.gguf_writer import write_gguf
 from tests.ui.fake_model import fake_factory, fake_load_params
@@ -132,12 +131,12 @@ def test_my_models_rescans_when_asked_while_an_import_runs(
     """The library's runner is busy with something else (an import, a delete): a refresh asked
     meanwhile still scans once it is free."""
     library = Library(tmp_path / "models", hf_cache_dir=tmp_path / "hf", lmstudio_dirs=())
-    runner = Runner(1, "library")
-    view = MyModelsView(library, Settings(tmp_path / "settings.json"), runner)
+    lane = Lane("library", 1, wait_on_quit=False)
+    view = MyModelsView(library, Settings(tmp_path / "settings.json"), lane)
     qtbot.addWidget(view)
     release = threading.Event()
     held: list[object] = []
-    runner.submit(lambda: release.wait(10), lambda result, _error: held.append(result))
+    tasks().submit(lambda: release.wait(10), held.append, lane=lane)
     model = write_gguf(tmp_path / "models" / "alice" / "Tiny-GGUF" / "Tiny-Q4_K_M.gguf")
     view.refresh()
     release.set()

@@ -96,8 +96,8 @@ def test_the_models_page_lists_the_same_file_once_with_its_places(
     qtbot: QtBot, ember_app: QApplication, tmp_path: Path
 ) -> None:
     from app.ui.models.my_models import MyModelsView
-    from app.ui.models.runner import Runner
     from app.ui.models.widgets import Chip
+    from app.ui.task_runner import Lane
 
     ember = tmp_path / "models" / "google" / "gemma-3-270m-GGUF" / "gemma-3-270m-Q4_K_M.gguf"
     write_gguf(ember, chat_template=CHATML, payload=4096)
@@ -106,7 +106,7 @@ def test_the_models_page_lists_the_same_file_once_with_its_places(
     copy = mine / "gemma-3-270m-q4_k_m.gguf"
     shutil.copyfile(ember, copy)
     library = Library(tmp_path / "models", [mine], tmp_path / "hf", lmstudio_dirs=())
-    view = MyModelsView(library, Settings(tmp_path / "settings.json"), Runner(1, "library"))
+    view = MyModelsView(library, Settings(tmp_path / "settings.json"), Lane("library", 1))
     qtbot.addWidget(view)
     view.refresh()
     qtbot.waitUntil(lambda: view.scanned)

@@ -27,6 +27,7 @@ from app.ui.models.file_row import FileRow
 from app.ui.models.my_models import LocalModelRow
 from app.ui.models.pane import DOWNLOADS, MY_MODELS, ModelsPane
 from app.ui.services import Services, create_services
+from app.ui.task_runner import tasks
 from app.ui.toast import Toast
 from tests.helpers.gguf_writer import gguf_bytes
 from tests.helpers.hub_server import FakeHub, FakeRepo, fake_hub_env
@@ -498,7 +499,7 @@ def test_fast_typing_drops_the_searches_still_waiting(
     hub.add(repo("bob/Beta-GGUF"))
     pane, _ = open_pane()
     discover = pane.discover
-    qtbot.waitUntil(lambda: not pane.hub_runner.busy, timeout=TIMEOUT)  # restored downloads
+    qtbot.waitUntil(lambda: not tasks().busy(pane.hub_lane), timeout=TIMEOUT)  # restored downloads
     shown: list[str] = []
     show = discover._on_search_done
 
@@ -514,7 +515,7 @@ def test_fast_typing_drops_the_searches_still_waiting(
         discover.search_now()
     qtbot.waitUntil(lambda: hub.held == 3, timeout=TIMEOUT)  # the runner's three threads
     hub.release()
-    qtbot.waitUntil(lambda: not pane.hub_runner.busy, timeout=TIMEOUT)
+    qtbot.waitUntil(lambda: not tasks().busy(pane.hub_lane), timeout=TIMEOUT)
     assert result_ids(pane) == ["bob/Beta-GGUF"]
     assert shown == ["be"]  # the older answers, which came first, were never shown
     searches = sorted(r.query["search"][0] for r in hub.log(path_contains="/api/models"))
@@ -546,7 +547,7 @@ def test_opening_another_repository_drops_its_waiting_fit_checks(
     gate.set()
     qtbot.waitUntil(lambda: "Other-Q4_K_M.gguf" in detail.rows, timeout=TIMEOUT)
     qtbot.waitUntil(lambda: detail.rows["Other-Q4_K_M.gguf"].fit.text() == "Fits", timeout=TIMEOUT)
-    qtbot.waitUntil(lambda: not detail.fit_runner.busy, timeout=TIMEOUT)
+    qtbot.waitUntil(lambda: not tasks().busy(detail.fit_lane), timeout=TIMEOUT)
     assert len([c for c in checked if c[0] == "alice/Many-GGUF"]) == 2
 
 
@@ -568,7 +569,7 @@ def test_a_repository_file_list_reads_the_manifest_once(
     assert len(pane.detail.rows) == len(MANY)
     assert len(reads) == 1  # not once per file
     pane.detail.recheck_installed()
-    qtbot.waitUntil(lambda: not pane.hub_runner.busy, timeout=TIMEOUT)
+    qtbot.waitUntil(lambda: not tasks().busy(pane.hub_lane), timeout=TIMEOUT)
     assert len(reads) == 2
 
 

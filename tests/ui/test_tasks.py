@@ -21,7 +21,6 @@ from app.ui.task_runner import (
     shutdown_tasks,
     tasks,
 )
-from app.ui.tasks import run_in_background
 
 TIMEOUT = 10_000  # ms a signal may take before the test fails (never reached when it works)
 GATE = TIMEOUT / 1000
@@ -217,24 +216,33 @@ def test_a_falsy_receiver_is_still_the_receiver(
 
 @pytest.fixture
 def shared() -> Iterator[TaskRunner]:
-    """The app's runner, which the old entry points use; shut down afterwards."""
+    """The app's runner, which every screen uses; shut down afterwards."""
     yield tasks()
     shutdown_tasks(wait=0)
 
 
-def test_run_in_background_goes_through_the_apps_runner_and_skips_a_deleted_owner(
+def test_the_apps_runner_skips_the_callbacks_of_a_deleted_receiver(
     qtbot: QtBot, shared: TaskRunner, work: Work
 ) -> None:
+    """A screen's closures (not bound methods) name the screen as their receiver."""
     alive, doomed = Receiver(), Receiver()
     answers: list[tuple[object, BaseException | None]] = []
-    run_in_background(work.gated("gone"), lambda r, e: answers.append((r, e)), doomed)
+
+    def submit(fn: Callable[[], str], receiver: Receiver) -> Task:
+        return tasks().submit(
+            fn,
+            lambda result: answers.append((result, None)),
+            lambda error: answers.append((None, error)),
+            receiver=receiver,
+        )
+
+    submit(work.gated("gone"), doomed)
     work.wait_started("gone")
     shiboken6.delete(doomed)
     with qtbot.waitSignal(shared.settled, timeout=TIMEOUT) as gone:
         work.open("gone")
     with qtbot.waitSignal(shared.settled, timeout=TIMEOUT):
-        run_in_background(work.job("c"), lambda r, e: answers.append((r, e)), alive)
-        assert shared.pending()[-1].receiver is alive
+        assert submit(work.job("c"), alive).receiver is alive
     assert gone.args[0].state is TaskState.RECEIVER_GONE
     assert answers == [("c", None)]
 

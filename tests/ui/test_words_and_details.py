@@ -73,7 +73,7 @@ def _download(state: DownloadState) -> Download:
 
 def test_the_downloading_toast_goes_when_the_download_fails(window: MainWindow) -> None:
     pane = window.models_pane
-    pane._on_download_started(_download(DownloadState.DOWNLOADING), None)
+    pane._on_download_started(_download(DownloadState.DOWNLOADING))
     toast = window.findChild(Toast)
     assert toast is not None and toast.isVisible() and "Downloading" in toast.label.text()
     pane.bridge.changed.emit(_download(DownloadState.DOWNLOADING))

@@ -55,8 +55,7 @@ from app.ui.chat.attached_prompt import (
 )
 from app.ui.chat.attaching import StopFlag
 from app.ui.chat.chat_images import cannot_read_images, remote_content
-from app.ui.chat.chat_record import answer_stats as _stats
-from app.ui.chat.chat_record import save_partial_stats
+from app.ui.chat.chat_record import answer_stats, save_partial_stats
 from app.ui.chat.context import (
     PER_MESSAGE_OVERHEAD,
     PROMPT_OVERHEAD,
@@ -291,7 +290,7 @@ class AnswerRunner(QObject):
                 continue
             if answer.model_path == path or loaded is None:
                 text = f"{model_name(path)} could not be loaded: {error}"
-                self._finish(answer, "error", {"error": text})
+                self.finish(answer, "error", {"error": text})
             else:
                 self._answer_with(answer, loaded)
 
@@ -311,7 +310,7 @@ class AnswerRunner(QObject):
         if self._answers.get(answer.conversation_id) is not answer or answer.handle is not None:
             return  # stopped while its tokens were being counted
         if loaded is None:
-            self._finish(answer, "error", {"error": NO_MODEL_TEXT})
+            self.finish(answer, "error", {"error": NO_MODEL_TEXT})
             return
         count = self.counter.count_or_estimate
         room = answer_room(loaded.n_ctx, answer.sampling.max_tokens)
@@ -334,7 +333,7 @@ class AnswerRunner(QObject):
         answer.n_ctx = loaded.n_ctx
         answer.prompt_tokens = plan.prompt_tokens
         if not plan.fits:
-            self._finish(
+            self.finish(
                 answer,
                 "error",
                 {
@@ -422,7 +421,7 @@ class AnswerRunner(QObject):
         if self._answers.get(answer.conversation_id) is not answer:
             return  # stopped meanwhile (its preparing was told to stop): nothing failed
         log.error("Preparing the attached files failed", exc_info=error)
-        self._finish(answer, "error", {"error": f"The attached files could not be used: {error}"})
+        self.finish(answer, "error", {"error": f"The attached files could not be used: {error}"})
 
     def _submit_remote(self, answer: Answer) -> None:
         """The whole history to the provider: only it knows its context length, and it says
@@ -498,7 +497,7 @@ class AnswerRunner(QObject):
         answer = self._answer_of(self.sender())
         if answer is not None:
             status: Status = "stopped" if event.reason == "cancelled" else "complete"
-            self._finish(answer, status, _stats(event.usage, event.timings, event.reason))
+            self.finish(answer, status, answer_stats(event.usage, event.timings, event.reason))
 
     @Slot(object)
     def _on_job_failed(self, event: Failed) -> None:
@@ -509,8 +508,8 @@ class AnswerRunner(QObject):
         text = str(error)
         if isinstance(error, ContextOverflowError):
             text += " Start a new chat, or delete some earlier messages."
-        metadata = {**_stats(event.usage, event.timings, "error"), "error": text}
-        self._finish(answer, "error", metadata)
+        metadata = {**answer_stats(event.usage, event.timings, "error"), "error": text}
+        self.finish(answer, "error", metadata)
         if isinstance(error, EngineCrashedError):
             self.problem.emit("engine", text)
 
@@ -548,9 +547,10 @@ class AnswerRunner(QObject):
         elif answer.handle is not None:
             answer.handle.cancel()  # its final "cancelled" event finishes it as stopped
         else:
-            self._finish(answer, "stopped", answer.stats_so_far())
+            self.finish(answer, "stopped", answer.stats_so_far())
 
-    def _finish(self, answer: Answer, status: Status, metadata: dict[str, Any]) -> None:
+    def finish(self, answer: Answer, status: Status, metadata: dict[str, Any]) -> None:
+        """Save ``answer``'s message as ``status`` and let it go (tool answers end here too)."""
         if self._answers.get(answer.conversation_id) is not answer:
             return
         if answer.preparing is not None:
@@ -591,7 +591,7 @@ class AnswerRunner(QObject):
         """Save every answer in progress as far as it got (marked interrupted) and cancel it."""
         for answer in self.all():
             handle, turn = answer.handle, answer.turn
-            self._finish(answer, "stopped", {**answer.stats_so_far(), "interrupted": True})
+            self.finish(answer, "stopped", {**answer.stats_so_far(), "interrupted": True})
             if handle is not None:
                 handle.cancel()
             if turn is not None:

@@ -4,7 +4,7 @@ What is dropped when a conversation outgrows the context is decided by
 ``app.engine.fitting`` (re-exported here for the chat pane); this module only gives it exact
 counts. ``TokenCounter`` asks the engine (tokenize jobs, cached by text) and falls back to an
 estimate for very old messages, so preparing a prompt costs a few milliseconds of engine time
-and no waiting on the GUI thread.
+and no waiting on the GUI thread. ``tokens_filled`` is what the context meter shows.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, Slot
 
+from app.chats.models import Message
 from app.engine.fitting import (
     PER_MESSAGE_OVERHEAD,
     PROMPT_OVERHEAD,
@@ -46,6 +47,28 @@ __all__ = [
 ]
 
 MAX_EXACT_COUNTS = 40  # tokenize jobs per prompt; older messages are estimated
+
+
+def tokens_filled(
+    branch: Sequence[Message],
+    system_prompt: str,
+    draft: str,
+    count: Callable[[str], int],
+    *,
+    floor: int = 0,
+) -> int:
+    """Tokens a conversation fills with ``draft`` typed in the composer: exact after an answer
+    (its message's counts), else each message's ``count`` (at least ``floor``)."""
+    drafted = estimate_tokens(draft) if draft.strip() else 0
+    last = branch[-1] if branch else None
+    if last is not None and last.role == "assistant":
+        prompt, tokens = last.metadata.get("prompt_tokens"), last.metadata.get("tokens")
+        if isinstance(prompt, int) and isinstance(tokens, int) and prompt:
+            return prompt + tokens + drafted
+    total = sum(count(m.content) + PER_MESSAGE_OVERHEAD for m in branch)
+    if system_prompt:
+        total += count(system_prompt) + PER_MESSAGE_OVERHEAD
+    return max(floor, total + drafted + (PROMPT_OVERHEAD if branch or drafted else 0))
 
 
 class TokenCounter(QObject):

@@ -22,10 +22,9 @@ used without a total.
 from __future__ import annotations
 
 import dataclasses
-import functools
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QObject, QTimer, Signal, SignalInstance, Slot
+from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
 from app.chats.models import ChatStoreError, Conversation, Message, StoreDamagedError
 from app.chats.store import ChatStore
@@ -37,7 +36,7 @@ from app.ui.chat.attaching import AttachmentTray
 from app.ui.chat.chat_images import image_refusal
 from app.ui.chat.chat_model import ChatModelSync, model_file, remote_model
 from app.ui.chat.chat_record import with_gui_keys, with_partial_stats
-from app.ui.chat.context import PER_MESSAGE_OVERHEAD, PROMPT_OVERHEAD, TokenCounter, estimate_tokens
+from app.ui.chat.context import TokenCounter, tokens_filled
 from app.ui.chat.drafts import DraftKeeper
 from app.ui.chat.thinking import reasoning_effort
 from app.ui.chat.tool_turn import ToolSetup
@@ -136,12 +135,9 @@ class ConversationController(QObject):
         self.answers.finished.connect(self._on_answer_finished)
         self.answers.problem.connect(self.problem)
         self.answers.message_saved.connect(self._on_answer_message_saved)
-        for ours, theirs in (  # the open chat's tool calls, for the cards above the composer
-            (self.tool_approval_requested, self.answers.approval_requested),
-            (self.tool_call_running, self.answers.call_running),
-            (self.tool_call_finished, self.answers.call_finished),
-        ):
-            theirs.connect(functools.partial(self._on_tool_event, ours))
+        self.answers.approval_requested.connect(self._on_tool_approval_requested)
+        self.answers.call_running.connect(self._on_tool_call_running)
+        self.answers.call_finished.connect(self._on_tool_call_finished)
         engine.model_loaded.connect(self.refresh_context)
         engine.model_unloaded.connect(self.refresh_context)
         self.models = ChatModelSync(self)
@@ -508,9 +504,22 @@ class ConversationController(QObject):
             self.branch.append(message)
             self.message_added.emit(message, streaming)
 
-    def _on_tool_event(self, ours: SignalInstance, conversation_id: str, call: object) -> None:
+    # The open chat's tool calls, for the cards above the composer:
+
+    @Slot(str, object)
+    def _on_tool_approval_requested(self, conversation_id: str, call: object) -> None:
         if conversation_id == self.conversation_id:
-            ours.emit(call)
+            self.tool_approval_requested.emit(call)
+
+    @Slot(str, object)
+    def _on_tool_call_running(self, conversation_id: str, call: object) -> None:
+        if conversation_id == self.conversation_id:
+            self.tool_call_running.emit(call)
+
+    @Slot(str, object)
+    def _on_tool_call_finished(self, conversation_id: str, call: object) -> None:
+        if conversation_id == self.conversation_id:
+            self.tool_call_finished.emit(call)
 
     # -- branches and messages ------------------------------------------------------------
 
@@ -571,22 +580,15 @@ class ConversationController(QObject):
     def context_used(self) -> int:
         """Tokens the conversation fills: exact after an answer, else counted or estimated."""
         answer = self.answer
-        draft = estimate_tokens(self._draft_text) if self._draft_text.strip() else 0
         if answer is not None and answer.prompt_tokens:  # else as much as before it was sent
             return answer.prompt_tokens + answer.tokens
-        floor = self.sent_context if answer is not None else 0
-        last = self.branch[-1] if self.branch else None
-        if last is not None and last.role == "assistant":
-            meta = last.metadata
-            prompt, tokens = meta.get("prompt_tokens"), meta.get("tokens")
-            if isinstance(prompt, int) and isinstance(tokens, int) and prompt:
-                return prompt + tokens + draft
-        _, system_prompt, _ = self.conversation_settings()
-        count = self.counter.count_or_estimate
-        total = sum(count(m.content) + PER_MESSAGE_OVERHEAD for m in self.branch)
-        if system_prompt:
-            total += count(system_prompt) + PER_MESSAGE_OVERHEAD
-        return max(floor, total + draft + (PROMPT_OVERHEAD if self.branch or draft else 0))
+        return tokens_filled(
+            self.branch,
+            self.conversation_settings()[1],
+            self._draft_text,
+            self.counter.count_or_estimate,
+            floor=self.sent_context if answer is not None else 0,
+        )
 
     # -- shutdown -------------------------------------------------------------------------
 

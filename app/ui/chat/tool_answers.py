@@ -29,7 +29,7 @@ from PySide6.QtCore import QObject, Slot
 from app.chats.models import ChatStoreError, Status
 from app.chats.tool_messages import call_metadata, chat_messages, result_metadata
 from app.engine.types import ChatMessage, Failed, FinalEvent, LoadedModel
-from app.ui.chat.chat_record import save_partial_stats
+from app.ui.chat.chat_record import answer_stats, save_partial_stats
 from app.ui.chat.tool_turn import CommandRequest, ToolTurn
 from app.ui.chat.waiting_label import THINKING, WRITING_CALL
 
@@ -185,8 +185,6 @@ class ToolAnswers(QObject):
             self.runner.activity_changed.emit()
 
     def _save_calls(self, answer: Answer, calls: list[dict[str, Any]]) -> None:
-        from app.ui.chat.answers import _stats
-
         self._due[answer.conversation_id] = len(calls)
         message_id = self.ensure_streaming(answer)
         self.runner.save(answer)
@@ -194,7 +192,7 @@ class ToolAnswers(QObject):
         final = self._rounds.pop(answer.conversation_id, None)
         if final is not None:  # like any answer, the message shows what writing it took
             self._saved_rounds[answer.conversation_id] = final
-            metadata.update(_stats(final.usage, final.timings, final.reason))
+            metadata.update(answer_stats(final.usage, final.timings, final.reason))
         saved = self.runner.store.finish_message(
             message_id, "complete", metadata, content=answer.text
         )
@@ -276,18 +274,16 @@ class ToolAnswers(QObject):
         from app.tools.loop import LoopResult
 
         if not isinstance(result, LoopResult):
-            self.runner._finish(answer, "error", {"error": str(result)})
+            self.runner.finish(answer, "error", {"error": str(result)})
             return
-        from app.ui.chat.answers import _stats
-
         # stopped during a round's calls, the last round is the one that made them: its stats
         # are its message's, not this one's (which wrote nothing)
         final = result.final if result.final is not saved_round else None
         status: Status = "stopped" if result.cancelled else "complete"
         metadata: dict[str, Any] = {"tool_rounds": result.rounds}
         if final is not None:
-            metadata.update(_stats(final.usage, final.timings, final.reason))
+            metadata.update(answer_stats(final.usage, final.timings, final.reason))
             if isinstance(final, Failed):
                 status = "error"
                 metadata["error"] = str(final.error)
-        self.runner._finish(answer, status, metadata)
+        self.runner.finish(answer, status, metadata)

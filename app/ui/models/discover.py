@@ -1,8 +1,9 @@
 """Discover: search the Hub for GGUF models and open one.
 
 The search box is debounced (typing waits for a pause); sort, size and author filters apply at
-once. Searches run on the page's Hub runner, latest wins: a search still waiting for a thread is
-dropped when a newer one is made, and an answer to an older search is never shown. Errors
+once. Searches run on the page's "hub" lane, latest wins (the task runner's key): a search
+still waiting for a thread is dropped when a newer one is made, and an answer to an older
+search is never shown. Errors
 (offline, rate-limited, a bad mirror) are shown in the results column with "Try again".
 
 Signals: none of its own; the repository detail's are re-emitted by the page.
@@ -34,7 +35,6 @@ from app.library import hub
 from app.library.hub import RepoSummary, Sort
 from app.ui import theme
 from app.ui.models.repo_detail import RepoDetail
-from app.ui.models.runner import Runner
 from app.ui.models.widgets import (
     Chip,
     ElidedLabel,
@@ -44,13 +44,13 @@ from app.ui.models.widgets import (
     relative_time,
     stat,
 )
+from app.ui.task_runner import Lane, tasks
 
 DEBOUNCE_MS = 350
 ONE_ROW_WIDTH = 960  # narrower, the search field takes a row above the filters (its hint cut)
 SIDE_BY_SIDE_WIDTH = 900  # narrower, the results sit above the repository
 
 RESULT_LIMIT = 60
-SEARCH_KEY = "discover-search"  # the Hub runner's key for searches: the latest one wins
 SORTS: tuple[tuple[str, Sort], ...] = (
     ("Most downloaded", "downloads"),
     ("Most liked", "likes"),
@@ -123,14 +123,14 @@ class ResultRow(QWidget):
 class DiscoverView(QWidget):
     """See the module docstring. ``detail`` is the repository view on the right."""
 
-    def __init__(self, detail: RepoDetail, hub_runner: Runner, parent: QWidget | None = None):
+    def __init__(self, detail: RepoDetail, hub_lane: Lane, parent: QWidget | None = None):
         super().__init__(parent)
         self.setObjectName("DiscoverView")
         self.detail = detail
-        self.runner = hub_runner
+        self.hub_lane = hub_lane
         self.results: list[RepoSummary] = []
         self.searched = False
-        self._generation = 0
+        self._search_key = (object(), "search")  # the task runner's: the latest search wins
         self._last_query: Query | None = None
 
         self.search = QLineEdit(self)
@@ -288,8 +288,6 @@ class DiscoverView(QWidget):
     def search_now(self) -> None:
         self._debounce.stop()
         self.searched = True
-        self._generation += 1
-        generation = self._generation
         q = self.query()
         self._last_query = q
         if not self.results:
@@ -302,11 +300,14 @@ class DiscoverView(QWidget):
                 q.text, q.sort, q.author, q.min_params, q.max_params, limit=RESULT_LIMIT
             )
 
-        def done(result: object, error: BaseException | None) -> None:
-            if generation == self._generation:
-                self._on_search_done(q, result, error)
-
-        self.runner.submit(search, done, key=SEARCH_KEY)  # a newer search supersedes it
+        tasks().submit(
+            search,
+            lambda result: self._on_search_done(q, result, None),
+            lambda error: self._on_search_done(q, None, error),
+            key=self._search_key,  # a newer search supersedes it
+            lane=self.hub_lane,
+            receiver=self,
+        )
 
     def _on_search_done(self, q: Query, result: object, error: BaseException | None) -> None:
         if error is not None or not isinstance(result, list):

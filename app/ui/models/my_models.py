@@ -2,9 +2,9 @@
 folder and folders the user added), with Load, Reveal in the file manager and Delete.
 
 Every call to the ``Library`` (scan, import, delete) runs off the GUI thread, in order, on
-the page's one-thread library runner. Delete asks first and only deletes Ember's own files; for
-others the library's NotOwnedError explains where the file lives (and, for an added folder,
-offers to stop listing it).
+the page's one-thread "library" lane of the task runner. Delete asks first and only deletes
+Ember's own files; for others the library's NotOwnedError explains where the file lives (and,
+for an added folder, offers to stop listing it).
 
 Signals: ``load_requested(str path)``; ``library_changed()`` after a scan found a new list;
 ``model_deleted(str path)``.
@@ -13,6 +13,8 @@ Signals: ``load_requested(str path)``; ``library_changed()`` after a scan found 
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Literal
 
@@ -40,8 +42,8 @@ from app.library.projectors import VISION_TAG
 from app.library.same_file import one_per_file
 from app.ui import icons, theme
 from app.ui.banner import Banner
-from app.ui.models.runner import Runner
 from app.ui.models.widgets import Chip, IconLabel, StatePanel, scroll_list
+from app.ui.task_runner import Lane, tasks
 
 SOURCES = {
     "ember": "Downloaded",
@@ -157,14 +159,15 @@ class MyModelsView(QWidget):
         self,
         library: Library,
         settings: Settings,
-        library_runner: Runner,
+        library_lane: Lane,
         parent: QWidget | None = None,
     ) -> None:
         super().__init__(parent)
         self.setObjectName("MyModelsView")
         self.library = library
         self.settings = settings
-        self.runner = library_runner
+        self.library_lane = library_lane
+        self._scan_key = (object(), "scan")  # the task runner's key for this view's scans
         self.models: list[LocalModel] = []
         self.places: dict[str, tuple[Path, ...]] = {}  # a model found at several paths
         self.rows: dict[str, LocalModelRow] = {}
@@ -230,15 +233,21 @@ class MyModelsView(QWidget):
     def refresh(self) -> None:
         """Scan the library again (off-thread); a request during a scan runs one more after."""
         library = self.library
-        self.runner.submit(
-            lambda: one_per_file(library.scan()), self._on_scanned, key="scan", coalesce=True
+        tasks().submit(
+            lambda: one_per_file(library.scan()),
+            self._on_scanned,
+            self._on_scan_failed,
+            key=self._scan_key,
+            lane=self.library_lane,
+            coalesce=True,
         )
 
-    def _on_scanned(self, result: object, error: BaseException | None) -> None:
+    def _on_scan_failed(self, error: BaseException) -> None:
         self.scanned = True
-        if error is not None or not isinstance(result, tuple):
-            self.banner.show_message("error", f"Could not list your models: {error}")
-            return
+        self.banner.show_message("error", f"Could not list your models: {error}")
+
+    def _on_scanned(self, result: tuple[list[LocalModel], dict[str, tuple[Path, ...]]]) -> None:
+        self.scanned = True
         self.models, self.places = result
         self._fill()
         self.library_changed.emit()
@@ -364,23 +373,27 @@ class MyModelsView(QWidget):
 
     def _delete(self, model: LocalModel) -> None:
         library = self.library
+        tasks().submit(
+            lambda: library.delete(model.id),
+            partial(self._on_deleted, model),
+            partial(self._on_delete_failed, model),
+            lane=self.library_lane,
+        )
 
-        def done(result: object, error: BaseException | None) -> None:
-            if isinstance(error, NotOwnedError):
-                actions = []
-                folder = self._added_folder_of(model.path)
-                if folder is not None:
-                    actions.append(("Stop listing this folder", lambda: self.remove_folder(folder)))
-                self.banner.show_message("info", str(error), actions)
-                return
-            if error is not None:
-                self.banner.show_message("error", f"Could not delete {model.name}: {error}")
-                return
-            self.banner.hide()
-            self.model_deleted.emit(str(model.path))
-            self.refresh()
+    def _on_deleted(self, model: LocalModel, _result: object) -> None:
+        self.banner.hide()
+        self.model_deleted.emit(str(model.path))
+        self.refresh()
 
-        self.runner.submit(lambda: library.delete(model.id), done)
+    def _on_delete_failed(self, model: LocalModel, error: BaseException) -> None:
+        if isinstance(error, NotOwnedError):
+            actions = []
+            folder = self._added_folder_of(model.path)
+            if folder is not None:
+                actions.append(("Stop listing this folder", lambda: self.remove_folder(folder)))
+            self.banner.show_message("info", str(error), actions)
+        else:
+            self.banner.show_message("error", f"Could not delete {model.name}: {error}")
 
     def _added_folder_of(self, path: Path) -> Path | None:
         for folder in self.library.extra_dirs:
@@ -410,18 +423,22 @@ class MyModelsView(QWidget):
         library = self.library
         self.caption.setText(f"Importing {Path(path).name}…")
 
-        def done(result: object, error: BaseException | None) -> None:
-            if error is not None:
-                known = isinstance(error, (LibraryError, ValueError))
-                message = str(error) if known else repr(error)
-                self.banner.show_message("error", f"Could not import {Path(path).name}: {message}")
-                self._fill()
-                return
-            self.banner.show_message("info", f"Imported {Path(path).name}.")
-            self.refresh()
-
         how: Literal["copy", "link"] = "link" if mode == "link" else "copy"
-        self.runner.submit(lambda: library.import_file(path, how), done)
+        tasks().submit(
+            lambda: library.import_file(path, how),
+            partial(self._on_imported, Path(path).name),
+            partial(self._on_import_failed, Path(path).name),
+            lane=self.library_lane,
+        )
+
+    def _on_imported(self, name: str, _result: object) -> None:
+        self.banner.show_message("info", f"Imported {name}.")
+        self.refresh()
+
+    def _on_import_failed(self, name: str, error: BaseException) -> None:
+        message = str(error) if isinstance(error, (LibraryError, ValueError)) else repr(error)
+        self.banner.show_message("error", f"Could not import {name}: {message}")
+        self._fill()
 
     @Slot()
     def _on_add_folder_clicked(self) -> None:
@@ -433,16 +450,21 @@ class MyModelsView(QWidget):
     def add_folder(self, folder: str) -> None:
         """List the models in ``folder`` too (saved in ``library.extra_dirs``)."""
         library = self.library
-        self.runner.submit(lambda: library.add_folder(folder), self._on_folders_changed)
+        self._change_folders(lambda: library.add_folder(folder))
 
     def remove_folder(self, folder: Path) -> None:
         library = self.library
-        self.runner.submit(lambda: library.remove_folder(folder), self._on_folders_changed)
+        self._change_folders(lambda: library.remove_folder(folder))
 
-    def _on_folders_changed(self, result: object, error: BaseException | None) -> None:
-        if error is not None or not isinstance(result, tuple):
-            self.banner.show_message("error", str(error))
-            return
+    def _change_folders(self, change: Callable[[], tuple[Path, ...]]) -> None:
+        tasks().submit(
+            change, self._on_folders_changed, self._on_folders_failed, lane=self.library_lane
+        )
+
+    def _on_folders_failed(self, error: BaseException) -> None:
+        self.banner.show_message("error", str(error))
+
+    def _on_folders_changed(self, result: tuple[Path, ...]) -> None:
         self.banner.hide()
         self.settings.set("library.extra_dirs", [str(f) for f in result])
         self.refresh()

@@ -1,7 +1,9 @@
 """The Models page: Discover (the Hub), Downloads, My models.
 
-Threads: nothing here waits. Hub requests and header reads run on the page's Hub runner,
-library calls on its one-thread library runner, and the DownloadManager's own threads report
+Threads: nothing here waits. Hub requests and header reads run on the page's "hub" lane of
+the task runner (three threads), library calls on its one-thread "library" lane (in order);
+quit abandons both (a Hub that does not answer never holds it). The DownloadManager's own
+threads report
 through the DownloadBridge (queued signals). Unfinished downloads are restored (and resumed)
 when the page is created, which is at start-up.
 """
@@ -33,8 +35,8 @@ from app.ui.models.download_bridge import DownloadBridge
 from app.ui.models.downloads_view import DownloadsView
 from app.ui.models.my_models import MyModelsView
 from app.ui.models.repo_detail import RepoDetail
-from app.ui.models.runner import Runner
 from app.ui.services import Services
+from app.ui.task_runner import Lane, tasks
 from app.ui.toast import Toast
 
 DISCOVER = "discover"
@@ -71,13 +73,13 @@ class ModelsPane(QWidget):
         self._ready_toast: tuple[Toast, str] | None = None
         self._started_toast: tuple[Toast, str, str] | None = None  # and the download's id
         self.load_requested.connect(self._dismiss_ready_toast)
-        self.hub_runner = Runner(3, "hub", self)
-        self.library_runner = Runner(1, "library", self)
+        self.hub_lane = Lane("hub", 3, wait_on_quit=False)
+        self.library_lane = Lane("library", 1, wait_on_quit=False)
         self.bridge = DownloadBridge(s.downloads, self)
-        self.detail = RepoDetail(s.settings, s.downloads, self.bridge, self.hub_runner)
-        self.discover = DiscoverView(self.detail, self.hub_runner, self)
+        self.detail = RepoDetail(s.settings, s.downloads, self.bridge, self.hub_lane)
+        self.discover = DiscoverView(self.detail, self.hub_lane, self)
         self.downloads = DownloadsView(s.downloads, self.bridge, self)
-        self.my_models = MyModelsView(s.library, s.settings, self.library_runner, self)
+        self.my_models = MyModelsView(s.library, s.settings, self.library_lane, self)
         self.banner = Banner(self)
         self.tabs: dict[str, QToolButton] = {}
         self.stack = QStackedWidget(self)
@@ -192,12 +194,19 @@ class ModelsPane(QWidget):
 
     def _restore_downloads(self) -> None:
         manager = self.services.downloads
-        self.hub_runner.submit(lambda: manager.restore(auto_resume=True), self._on_restored)
+        tasks().submit(
+            lambda: manager.restore(auto_resume=True),
+            self._on_restored,
+            self._on_restore_failed,
+            lane=self.hub_lane,
+        )
 
-    def _on_restored(self, result: object, error: BaseException | None) -> None:
-        if error is not None:
-            self.banner.show_message("error", f"Could not restore unfinished downloads: {error}")
+    def _on_restored(self, _result: object = None) -> None:
         self._on_active_changed(self.bridge.active_count)
+
+    def _on_restore_failed(self, error: BaseException) -> None:
+        self.banner.show_message("error", f"Could not restore unfinished downloads: {error}")
+        self._on_restored()
 
     @Slot(str, object)
     def _on_download_requested(self, repo_id: str, model: ModelFile) -> None:
@@ -213,16 +222,17 @@ class ModelsPane(QWidget):
                     names.append(projector.filename)
             return manager.start(repo_id, names if len(names) > 1 else model)
 
-        self.hub_runner.submit(start, self._on_download_started)
+        tasks().submit(
+            start, self._on_download_started, self._on_download_failed, lane=self.hub_lane
+        )
 
-    def _on_download_started(self, result: object, error: BaseException | None) -> None:
-        if error is not None:
-            self.banner.show_message("error", f"Could not start the download: {error}")
-            return
-        if isinstance(result, Download):
-            text = f"Downloading {model_stem(result.filename)}"
-            toast = Toast.show_in(self, text, "Show", self._on_show_downloads_requested)
-            self._started_toast = (toast, text, result.id)
+    def _on_download_started(self, download: Download) -> None:
+        text = f"Downloading {model_stem(download.filename)}"
+        toast = Toast.show_in(self, text, "Show", self._on_show_downloads_requested)
+        self._started_toast = (toast, text, download.id)
+
+    def _on_download_failed(self, error: BaseException) -> None:
+        self.banner.show_message("error", f"Could not start the download: {error}")
 
     @Slot(object)
     def _on_download_completed(self, download: Download) -> None:

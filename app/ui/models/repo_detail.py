@@ -1,11 +1,12 @@
 """One Hub repository: its files grouped by quantization, with a fit badge and a Download
 button each, and its model card.
 
-Everything slow runs on the page's runners: listing files (and which are already downloaded),
-the model card (fetched and rendered to HTML off the GUI thread), and the fit badges, which are
-computed only for the rows that are on screen (a header read per file). Latest wins: opening
-another repository supersedes the previous one's file listing and card (its answers are never
-shown) and drops its fit checks that have not started.
+Everything slow runs on the task runner, on the page's "hub" lane and this view's "fit" lane:
+listing files (and which are already downloaded), the model card (fetched and rendered to HTML
+off the GUI thread), and the fit badges, which are computed only for the rows that are on
+screen (a header read per file). Latest wins (the runner's keys): opening another repository
+cancels the previous one's file listing, card and fit checks (their answers are never shown;
+the checks that have not started never run).
 
 Signals: ``download_requested(str repo_id, object ModelFile)``;
 ``show_downloads_requested()`` (a row whose download is running was clicked).
@@ -14,6 +15,8 @@ Signals: ``download_requested(str repo_id, object ModelFile)``;
 from __future__ import annotations
 
 import html
+import logging
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
@@ -40,13 +43,14 @@ from app.ui.models import fit
 from app.ui.models.card import fetch_card, render_again
 from app.ui.models.download_bridge import DownloadBridge
 from app.ui.models.file_row import FileRow
-from app.ui.models.runner import Callback, Runner
 from app.ui.models.widgets import StatePanel, compact_count, counted, relative_time
+from app.ui.task_runner import Lane, tasks
 
-# The Hub runner's keys for this view's jobs: a newer one supersedes the older (Runner).
-FILES_KEY = "repo-files"
-CARD_KEY = "repo-card"
-INSTALLED_KEY = "repo-installed"
+log = logging.getLogger(__name__)
+
+# This view's jobs, each under its own key (``RepoDetail._key``): a newer one supersedes the
+# older, and opening another repository cancels them all.
+HUB_JOBS = ("files", "card", "installed")
 
 SHORT_DETAIL_HEIGHT = 360  # shorter, the head scrolls with the files
 HEAD_ROW_WIDTH = 640  # narrower, the Hub button sits under the title and facts
@@ -80,7 +84,7 @@ class RepoDetail(QWidget):
         settings: Settings,
         manager: DownloadManager,
         bridge: DownloadBridge,
-        hub_runner: Runner,
+        hub_lane: Lane,
         parent: QWidget | None = None,
     ) -> None:
         super().__init__(parent)
@@ -89,14 +93,14 @@ class RepoDetail(QWidget):
         self.settings = settings
         self.manager = manager
         self.bridge = bridge
-        self.hub_runner = hub_runner
-        self.fit_runner = Runner(2, "fit", self)
+        self.hub_lane = hub_lane
+        self.fit_lane = Lane("fit", 2, wait_on_quit=False)
         self.summary: RepoSummary | None = None
         self.files: RepoFiles | None = None
         self.rows: dict[str, FileRow] = {}
         self.installed: set[str] = set()
         self._card_markdown = ""
-        self._generation = 0
+        self._scope = object()  # keeps this view's task keys apart from everyone else's
 
         self.state = StatePanel(self)
         self.state.show_state(
@@ -190,8 +194,7 @@ class RepoDetail(QWidget):
 
     def open_repo(self, summary: RepoSummary) -> None:
         """Show ``summary``'s repository; its files and card arrive in the background."""
-        self._generation += 1
-        generation = self._generation
+        self._cancel_jobs()  # the repository shown before: its answers are never shown
         self.summary = summary
         self.files = None
         self.title.setText(summary.id)
@@ -212,14 +215,13 @@ class RepoDetail(QWidget):
             files = hub.list_gguf_files(repo_id)
             return files, set(manager.installed_paths(repo_id, files.models))
 
-        self.fit_runner.cancel_waiting()  # the badges of the repository shown before
-        self.hub_runner.submit(list_files, self._files_done(generation), key=FILES_KEY)
-        card = partial(fetch_card, repo_id)
-        self.hub_runner.submit(card, self._card_done(generation), key=CARD_KEY)
+        tasks().submit(
+            list_files, self._on_files, self._show_error, key=self._key("files"), lane=self.hub_lane
+        )
+        self._fetch_card(partial(fetch_card, repo_id))
 
     def clear(self) -> None:
-        self._generation += 1
-        self.fit_runner.cancel_waiting()
+        self._cancel_jobs()
         self.summary = None
         self.files = None
         self._clear_rows()
@@ -227,19 +229,38 @@ class RepoDetail(QWidget):
 
     def recheck_installed(self) -> None:
         """Files may have been deleted (My models): ask the disk again, off-thread."""
-        files, manager, generation = self.files, self.manager, self._generation
+        files, manager = self.files, self.manager
         if files is None:
             return
 
         def check() -> set[str]:
             return set(manager.installed_paths(files.repo_id, files.models))
 
-        def done(result: object, error: BaseException | None) -> None:
-            if generation == self._generation and isinstance(result, set):
-                self.installed = result
-                self._refresh_buttons()
+        tasks().submit(
+            check,
+            self._on_installed,
+            self._on_installed_failed,
+            key=self._key("installed"),
+            lane=self.hub_lane,
+        )
 
-        self.hub_runner.submit(check, done, key=INSTALLED_KEY)
+    def _on_installed(self, installed: set[str]) -> None:
+        self.installed = installed
+        self._refresh_buttons()
+
+    def _on_installed_failed(self, error: BaseException) -> None:
+        log.debug("Could not check which files are downloaded", exc_info=error)
+
+    def _key(self, job: str, *more: str) -> tuple[object, ...]:
+        return (self._scope, job, *more)
+
+    def _cancel_jobs(self) -> None:
+        """Cancel the jobs for the repository shown: none of their answers arrive."""
+        runner = tasks()
+        for job in HUB_JOBS:
+            runner.cancel_key(self._key(job))
+        for filename in self.rows:
+            runner.cancel_key(self._key("fit", filename))
 
     @staticmethod
     def _meta_text(s: RepoSummary) -> str:
@@ -263,32 +284,26 @@ class RepoDetail(QWidget):
             "loading) against the memory free now. Hover a badge for the numbers."
         )
 
-    def _files_done(self, generation: int) -> Callback:
-        def done(result: object, error: BaseException | None) -> None:
-            if generation != self._generation:
-                return
-            if error is not None or not isinstance(result, tuple):
-                self._show_error(error)
-                return
-            files, installed = result
-            self.files, self.installed = files, installed
-            self._fill_rows(files)
+    def _on_files(self, result: tuple[RepoFiles, set[str]]) -> None:
+        files, installed = result
+        self.files, self.installed = files, installed
+        self._fill_rows(files)
 
-        return done
+    def _fetch_card(self, job: Callable[[], tuple[str, str]]) -> None:
+        tasks().submit(
+            job, self._on_card, self._on_card_failed, key=self._key("card"), lane=self.hub_lane
+        )
 
-    def _card_done(self, generation: int) -> Callback:
-        def done(result: object, error: BaseException | None) -> None:
-            if generation != self._generation or error is not None:
-                return  # a missing card is not worth an error: the files are what matter
-            if not isinstance(result, tuple):
-                return
-            self._card_markdown, rich = result
-            self.card.setText(rich if self._card_markdown.strip() else "")
-            self.card_title.setVisible(bool(self._card_markdown.strip()))
+    def _on_card(self, result: tuple[str, str]) -> None:
+        self._card_markdown, rich = result
+        self.card.setText(rich if self._card_markdown.strip() else "")
+        self.card_title.setVisible(bool(self._card_markdown.strip()))
 
-        return done
+    def _on_card_failed(self, error: BaseException) -> None:
+        # A missing card is not worth an error: the files are what matter.
+        log.debug("No model card for %s", self.summary, exc_info=error)
 
-    def _show_error(self, error: BaseException | None) -> None:
+    def _show_error(self, error: BaseException) -> None:
         message = str(error) if isinstance(error, hub.HubError) else f"Unexpected error: {error}"
         self.state.show_state("error", "Can't open this repository", message, "Try again")
         self.stack.setCurrentWidget(self.state)
@@ -419,8 +434,7 @@ class RepoDetail(QWidget):
         super().changeEvent(event)
         if event.type() == QEvent.Type.ApplicationPaletteChange and self._card_markdown:
             # The theme changed: render the card again in its colours (off-thread).
-            job = partial(render_again, self._card_markdown)
-            self.hub_runner.submit(job, self._card_done(self._generation), key=CARD_KEY)
+            self._fetch_card(partial(render_again, self._card_markdown))
 
     @Slot()
     def _request_visible_fits(self) -> None:
@@ -432,20 +446,24 @@ class RepoDetail(QWidget):
             if row.fit_requested or row.visibleRegion().isEmpty():
                 continue
             row.fit_requested = True
-            job = partial(fit.check, files.repo_id, commit, row.model, self.settings)
-            self.fit_runner.submit(job, self._fit_done(self._generation, row.model.filename))
+            name = row.model.filename
+            tasks().submit(
+                partial(fit.check, files.repo_id, commit, row.model, self.settings),
+                partial(self._on_fit, name),
+                partial(self._on_fit_failed, name),
+                key=self._key("fit", name),
+                lane=self.fit_lane,
+            )
 
-    def _fit_done(self, generation: int, filename: str) -> Callback:
-        def done(result: object, error: BaseException | None) -> None:
-            row = self.rows.get(filename)
-            if generation != self._generation or row is None:
-                return
-            if isinstance(result, fit.FitBadge):
-                row.set_fit(result)
-            else:
-                row.set_fit(None, str(error))
+    def _on_fit(self, filename: str, badge: fit.FitBadge) -> None:
+        row = self.rows.get(filename)
+        if row is not None:
+            row.set_fit(badge)
 
-        return done
+    def _on_fit_failed(self, filename: str, error: BaseException) -> None:
+        row = self.rows.get(filename)
+        if row is not None:
+            row.set_fit(None, str(error))
 
     @Slot()
     def _on_hub_clicked(self) -> None:

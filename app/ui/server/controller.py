@@ -44,7 +44,7 @@ from app.server.security import (
 )
 from app.server.status import PortInUseError, ServerStartError, ServerStatus
 from app.ui.services import Services
-from app.ui.tasks import run_in_background
+from app.ui.task_runner import tasks
 
 if TYPE_CHECKING:
     from app.server.gateway import Gateway
@@ -212,7 +212,7 @@ class ServerController(QObject):
             return
         self._busy = True
         self.last_error = None
-        run_in_background(self._restart_blocking, self._on_step_done, self)
+        tasks().submit(self._restart_blocking, self._on_step_done, self._on_step_failed)
 
     def _want(self, on: bool) -> None:
         if self._closed:
@@ -235,12 +235,14 @@ class ServerController(QObject):
             self._busy = True
             self.last_error = None
             params = load_params(self.settings)
-            run_in_background(
-                lambda: self._start_blocking(config, params), self._on_step_done, self
+            tasks().submit(
+                lambda: self._start_blocking(config, params),
+                self._on_step_done,
+                self._on_step_failed,
             )
         elif not self._wanted and running and self.runner is not None:
             self._busy = True
-            run_in_background(self._stop_blocking, self._on_step_done, self)
+            tasks().submit(self._stop_blocking, self._on_step_done, self._on_step_failed)
 
     def _server(self) -> ServerRunner:
         """The runner, built on first use (a background thread: this imports the server)."""
@@ -300,13 +302,15 @@ class ServerController(QObject):
         self._stop_blocking()
         return self._start_blocking(self.config(), load_params(self.settings))
 
-    def _on_step_done(self, _result: object, error: BaseException | None) -> None:
+    def _on_step_done(self, _result: object) -> None:
         self._busy = False
         self.ollama_port_changed.emit()
-        if error is not None:
-            self._refuse(gui_message(error, self.config()))
-            return
         self._step()
+
+    def _on_step_failed(self, error: BaseException) -> None:
+        self._busy = False
+        self.ollama_port_changed.emit()
+        self._refuse(gui_message(error, self.config()))
 
     def _refuse(self, message: str) -> None:
         """A start that cannot happen: say why, and put the switch back off (remembered as

@@ -37,7 +37,7 @@ from app.ui.server.settings_form import ServerSettingsForm
 from app.ui.server.snippet_view import SnippetView
 from app.ui.server.snippets import ollama_url
 from app.ui.server.switch import ToggleSwitch
-from app.ui.tasks import run_in_background
+from app.ui.task_runner import tasks
 from app.ui.toast import Toast
 
 # Wide pages: settings and snippets in a column of this share of the width, the log beside it.
@@ -319,7 +319,7 @@ class ServerPane(QWidget):
         """The page was shown: find this computer's network address once (for the help)."""
         if not self._lan_checked:
             self._lan_checked = True
-            run_in_background(lan_address, self._on_lan_address, self)
+            tasks().submit(lan_address, self._on_lan_address, self._on_lan_address_failed)
 
     # -- showing state --------------------------------------------------------------------
 
@@ -485,10 +485,13 @@ class ServerPane(QWidget):
     def _on_clear_requested(self) -> None:
         self.controller.request_log.clear()
 
-    def _on_lan_address(self, address: object, _error: BaseException | None) -> None:
+    def _on_lan_address(self, address: object) -> None:
         self._lan = address if isinstance(address, str) else None
         self.form.set_lan_address(self._lan)
         self._show_status(self.controller.status)
+
+    def _on_lan_address_failed(self, _error: BaseException) -> None:
+        self._on_lan_address(None)
 
 
 def _url_for(host: str, port: int) -> str:

@@ -20,8 +20,6 @@ Signal: ``hardware_read(object)`` with the :class:`~app.engine.backends.Hardware
 
 from __future__ import annotations
 
-from typing import Any
-
 from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtGui import QHideEvent, QShowEvent
 from PySide6.QtWidgets import (
@@ -45,7 +43,7 @@ from app.ui import theme
 from app.ui.machine_monitor import MachineMonitor
 from app.ui.settings.provider_editor import text_label
 from app.ui.settings.usage_graph import UsageGraph
-from app.ui.tasks import run_in_background
+from app.ui.task_runner import tasks
 
 
 class HardwarePage(QWidget):
@@ -192,19 +190,20 @@ class HardwarePage(QWidget):
     def refresh(self) -> None:
         self._asked = True
         self.refresh_button.setEnabled(False)
-        run_in_background(backends.hardware, self._on_read, self)
+        tasks().submit(backends.hardware, self._on_read, self._on_read_failed)
 
     @Slot()
     def _on_refresh_clicked(self) -> None:
         self.refresh()
 
-    def _on_read(self, hw: Any, error: BaseException | None) -> None:
+    def _on_read(self, hw: Hardware) -> None:
         self.refresh_button.setEnabled(True)
-        if error is not None or not isinstance(hw, Hardware):
-            self.status.setText(f"llama.cpp's back-ends could not be read: {error}")
-            self.status.show()
-            return
         self.show_hardware(hw)
+
+    def _on_read_failed(self, error: BaseException) -> None:
+        self.refresh_button.setEnabled(True)
+        self.status.setText(f"llama.cpp's back-ends could not be read: {error}")
+        self.status.show()
 
     def _chosen(self) -> str:
         return str(self.settings.get("load.device")) if self.settings else DEVICE_AUTO

@@ -39,7 +39,7 @@ from app.engine.providers import (
 )
 from app.engine.remote import ProbeResult
 from app.ui import icons, theme
-from app.ui.tasks import run_in_background
+from app.ui.task_runner import tasks
 
 MAX_LISTED_MODELS = 6
 TEST_NAME = "provider"  # stands in for a name not typed yet while testing
@@ -99,7 +99,7 @@ class ProviderEditor(QWidget):
         self.setObjectName("ProviderEditor")
         self.registry = registry
         self.editing: Provider | None = None
-        self._test_generation = 0
+        self._test_key = (object(), "test")  # a newer test (or form) drops the older's answer
         self._saving = False
 
         self.heading = text_label("Add a provider", "SectionTitle", self)
@@ -195,7 +195,7 @@ class ProviderEditor(QWidget):
     def start(self, provider: Provider | None) -> None:
         """Show an empty form (add) or ``provider``'s settings (edit)."""
         self.editing = provider
-        self._test_generation += 1
+        tasks().cancel_key(self._test_key)
         self._saving = False
         self.heading.setText(f"Edit {provider.name}" if provider else "Add a provider")
         self.save_button.setText("Save" if provider else "Add provider")
@@ -317,8 +317,6 @@ class ProviderEditor(QWidget):
             return
         forget = self.forget_key.isChecked()
         registry = self.registry
-        self._test_generation += 1
-        generation = self._test_generation
         self.test_button.setEnabled(False)
         self.show_result("busy", f"Connecting to {provider.base_url}…")
 
@@ -332,16 +330,17 @@ class ProviderEditor(QWidget):
             finally:
                 engine.shutdown()
 
-        def done(result: Any, error: BaseException | None) -> None:
-            if generation != self._test_generation:
-                return
-            self.test_button.setEnabled(True)
-            if error is not None:
-                self.show_result("error", str(error))
-            elif isinstance(result, ProbeResult):
-                self.show_result("ok", models_summary(result))
+        tasks().submit(
+            probe, self._on_tested, self._on_test_failed, key=self._test_key, lane="network"
+        )
 
-        run_in_background(probe, done, self, lane="network")
+    def _on_tested(self, result: ProbeResult) -> None:
+        self.test_button.setEnabled(True)
+        self.show_result("ok", models_summary(result))
+
+    def _on_test_failed(self, error: BaseException) -> None:
+        self.test_button.setEnabled(True)
+        self.show_result("error", str(error))
 
     # -- saving -----------------------------------------------------------------------------
 
@@ -374,15 +373,17 @@ class ProviderEditor(QWidget):
                 changes["api_key"] = None
             return registry.update(editing.name, **changes)
 
-        run_in_background(write, self._on_written, self)
+        tasks().submit(write, self._on_written, self._on_write_failed)
 
-    def _on_written(self, result: Any, error: BaseException | None) -> None:
+    def _on_written(self, result: Provider) -> None:
         self._saving = False
         self.save_button.setEnabled(True)
-        if error is not None:
-            self.show_result("error", str(error))
-        elif isinstance(result, Provider):
-            self.saved.emit(result)
+        self.saved.emit(result)
+
+    def _on_write_failed(self, error: BaseException) -> None:
+        self._saving = False
+        self.save_button.setEnabled(True)
+        self.show_result("error", str(error))
 
     # -- events -----------------------------------------------------------------------------
 

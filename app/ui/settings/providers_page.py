@@ -9,8 +9,6 @@ Signal: ``providers_changed()`` after a provider was added, edited or removed.
 
 from __future__ import annotations
 
-from typing import Any
-
 from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtWidgets import (
     QFrame,
@@ -26,7 +24,7 @@ from app.engine.providers import PRESETS, Provider, ProviderRegistry
 from app.ui import icons, theme
 from app.ui.header.remote_models import ProviderModels, RemoteCatalog
 from app.ui.settings.provider_editor import ProviderEditor, key_storage_note, text_label
-from app.ui.tasks import run_in_background
+from app.ui.task_runner import tasks
 
 
 def key_source_text(provider: Provider) -> str:
@@ -234,15 +232,17 @@ class ProvidersPage(QWidget):
     # -- the list ---------------------------------------------------------------------------
 
     def reload(self) -> None:
-        run_in_background(self.registry.list, self._on_listed, self)
+        tasks().submit(self.registry.list, self._on_listed, self._on_list_failed)
 
-    def _on_listed(self, result: Any, error: BaseException | None) -> None:
+    def _on_list_failed(self, error: BaseException) -> None:
         self.loaded = True
-        self.error_label.setVisible(error is not None)
-        if error is not None:
-            self.error_label.setText(str(error))
-            return
-        self.providers = list(result) if isinstance(result, list) else []
+        self.error_label.setText(str(error))
+        self.error_label.show()
+
+    def _on_listed(self, result: list[Provider]) -> None:
+        self.loaded = True
+        self.error_label.hide()
+        self.providers = list(result)
         for row in self.rows:
             self.rows_layout.removeWidget(row)
             row.deleteLater()
@@ -306,20 +306,21 @@ class ProvidersPage(QWidget):
             return
         name = str(box.property("provider"))
         self.confirm_box = None
-        run_in_background(lambda: self.registry.remove(name), self._on_changed, self)
+        registry = self.registry
+        tasks().submit(lambda: registry.remove(name), self._on_changed, self._on_change_failed)
 
-    def _on_changed(self, _result: Any, error: BaseException | None) -> None:
-        if error is not None:
-            self.error_label.setText(str(error))
-            self.error_label.show()
-            return
+    def _on_change_failed(self, error: BaseException) -> None:
+        self.error_label.setText(str(error))
+        self.error_label.show()
+
+    def _on_changed(self, _result: object = None) -> None:
         self.providers_changed.emit()
         self.reload()
 
     @Slot(object)
     def _on_saved(self, _provider: Provider) -> None:
         self.show_list()
-        self._on_changed(None, None)
+        self._on_changed()
 
     @Slot()
     def _on_catalog_changed(self) -> None:

@@ -51,7 +51,6 @@ from app.tools.config import McpConfig, ServerConfig, claude_desktop_config
 from app.tools.manager import ToolInfo, ToolManager
 from app.ui.settings.provider_editor import text_label
 from app.ui.task_runner import tasks
-from app.ui.tasks import run_in_background
 
 LOG_TAIL_CHARS = 20_000
 
@@ -363,14 +362,16 @@ class ToolsPage(QWidget):
         replace = self.current is not None
         config = self.config
         self.save_button.setEnabled(False)
-        run_in_background(lambda: config.add(server, replace=replace), self._on_saved, self)
+        tasks().submit(
+            lambda: config.add(server, replace=replace), self._on_saved, self._on_save_failed
+        )
 
-    def _on_saved(self, result: Any, error: BaseException | None) -> None:
+    def _on_save_failed(self, error: BaseException) -> None:
         self.save_button.setEnabled(True)
-        if error is not None:
-            self.show_status("error", str(error))
-            return
-        assert isinstance(result, ServerConfig)
+        self.show_status("error", str(error))
+
+    def _on_saved(self, result: ServerConfig) -> None:
+        self.save_button.setEnabled(True)
         self._stop_server(result.name)  # the next use starts it as it is now
         self.current = result
         self.reload(select=result.name)
@@ -379,11 +380,10 @@ class ToolsPage(QWidget):
 
     def _stop_server(self, name: str) -> None:
         manager = self.manager
-        run_in_background(lambda: manager.stop(name), self._on_server_stopped, self)
+        tasks().submit(lambda: manager.stop(name), None, self._on_stop_failed, receiver=self)
 
-    def _on_server_stopped(self, _result: Any, error: BaseException | None) -> None:
-        if error is not None:
-            self.show_status("error", str(error))
+    def _on_stop_failed(self, error: BaseException) -> None:
+        self.show_status("error", str(error))
 
     @Slot()
     def remove_server(self) -> None:
@@ -485,18 +485,21 @@ class ToolsPage(QWidget):
             manager.stop(name)  # test what is saved now, not an older connection
             return manager.list_tools(name)
 
-        run_in_background(probe, self._on_tested, self, lane="network")
+        tasks().submit(probe, self._on_tested, self._on_test_failed, lane="network")
 
-    def _on_tested(self, result: Any, error: BaseException | None) -> None:
+    def _on_tested(self, result: list[ToolInfo]) -> None:
+        self.tools = list(result)
+        self.show_tools()
+        count = len(self.tools)
+        self._show_test_result("ok", f"Connected: {count} tool{'s' if count != 1 else ''}.")
+
+    def _on_test_failed(self, error: BaseException) -> None:
+        self._show_test_result("error", str(error))
+
+    def _show_test_result(self, kind: str, text: str) -> None:
         self.test_button.setEnabled(True)
         self._refresh_states()
-        if error is not None:
-            self.show_status("error", str(error))
-        else:
-            self.tools = list(result)
-            self.show_tools()
-            count = len(self.tools)
-            self.show_status("ok", f"Connected: {count} tool{'s' if count != 1 else ''}.")
+        self.show_status(kind, text)
         QTimer.singleShot(0, self, self._reveal_result)  # once laid out with it
 
     def _refresh_states(self) -> None:
