@@ -3,6 +3,7 @@ fields, and a failed "Test connection" that never pushes the buttons out of reac
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
 
 import pytest
@@ -74,3 +75,24 @@ def test_a_failed_connection_test_keeps_the_buttons_in_view(
         lambda: all(in_view(w) for w in (editor.test_button, editor.save_button, editor.result))
     )
     dialog.reject()
+
+
+def test_reopening_the_form_during_a_connection_test_gives_the_button_back(
+    qtbot: QtBot, window: MainWindow
+) -> None:
+    """A server that accepts and never answers: the test runs on; opening the form again
+    forgets it, so "Test connection" works again and the old test's result never shows."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        dialog = open_provider_editor(window)
+        editor = dialog.providers_page.editor
+        editor.name.setText("gpu-box")
+        editor.url.setText(f"http://127.0.0.1:{silent.getsockname()[1]}/v1")
+        qtbot.mouseClick(editor.test_button, Qt.MouseButton.LeftButton)
+        assert not editor.test_button.isEnabled()
+        assert editor.result.property("kind") == "busy"
+        dialog.providers_page.add_provider()
+        assert editor.test_button.isEnabled()
+        assert editor.result.isHidden()
+        dialog.reject()

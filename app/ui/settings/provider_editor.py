@@ -195,7 +195,8 @@ class ProviderEditor(QWidget):
     def start(self, provider: Provider | None) -> None:
         """Show an empty form (add) or ``provider``'s settings (edit)."""
         self.editing = provider
-        tasks().cancel_key(self._test_key)
+        tasks().cancel_key(self._test_key)  # a test still running is forgotten, and so
+        self.test_button.setEnabled(True)  # its button comes back for the new form
         self._saving = False
         self.heading.setText(f"Edit {provider.name}" if provider else "Add a provider")
         self.save_button.setText("Save" if provider else "Add provider")
