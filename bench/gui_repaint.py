@@ -14,7 +14,8 @@ inherent to following it). Scrolled up, it was painted whole on 62 of 101 update
 messages being read 13 paint events per update, for nothing that changed: the canvas and the
 column grew at the bottom, and Qt repaints a widget that grows wholly. With
 ``WA_StaticContents`` on both (chat_view.py): 0.2 viewport paints per update, mostly the
-scroll bar's slider; the messages being read are not repainted (tests/ui/test_stream_repaint.py).
+scroll bar's slider; the messages being read are not repainted
+(tests/ui/chat/test_stream_repaint.py).
 
 Run: ``.venv/bin/python bench/gui_repaint.py [--messages 40] [--rate 200] [--seconds 4]
 [--scrolled-up]``

@@ -19,7 +19,7 @@ from app.ui.nav_rail import SERVER
 from app.ui.server.request_log_view import pretty_body
 from tests.helpers.net import free_port
 from tests.server.test_ollama_port import fake_ollama
-from tests.ui.test_server_pane import nothing_listens, start, wait_state
+from tests.ui.server.test_server_pane import nothing_listens, start, wait_state
 
 WAIT_MS = 120_000  # a failsafe for a busy machine, never reached when it works
 

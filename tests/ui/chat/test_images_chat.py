@@ -7,7 +7,7 @@ the same places; a model without a projector refuses Send with a sentence that s
 remote model gets the image as an OpenAI ``image_url`` part.
 
 On a fake engine that records the requests it gets (what reaches the model is tested here;
-tests/ui/test_images_real.py runs the real model with a projector)."""
+tests/ui/chat/test_images_real.py runs the real model with a projector)."""
 
 from __future__ import annotations
 
@@ -38,10 +38,10 @@ from app.ui.main_window import MainWindow
 from tests.engine.test_remote import Stub, sse_answer
 from tests.engine.test_vision import png
 from tests.tools.scripted import ScriptedEngine
+from tests.ui.chat.test_attachments_chips import drop_files
+from tests.ui.chat.test_attachments_send import RecordingWorker, attach, send_and_finish
 from tests.ui.fake_app import WAIT_MS, fake_services, model_file, show_window
 from tests.ui.helpers import widget
-from tests.ui.test_attachments_chips import drop_files
-from tests.ui.test_attachments_send import RecordingWorker, attach, send_and_finish
 
 REFUSAL = "fake-model can't read images; load a vision model."
 

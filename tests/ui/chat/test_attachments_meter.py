@@ -22,8 +22,8 @@ from app.ui.chat.composer import AttachedCost
 from app.ui.engine_session import api_model_id
 from app.ui.main_window import MainWindow
 from tests.attachments.builders import long_pdf
+from tests.ui.chat.test_attachments_send import SMALL_CTX, RecordingWorker, attach
 from tests.ui.fake_app import WAIT_MS, fake_services, model_file, show_window
-from tests.ui.test_attachments_send import SMALL_CTX, RecordingWorker, attach
 
 
 @pytest.fixture

@@ -18,8 +18,8 @@ from pytestqt.qtbot import QtBot
 from app.server.clients import NAMES
 from app.ui.main_window import MainWindow
 from tests.helpers.net import free_port
-from tests.ui.test_server_pane import start
-from tests.ui.test_server_pane_ollama import WAIT_MS, server_window
+from tests.ui.server.test_server_pane import start
+from tests.ui.server.test_server_pane_ollama import WAIT_MS, server_window
 
 
 def test_each_client_is_listed_and_claude_codes_settings_work(

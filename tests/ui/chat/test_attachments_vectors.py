@@ -20,8 +20,8 @@ from app.attachments.extract import extract
 from app.attachments.index import ChunkIndex
 from app.ui.main_window import MainWindow
 from tests.attachments.builders import QUESTION, long_pdf
+from tests.ui.chat.test_attachments_chips import drop_files
 from tests.ui.helpers import ANSWER_TIMEOUT, send
-from tests.ui.test_attachments_chips import drop_files
 
 FACT_PAGE = 9
 

@@ -13,8 +13,8 @@ from app.tools.manager import ToolManager
 from app.ui.chat.tool_turn import ToolSetup
 from app.ui.chat.waiting_label import WRITING_CALL, WaitingLabel
 from tests.tools.scripted import ScriptedEngine
-from tests.ui import test_tool_turn
-from tests.ui.test_tool_turn import TIME_CALL, WAIT_MS, make_turn
+from tests.ui.chat import test_tool_turn
+from tests.ui.chat.test_tool_turn import TIME_CALL, WAIT_MS, make_turn
 
 manager = test_tool_turn.manager  # the fixture: mcp-server-time, approved
 
