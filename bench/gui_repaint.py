@@ -52,7 +52,7 @@ from app.ui.main_window import MainWindow  # noqa: E402
 from app.ui.services import create_services  # noqa: E402
 from app.ui.theme import ThemeManager  # noqa: E402
 from bench.gui_stream import fill_conversation, set_max_tokens, wait, wait_for  # noqa: E402
-from tests.ui.parallel_fake import ParallelFakeWorker  # noqa: E402
+from tests.helpers.parallel_fake import ParallelFakeWorker  # noqa: E402
 
 
 class PaintCounter(QObject):

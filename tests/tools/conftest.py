@@ -1,5 +1,5 @@
 """Fixtures for the MCP tests: real servers (mcp-server-time over stdio, the SDK-written test
-server of :mod:`tests.tools.servers` over stdio and over HTTP), a config in EMBER_HOME, and a
+server of :mod:`tests.helpers.mcp_servers` over stdio and over HTTP), a config in EMBER_HOME, and a
 memory keyring."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from keyring.errors import PasswordDeleteError
 
 from app.tools.config import McpConfig, ServerConfig
 from app.tools.manager import ToolManager
+from tests.helpers.mcp_servers import HttpServer
 from tests.helpers.net import free_port
-from tests.tools.servers import HttpServer
 
 TIME_ARGS = ("-m", "mcp_server_time")
 ROOT = Path(__file__).resolve().parents[2]
@@ -68,7 +68,7 @@ def sdk_server(name: str, markers: Path) -> ServerConfig:
         ServerConfig(
             name,
             command=sys.executable,
-            args=("-m", "tests.tools.servers", "stdio", str(markers)),
+            args=("-m", "tests.helpers.mcp_servers", "stdio", str(markers)),
             cwd=str(ROOT),
         )
     )

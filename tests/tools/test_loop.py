@@ -10,8 +10,8 @@ from app.engine.types import ChatMessage
 from app.tools.config import McpConfig
 from app.tools.loop import Decision, LoopHooks, ToolCall, ToolLoop
 from app.tools.manager import ToolManager
+from tests.helpers.scripted_engine import ScriptedEngine, call_text
 from tests.tools.conftest import sdk_server, time_server, wait_for_file
-from tests.tools.scripted import ScriptedEngine, call_text
 
 QUESTION: list[ChatMessage] = [{"role": "user", "content": "Say hi through echo."}]
 

@@ -13,7 +13,7 @@ from pytestqt.qtbot import QtBot
 from app.engine.types import EngineError
 from app.ui.engine_session import api_model_id
 from app.ui.main_window import MainWindow
-from tests.ui.fake_app import (
+from tests.helpers.fake_app import (
     WAIT_MS,
     ask,
     fake_services,
@@ -21,7 +21,7 @@ from tests.ui.fake_app import (
     model_file,
     show_window,
 )
-from tests.ui.parallel_fake import ParallelFakeWorker
+from tests.helpers.parallel_fake import ParallelFakeWorker
 
 BROKEN = "This file is not a GGUF model (it does not start with 'GGUF'). Download it again."
 

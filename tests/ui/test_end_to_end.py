@@ -20,7 +20,7 @@ from app.ui.nav_rail import CHATS, MODELS, SERVER
 from app.ui.toast import Toast
 from tests.helpers.hub_server import FakeHub, FakeRepo, fake_hub_env
 from tests.helpers.net import free_port
-from tests.ui.helpers import send
+from tests.helpers.window import send
 
 REPO = "google/gemma-3-270m-GGUF"
 FILE = "gemma-3-270m-Q4_K_M.gguf"

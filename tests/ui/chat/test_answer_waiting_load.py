@@ -16,9 +16,9 @@ from app.engine.types import Finished, LoadRequest
 from app.engine.worker import Job
 from app.ui.chat.waiting_label import THINKING
 from app.ui.main_window import MainWindow
-from tests.ui.fake_app import WAIT_MS, fake_services, load_fake, model_file, show_window
-from tests.ui.helpers import widget
-from tests.ui.parallel_fake import ParallelFakeWorker
+from tests.helpers.fake_app import WAIT_MS, fake_services, load_fake, model_file, show_window
+from tests.helpers.parallel_fake import ParallelFakeWorker
+from tests.helpers.window import widget
 
 
 class GatedLoads(ParallelFakeWorker):

@@ -18,9 +18,9 @@ from pytestqt.qtbot import QtBot
 from app.attachments.store import attachments_dir
 from app.ui.chat.attachments_bar import CHIP_WIDTH, LEFT_OUT
 from app.ui.main_window import MainWindow
-from tests.attachments.builders import long_pdf, pdf_bytes_garbage
-from tests.ui.fake_app import WAIT_MS, fake_services, load_fake, model_file, show_window
-from tests.ui.parallel_fake import ParallelFakeWorker
+from tests.helpers.builders import long_pdf, pdf_bytes_garbage
+from tests.helpers.fake_app import WAIT_MS, fake_services, load_fake, model_file, show_window
+from tests.helpers.parallel_fake import ParallelFakeWorker
 
 
 @pytest.fixture

@@ -21,6 +21,7 @@ from app.ui.chat import attached_prompt, attaching
 from app.ui.chat.attached_prompt import AttachedPrompt
 from app.ui.engine_session import api_model_id
 from app.ui.main_window import MainWindow
+from tests.helpers.fake_app import WAIT_MS, fake_services, model_file, show_window
 from tests.ui.chat.test_attachments_send import (
     SMALL_CTX,
     RecordingWorker,
@@ -28,7 +29,6 @@ from tests.ui.chat.test_attachments_send import (
     send_and_finish,
     user_content,
 )
-from tests.ui.fake_app import WAIT_MS, fake_services, model_file, show_window
 
 
 @pytest.fixture

@@ -21,9 +21,9 @@ from app.engine.types import LoadParams
 from app.ui.chat.composer import AttachedCost
 from app.ui.engine_session import api_model_id
 from app.ui.main_window import MainWindow
-from tests.attachments.builders import long_pdf
+from tests.helpers.builders import long_pdf
+from tests.helpers.fake_app import WAIT_MS, fake_services, model_file, show_window
 from tests.ui.chat.test_attachments_send import SMALL_CTX, RecordingWorker, attach
-from tests.ui.fake_app import WAIT_MS, fake_services, model_file, show_window
 
 
 @pytest.fixture

@@ -14,10 +14,10 @@ from pytestqt.qtbot import QtBot
 
 from app.chats.models import Message
 from app.ui.main_window import MainWindow
-from tests.attachments.builders import long_pdf
+from tests.helpers.builders import long_pdf
+from tests.helpers.fake_app import WAIT_MS, fake_services, load_fake, model_file, show_window
+from tests.helpers.parallel_fake import ParallelFakeWorker
 from tests.ui.chat.test_attachments_chips import chip_texts
-from tests.ui.fake_app import WAIT_MS, fake_services, load_fake, model_file, show_window
-from tests.ui.parallel_fake import ParallelFakeWorker
 
 
 @pytest.fixture

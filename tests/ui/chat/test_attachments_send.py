@@ -29,12 +29,12 @@ from app.ui.chat.message_attachments import SourcesLine
 from app.ui.chat.tool_turn import ToolSetup
 from app.ui.engine_session import api_model_id
 from app.ui.main_window import MainWindow
-from tests.attachments.builders import FACT, FACT_PAGE, QUESTION, long_pdf
 from tests.engine.test_remote import Stub, sse_answer
-from tests.tools.scripted import ScriptedEngine
-from tests.ui.fake_app import WAIT_MS, fake_services, model_file, show_window
-from tests.ui.helpers import widget
-from tests.ui.parallel_fake import ParallelFakeWorker
+from tests.helpers.builders import FACT, FACT_PAGE, QUESTION, long_pdf
+from tests.helpers.fake_app import WAIT_MS, fake_services, model_file, show_window
+from tests.helpers.parallel_fake import ParallelFakeWorker
+from tests.helpers.scripted_engine import ScriptedEngine
+from tests.helpers.window import widget
 
 SMALL_CTX = 4096  # a 40-page PDF does not fit: its passages are retrieved
 

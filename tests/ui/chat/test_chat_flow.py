@@ -6,7 +6,7 @@ from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
 from app.ui.main_window import MainWindow
-from tests.ui.helpers import (
+from tests.helpers.window import (
     ANSWER_TIMEOUT,
     LONG_PROMPT,
     send,

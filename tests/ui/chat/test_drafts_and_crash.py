@@ -18,9 +18,9 @@ from app.ui.chat.drafts import NEW_CHAT_DRAFT
 from app.ui.engine_session import EngineSession
 from app.ui.main_window import MainWindow
 from app.ui.services import Services
-from tests.ui.fake_app import WAIT_MS, ask, fake_services, load_fake, model_file, show_window
-from tests.ui.helpers import widget
-from tests.ui.parallel_fake import ParallelFakeWorker
+from tests.helpers.fake_app import WAIT_MS, ask, fake_services, load_fake, model_file, show_window
+from tests.helpers.parallel_fake import ParallelFakeWorker
+from tests.helpers.window import widget
 
 
 @pytest.fixture

@@ -37,11 +37,11 @@ from app.ui.engine_session import api_model_id
 from app.ui.main_window import MainWindow
 from tests.engine.test_remote import Stub, sse_answer
 from tests.engine.test_vision import png
-from tests.tools.scripted import ScriptedEngine
+from tests.helpers.fake_app import WAIT_MS, fake_services, model_file, show_window
+from tests.helpers.scripted_engine import ScriptedEngine
+from tests.helpers.window import widget
 from tests.ui.chat.test_attachments_chips import drop_files
 from tests.ui.chat.test_attachments_send import RecordingWorker, attach, send_and_finish
-from tests.ui.fake_app import WAIT_MS, fake_services, model_file, show_window
-from tests.ui.helpers import widget
 
 REFUSAL = "fake-model can't read images; load a vision model."
 

@@ -21,8 +21,8 @@ from app.ui.chat.attaching import forget_thumbnails
 from app.ui.main_window import MainWindow
 from tests.engine.test_vision import png
 from tests.helpers.projector import IMAGE_SIZE, write_projector
+from tests.helpers.window import ANSWER_TIMEOUT, send, widget
 from tests.ui.conftest import TEST_CTX
-from tests.ui.helpers import ANSWER_TIMEOUT, send, widget
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ from pytestqt.qtbot import QtBot
 
 from app.ui.main_window import MainWindow
 from app.ui.sidebar.conversation_list import ANSWERING_ROLE, ID_ROLE
-from tests.ui.fake_app import (
+from tests.helpers.fake_app import (
     WAIT_MS,
     ask,
     fake_services,
@@ -23,8 +23,8 @@ from tests.ui.fake_app import (
     model_file,
     show_window,
 )
-from tests.ui.helpers import widget
-from tests.ui.parallel_fake import ParallelFakeWorker
+from tests.helpers.parallel_fake import ParallelFakeWorker
+from tests.helpers.window import widget
 
 
 @pytest.fixture

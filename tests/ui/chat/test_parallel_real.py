@@ -12,7 +12,7 @@ from pytestqt.qtbot import QtBot
 from app.chats.models import Message
 from app.engine.types import SamplingParams
 from app.ui.main_window import MainWindow
-from tests.ui.helpers import ANSWER_TIMEOUT, LONG_PROMPT, set_max_tokens, type_and_send
+from tests.helpers.window import ANSWER_TIMEOUT, LONG_PROMPT, set_max_tokens, type_and_send
 
 pytestmark = pytest.mark.slow
 

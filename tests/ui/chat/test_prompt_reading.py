@@ -7,7 +7,7 @@ from __future__ import annotations
 from pytestqt.qtbot import QtBot
 
 from app.ui.main_window import MainWindow
-from tests.ui.helpers import ANSWER_TIMEOUT, type_and_send
+from tests.helpers.window import ANSWER_TIMEOUT, type_and_send
 
 # About 1,400 tokens: three chunks of the default 512-token batch.
 LONG = "Please read this list: " + " ".join(f"item{i}" for i in range(450))

@@ -20,8 +20,8 @@ from app.ui import theme
 from app.ui.chat.markdown import MarkdownRenderer
 from app.ui.chat.message_widget import MessageWidget
 from app.ui.main_window import MainWindow
-from tests.ui.fake_app import WAIT_MS, fake_services, load_fake, model_file, show_window
-from tests.ui.parallel_fake import ParallelFakeWorker
+from tests.helpers.fake_app import WAIT_MS, fake_services, load_fake, model_file, show_window
+from tests.helpers.parallel_fake import ParallelFakeWorker
 
 
 @pytest.fixture

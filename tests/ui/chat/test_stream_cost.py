@@ -19,8 +19,8 @@ from app.ui.chat import chat_view
 from app.ui.chat.chat_view import ChatView
 from app.ui.chat.markdown import MarkdownRenderer
 from app.ui.chat.message_widget import MessageWidget
-from tests.ui.fake_app import WAIT_MS, ask, fake_services, load_fake, model_file, show_window
-from tests.ui.parallel_fake import ParallelFakeWorker
+from tests.helpers.fake_app import WAIT_MS, ask, fake_services, load_fake, model_file, show_window
+from tests.helpers.parallel_fake import ParallelFakeWorker
 
 PARAGRAPHS = 40
 

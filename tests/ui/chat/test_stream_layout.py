@@ -25,7 +25,7 @@ from app.ui.chat.code_block import CodeBlock
 from app.ui.chat.markdown import CodeSegment, MarkdownRenderer
 from app.ui.chat.message_body import MarkdownBody, RichTextLabel
 from app.ui.chat.message_widget import STREAM_SLICE, MessageWidget
-from tests.ui.parallel_fake import ANSWER
+from tests.helpers.parallel_fake import ANSWER
 
 CHUNK = 60  # characters per update: ~15 tokens, as 450 tok/s arrive 30 times a second
 TEXT = ANSWER * 3

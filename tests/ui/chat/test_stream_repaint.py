@@ -19,8 +19,8 @@ from app.ui import theme
 from app.ui.chat.chat_view import ChatView
 from app.ui.chat.markdown import MarkdownRenderer
 from app.ui.chat.message_widget import MessageWidget
+from tests.helpers.parallel_fake import ANSWER
 from tests.ui.chat.test_stream_layout import CHUNK, _message, _settle, _start_answer
-from tests.ui.parallel_fake import ANSWER
 
 TEXT = ANSWER * 3
 

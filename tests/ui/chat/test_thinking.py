@@ -19,10 +19,10 @@ from app.ui.chat.thinking import reasoning_effort, split_thinking, supports_thin
 from app.ui.chat.thought_block import AnswerBody
 from app.ui.main_window import MainWindow
 from app.ui.theme import LIGHT
-from tests.ui import parallel_fake
-from tests.ui.fake_app import fake_services, load_fake, model_file, show_window
-from tests.ui.helpers import send, widget
-from tests.ui.parallel_fake import ParallelFakeWorker
+from tests.helpers import parallel_fake
+from tests.helpers.fake_app import fake_services, load_fake, model_file, show_window
+from tests.helpers.parallel_fake import ParallelFakeWorker
+from tests.helpers.window import send, widget
 
 THINKS = "{% if enable_thinking %}<think>{% endif %}{{ messages[0].content }}"
 

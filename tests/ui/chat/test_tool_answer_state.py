@@ -30,11 +30,11 @@ from app.ui.chat.tool_card import ToolCallCard
 from app.ui.chat.tool_turn import ToolSetup
 from app.ui.engine_session import GENERATING, LOADING
 from app.ui.main_window import MainWindow
+from tests.helpers.fake_app import load_fake, model_file
+from tests.helpers.parallel_fake import ParallelFakeWorker
+from tests.helpers.scripted_engine import ScriptedEngine, call_text
+from tests.helpers.window import widget
 from tests.tools.conftest import sdk_server
-from tests.tools.scripted import ScriptedEngine, call_text
-from tests.ui.fake_app import load_fake, model_file
-from tests.ui.helpers import widget
-from tests.ui.parallel_fake import ParallelFakeWorker
 
 WAIT_MS = 60_000
 

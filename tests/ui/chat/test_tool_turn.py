@@ -20,7 +20,7 @@ from app.tools.loop import LoopResult
 from app.tools.manager import ToolManager
 from app.ui.chat.tool_turn import ToolSetup, ToolTurn
 from app.ui.task_runner import StopToken, shutdown_tasks, tasks
-from tests.tools.scripted import ScriptedEngine, call_text
+from tests.helpers.scripted_engine import ScriptedEngine, call_text
 
 WAIT_MS = 60_000  # a failsafe for a busy machine, never reached when it works
 TIME_CALL = call_text("get_current_time", '{"timezone": "UTC"}')

@@ -12,7 +12,7 @@ from app.engine.worker import Job
 from app.tools.manager import ToolManager
 from app.ui.chat.tool_turn import ToolSetup
 from app.ui.chat.waiting_label import WRITING_CALL, WaitingLabel
-from tests.tools.scripted import ScriptedEngine
+from tests.helpers.scripted_engine import ScriptedEngine
 from tests.ui.chat import test_tool_turn
 from tests.ui.chat.test_tool_turn import TIME_CALL, WAIT_MS, make_turn
 

@@ -18,7 +18,7 @@ from app.ui.chat.tool_card import ToolCallCard
 from app.ui.chat.tool_panel import ToolPanel
 from app.ui.chat.tool_turn import ToolSetup
 from app.ui.main_window import MainWindow
-from tests.tools.scripted import ScriptedEngine, call_text
+from tests.helpers.scripted_engine import ScriptedEngine, call_text
 
 WAIT_MS = 240_000
 

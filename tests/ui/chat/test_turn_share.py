@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.ui.chat.markdown import turn_share
-from tests.ui.parallel_fake import ANSWER
+from tests.helpers.parallel_fake import ANSWER
 
 LINES = st.sampled_from(
     ["", "Some words.", "- item", "1. first", "```python", "```", "    indented", "| a | b |", "x"]

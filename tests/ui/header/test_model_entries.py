@@ -15,7 +15,7 @@ from app.library.same_file import group_same
 from app.ui.header.model_list import BASE_NOTICE, ModelChoices, remember_model
 from app.ui.main_window import MainWindow
 from tests.helpers.gguf_writer import write_gguf
-from tests.ui.helpers import send
+from tests.helpers.window import send
 
 CHATML = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>{% endfor %}"
 

@@ -31,7 +31,7 @@ from app.ui.server.pane import ServerPane
 from app.ui.server.request_log_view import pretty_body
 from app.ui.server.request_table import COLUMNS
 from tests.helpers.net import free_port
-from tests.ui.helpers import LONG_PROMPT
+from tests.helpers.window import LONG_PROMPT
 
 START_TIMEOUT = 20_000
 ANSWER_TIMEOUT = 90_000

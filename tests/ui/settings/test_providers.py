@@ -25,7 +25,7 @@ from app.engine.providers import ProviderRegistry, make_provider
 from app.ui.main_window import MainWindow
 from app.ui.settings.providers_page import ProvidersPage
 from tests.helpers.llama_server import MODEL_ALIAS, LlamaServer, running_llama_server
-from tests.ui.helpers import ANSWER_TIMEOUT, LONG_PROMPT, send, set_max_tokens, type_and_send
+from tests.helpers.window import ANSWER_TIMEOUT, LONG_PROMPT, send, set_max_tokens, type_and_send
 
 KEY = "sk-ember-test"
 WAIT = 20_000

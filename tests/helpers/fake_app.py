@@ -12,7 +12,7 @@ from app.engine.types import LoadParams
 from app.ui.engine_session import api_model_id
 from app.ui.main_window import MainWindow
 from app.ui.services import Services, create_services
-from tests.ui.parallel_fake import ParallelFakeWorker
+from tests.helpers.parallel_fake import ParallelFakeWorker
 
 FAKE_CTX = 32768
 WAIT_MS = 20_000

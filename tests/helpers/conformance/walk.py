@@ -15,9 +15,9 @@ from app.ui.nav_rail import CHATS
 from app.ui.settings.hardware_page import HardwarePage
 from app.ui.settings.settings_dialog import PAGES
 from app.ui.toast import Toast
+from tests.helpers.conformance import checks, states
+from tests.helpers.conformance.shots import Shots
 from tests.helpers.hub_server import FakeHub
-from tests.ui.conformance import checks, states
-from tests.ui.conformance.conftest import Shots
 
 # Controls Tab does not reach on purpose, each reached by a shortcut listed in Help instead.
 KEYBOARD_OK = {

@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from app.engine.types import LoadParams, LoadRequest
-from tests.helpers.scripted_model import ScriptedModel, scripted_factory
 
 # the same canned Markdown as the GUI's parallel fake, in word-sized pieces
-from tests.ui.parallel_fake import PIECES
+from tests.helpers.parallel_fake import PIECES
+from tests.helpers.scripted_model import ScriptedModel, scripted_factory
 
 
 def fake_factory(

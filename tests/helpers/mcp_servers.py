@@ -1,6 +1,6 @@
 """MCP servers for the tests, written with the official SDK (``MCPServer``, once FastMCP).
 
-``python -m tests.tools.servers stdio DIR`` serves :func:`build` over stdio; ``DIR`` is where
+``python -m tests.helpers.mcp_servers stdio DIR`` serves :func:`build` over stdio; ``DIR`` is where
 the tools leave marker files, so a test knows when a call has begun. :func:`serve_http` runs
 the same tools over Streamable HTTP on 127.0.0.1 in a thread (the test's own process).
 """
