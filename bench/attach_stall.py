@@ -41,8 +41,8 @@ from app.ui.services import create_services  # noqa: E402
 from app.ui.theme import ThemeManager  # noqa: E402
 from bench.gui_stream import TARGET_MS, Heartbeat, wait, wait_for  # noqa: E402
 from tests.helpers import builders  # noqa: E402
+from tests.helpers.attaching import drop_files  # noqa: E402
 from tests.helpers.parallel_fake import ParallelFakeWorker  # noqa: E402
-from tests.ui.chat.test_attachments_chips import drop_files  # noqa: E402
 
 
 def big_text(path: Path, megabytes: int) -> Path:

@@ -3,7 +3,9 @@ at the same time, switch models, and survive restarts and crashes (no real model
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pytestqt.qtbot import QtBot
 
@@ -25,9 +27,21 @@ def model_file(folder: Path, name: str) -> str:
     return str(path)
 
 
-def load_fake(worker: ParallelFakeWorker, path: str) -> None:
+def load_fake(worker: ParallelFakeWorker, path: str, n_ctx: int = FAKE_CTX) -> None:
     """Load ``path`` as the app would (under its API id), before a window exists."""
-    worker.load(path, LoadParams(n_ctx=FAKE_CTX), api_model_id(path)).result(10)
+    worker.load(path, LoadParams(n_ctx=n_ctx), api_model_id(path)).result(10)
+
+
+@dataclass(frozen=True)
+class FakeEngine:
+    """How the ``fake_worker`` and ``fake_window`` fixtures (tests/ui/conftest.py) are made for
+    a test module: its ``FAKE_ENGINE``, or the default."""
+
+    worker: type[ParallelFakeWorker] = ParallelFakeWorker
+    options: dict[str, Any] = field(default_factory=dict)  # the worker's keyword arguments
+    model: str = "fake-model.gguf"  # the loaded model's file name (the picker shows its stem)
+    n_ctx: int = FAKE_CTX
+    max_tokens: int = 8  # how long the window's answers may be
 
 
 def fake_services(worker: ParallelFakeWorker, max_tokens: int) -> Services:

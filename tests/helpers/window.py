@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
+
 from pytestqt.qtbot import QtBot
 
 from app.chats.models import Message
+from app.engine.types import LoadParams
+from app.engine.worker import EngineWorker
 from app.ui.chat.message_widget import MessageWidget
 from app.ui.main_window import MainWindow
 
@@ -39,3 +44,18 @@ def widget(window: MainWindow, message_id: str) -> MessageWidget:
     found = window.chat.view.widget_for(message_id)
     assert found is not None, f"no widget for {message_id}"
     return found
+
+
+TEST_CTX = 2048
+
+
+SMALL_CTX = 512
+
+
+def loaded_worker(gemma_path: Path, params: LoadParams) -> Iterator[EngineWorker]:
+    """An engine worker with the real test model loaded with ``params``, shut down when the
+    generator ends (a fixture's ``yield from``)."""
+    worker = EngineWorker()
+    worker.load(str(gemma_path), params).result(180)
+    yield worker
+    worker.shutdown()

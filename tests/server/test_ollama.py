@@ -17,7 +17,7 @@ import pytest
 from app.engine.types import ChatRequest, Finished
 from app.server.convert import ChatPlan
 from app.server.ollama.answers import ChatAnswer
-from tests.server.conftest import N_CTX, Served
+from tests.helpers.served import N_CTX, Served
 
 COPY = "hf.co/test/gemma-copy:Q4_K_M"  # the library's test/gemma-copy/gemma-copy.gguf
 

@@ -13,8 +13,7 @@ from app.tools.config import McpConfig, ServerConfig
 from app.tools.manager import CommandNotApprovedError, ServerStartError, ToolError, ToolManager
 from app.tools.results import MAX_RESULT_CHARS
 from app.tools.transport import MAX_MESSAGE_BYTES, STDERR_LOG_BYTES
-from tests.helpers.mcp_servers import HUGE_CHARS, HttpServer
-from tests.tools.conftest import (
+from tests.helpers.mcp_config import (
     approved,
     process_alive,
     sdk_server,
@@ -22,6 +21,7 @@ from tests.tools.conftest import (
     time_server,
     wait_for_file,
 )
+from tests.helpers.mcp_servers import HUGE_CHARS, HttpServer
 
 
 def test_time_server_lists_and_calls_its_tools(config: McpConfig, manager: ToolManager) -> None:

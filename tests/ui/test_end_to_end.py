@@ -28,11 +28,9 @@ WAIT = 90_000
 
 
 @pytest.fixture
-def engine_worker() -> Iterator[EngineWorker]:
+def engine_worker(idle_worker: EngineWorker) -> EngineWorker:
     """A worker of its own with no model: this test loads what it downloads."""
-    worker = EngineWorker()
-    yield worker
-    worker.shutdown()
+    return idle_worker
 
 
 @pytest.fixture

@@ -33,7 +33,7 @@ from app.ui.models.runner import Runner
 from app.ui.settings import presets, provider_editor
 from app.ui.settings.settings_dialog import SettingsDialog
 from app.ui.task_runner import tasks
-from tests.chats.test_damage import fill, garbage, page_holding, page_size
+from tests.helpers.damaged_db import fill, garbage, page_holding, page_size
 from tests.helpers.fake_model import fake_factory, fake_load_params
 from tests.helpers.gguf_writer import write_gguf
 

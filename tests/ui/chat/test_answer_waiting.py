@@ -27,9 +27,9 @@ from app.ui.chat.tool_card import CommandCard, ToolCallCard
 from app.ui.chat.tool_turn import ToolSetup
 from app.ui.chat.waiting_label import THINKING, WRITING_CALL
 from app.ui.main_window import MainWindow
+from tests.helpers.mcp_config import sdk_server
 from tests.helpers.scripted_engine import ScriptedEngine, call_text
 from tests.helpers.window import widget
-from tests.tools.conftest import sdk_server
 
 WAIT_MS = 60_000
 

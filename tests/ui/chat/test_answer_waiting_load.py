@@ -5,18 +5,16 @@ for the test."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
 from app.engine.types import Finished, LoadRequest
 from app.engine.worker import Job
 from app.ui.chat.waiting_label import THINKING
 from app.ui.main_window import MainWindow
-from tests.helpers.fake_app import WAIT_MS, fake_services, load_fake, model_file, show_window
+from tests.helpers.fake_app import WAIT_MS, FakeEngine, model_file
 from tests.helpers.parallel_fake import ParallelFakeWorker
 from tests.helpers.window import widget
 
@@ -37,43 +35,37 @@ class GatedLoads(ParallelFakeWorker):
             self.gate.wait(WAIT_MS / 1000)
         return super()._control_job(job)
 
+    def shutdown(self, timeout: float = 10.0) -> None:
+        self.gate.set()
+        super().shutdown(timeout)
 
-@pytest.fixture
-def worker(tmp_path: Path) -> Iterator[GatedLoads]:
-    worker = GatedLoads()
-    load_fake(worker, model_file(tmp_path, "first-model.gguf"))
-    yield worker
-    worker.gate.set()
-    worker.shutdown()
+
+FAKE_ENGINE = FakeEngine(worker=GatedLoads, model="first-model.gguf")
 
 
 @pytest.fixture
-def window(qtbot: QtBot, ember_app: QApplication, worker: GatedLoads) -> Iterator[MainWindow]:
-    services = fake_services(worker, max_tokens=8)
-    window = show_window(qtbot, services)
-    yield window
-    window.close()
-    services.close()
+def window(fake_window: MainWindow) -> MainWindow:
+    return fake_window
 
 
 def test_an_answer_waiting_for_its_model_says_it_is_loading(
-    qtbot: QtBot, window: MainWindow, worker: GatedLoads, tmp_path: Path
+    qtbot: QtBot, window: MainWindow, fake_worker: GatedLoads, tmp_path: Path
 ) -> None:
     controller = window.controller
-    worker.gated = model_file(tmp_path, "second-model.gguf")
+    fake_worker.gated = model_file(tmp_path, "second-model.gguf")
     controller.new_conversation()
-    controller.set_model(worker.gated)  # the chat's model, not the one loaded
+    controller.set_model(fake_worker.gated)  # the chat's model, not the one loaded
     window.chat.composer.set_text("Hello?")
     window.chat.composer.send_button.click()
     answer = controller.answer
     assert answer is not None and answer.waiting_for_model
-    qtbot.waitUntil(worker.loading.is_set, timeout=WAIT_MS)
+    qtbot.waitUntil(fake_worker.loading.is_set, timeout=WAIT_MS)
     label = widget(window, answer.message_id).thinking
     qtbot.waitUntil(label.isVisible, timeout=WAIT_MS)
     assert label.text() == "Loading second-model…" and not label.moving
 
     with qtbot.waitSignal(controller.answer_finished, timeout=WAIT_MS) as finished:
-        worker.gate.set()
+        fake_worker.gate.set()
         qtbot.waitUntil(lambda: label.text().startswith(THINKING) or not label.isVisible())
     message = finished.args[0]
     assert message.status == "complete" and message.content

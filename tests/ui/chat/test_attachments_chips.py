@@ -6,49 +6,28 @@ them; a fake engine (nothing is sent to a model here)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QUrl
-from PySide6.QtGui import QDragEnterEvent, QDropEvent
+from PySide6.QtCore import QMimeData, QUrl
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
 from app.attachments.store import attachments_dir
 from app.ui.chat.attachments_bar import CHIP_WIDTH, LEFT_OUT
 from app.ui.main_window import MainWindow
+from tests.helpers.attaching import chip_texts, drop_files
 from tests.helpers.builders import long_pdf, pdf_bytes_garbage
-from tests.helpers.fake_app import WAIT_MS, fake_services, load_fake, model_file, show_window
-from tests.helpers.parallel_fake import ParallelFakeWorker
+from tests.helpers.fake_app import WAIT_MS
 
 
 @pytest.fixture
-def worker(tmp_path: Path) -> Iterator[ParallelFakeWorker]:
-    worker = ParallelFakeWorker()
-    load_fake(worker, model_file(tmp_path, "fake-model.gguf"))
-    yield worker
-    worker.shutdown()
-
-
-@pytest.fixture
-def window(
-    qtbot: QtBot, ember_app: QApplication, worker: ParallelFakeWorker
-) -> Iterator[MainWindow]:
-    services = fake_services(worker, max_tokens=8)
-    window = show_window(qtbot, services)
-    yield window
-    window.close()
-    services.close()
+def window(fake_window: MainWindow) -> MainWindow:
+    return fake_window
 
 
 def chips_settled(window: MainWindow) -> bool:
     return not window.controller.attachments.reading
-
-
-def chip_texts(window: MainWindow) -> dict[str, str]:
-    bar = window.chat.composer.attachments_bar
-    return {c.name_label.text(): c.detail_label.text() for c in bar.chips.values()}
 
 
 def test_text_markdown_and_pdf_show_their_name_size_and_pages(
@@ -126,19 +105,6 @@ def test_removing_a_chip_removes_the_file_and_stops_its_reading(
     qtbot.waitUntil(lambda: chips_settled(window), timeout=WAIT_MS)
     composer.attachments_bar.chips[small_key].remove_button.click()
     assert not tray.files and not composer.attachments_bar.isVisible()
-
-
-def drop_files(target: object, paths: list[Path]) -> QDropEvent:
-    mime = QMimeData()
-    mime.setUrls([QUrl.fromLocalFile(str(p)) for p in paths])
-    actions = Qt.DropAction.CopyAction
-    buttons, modifiers = Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier
-    enter = QDragEnterEvent(QPoint(50, 50), actions, mime, buttons, modifiers)
-    QApplication.sendEvent(target, enter)  # type: ignore[arg-type]
-    assert enter.isAccepted()
-    drop = QDropEvent(QPointF(50, 50), actions, mime, buttons, modifiers)
-    QApplication.sendEvent(target, drop)  # type: ignore[arg-type]
-    return drop
 
 
 def test_files_dropped_on_the_chat_become_chips(

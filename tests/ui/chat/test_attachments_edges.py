@@ -6,47 +6,33 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
-from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
 from app.attachments.document import Document, Section
 from app.chats.models import Message
-from app.engine.types import LoadParams
 from app.ui.chat import attached_prompt, attaching
 from app.ui.chat.attached_prompt import AttachedPrompt
-from app.ui.engine_session import api_model_id
 from app.ui.main_window import MainWindow
-from tests.helpers.fake_app import WAIT_MS, fake_services, model_file, show_window
-from tests.ui.chat.test_attachments_send import (
-    SMALL_CTX,
+from tests.helpers.attaching import (
+    RECORDING,
     RecordingWorker,
     attach,
     send_and_finish,
     user_content,
 )
+from tests.helpers.fake_app import WAIT_MS
+
+FAKE_ENGINE = RECORDING
 
 
 @pytest.fixture
-def worker(tmp_path: Path) -> Iterator[RecordingWorker]:
-    worker = RecordingWorker()
-    path = model_file(tmp_path, "fake-model.gguf")
-    worker.load(path, LoadParams(n_ctx=SMALL_CTX), api_model_id(path)).result(10)
-    yield worker
-    worker.shutdown()
-
-
-@pytest.fixture
-def window(qtbot: QtBot, ember_app: QApplication, worker: RecordingWorker) -> Iterator[MainWindow]:
-    services = fake_services(worker, max_tokens=8)
-    window = show_window(qtbot, services)
-    yield window
-    window.close()
-    services.close()
+def window(fake_window: MainWindow) -> MainWindow:
+    return fake_window
 
 
 def held(real: Callable[..., Any], release: threading.Event) -> Callable[..., Any]:
@@ -130,7 +116,7 @@ def test_stopping_while_the_files_are_prepared_stops_preparing_them(
 
 
 def test_an_edited_question_keeps_its_files(
-    qtbot: QtBot, window: MainWindow, worker: RecordingWorker, tmp_path: Path
+    qtbot: QtBot, window: MainWindow, fake_worker: RecordingWorker, tmp_path: Path
 ) -> None:
     notes = tmp_path / "notes.txt"
     notes.write_text("The bridge opens at six.", encoding="utf-8")
@@ -142,7 +128,7 @@ def test_an_edited_question_keeps_its_files(
     edited = window.controller.branch[-2]
     assert edited.id != question_id and edited.content == "When does the bridge open, please?"
     assert [e["name"] for e in edited.metadata["attachments"]] == ["notes.txt"]
-    sent = user_content(worker.requests[-1])
+    sent = user_content(fake_worker.requests[-1])
     assert "The bridge opens at six." in sent
     assert sent.endswith("When does the bridge open, please?")
 

@@ -8,7 +8,6 @@ room, else about the retrieval budget)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,26 +16,18 @@ from pytestqt.qtbot import QtBot
 
 from app.attachments.context import TOP_K
 from app.engine.fitting import estimate_tokens
-from app.engine.types import LoadParams
 from app.ui.chat.composer import AttachedCost
-from app.ui.engine_session import api_model_id
 from app.ui.main_window import MainWindow
+from tests.helpers.attaching import ATTACH_CTX, RECORDING, attach
 from tests.helpers.builders import long_pdf
-from tests.helpers.fake_app import WAIT_MS, fake_services, model_file, show_window
-from tests.ui.chat.test_attachments_send import SMALL_CTX, RecordingWorker, attach
+from tests.helpers.fake_app import WAIT_MS
+
+FAKE_ENGINE = RECORDING
 
 
 @pytest.fixture
-def window(qtbot: QtBot, ember_app: QApplication, tmp_path: Path) -> Iterator[MainWindow]:
-    worker = RecordingWorker()
-    path = model_file(tmp_path, "fake-model.gguf")
-    worker.load(path, LoadParams(n_ctx=SMALL_CTX), api_model_id(path)).result(10)
-    services = fake_services(worker, max_tokens=8)
-    window = show_window(qtbot, services)
-    yield window
-    window.close()
-    services.close()
-    worker.shutdown()
+def window(fake_window: MainWindow) -> MainWindow:
+    return fake_window
 
 
 NOTE = "The tide at Ardmore Point turns at seven.\n" * 40  # about 1,600 characters
@@ -50,7 +41,7 @@ def test_the_meter_grows_with_each_file_read_and_shrinks_when_one_is_removed(
     qtbot: QtBot, ember_app: QApplication, window: MainWindow, tmp_path: Path
 ) -> None:
     meter = window.chat.composer.meter
-    qtbot.waitUntil(lambda: meter.total == SMALL_CTX, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: meter.total == ATTACH_CTX, timeout=WAIT_MS)
     before = meter.used
     note = tmp_path / "note.txt"
     note.write_text(NOTE, encoding="utf-8")
@@ -70,7 +61,7 @@ def test_the_meter_grows_with_each_file_read_and_shrinks_when_one_is_removed(
     tip = meter.toolTip()
     assert "report.pdf is too long to go in whole" in tip
     assert f"only the passages most relevant to your question go in (up to {TOP_K})" in tip
-    assert meter.used < SMALL_CTX  # capped by the room, not the PDF's 40 pages of text
+    assert meter.used < ATTACH_CTX  # capped by the room, not the PDF's 40 pages of text
 
     window.controller.attachments.remove(_key(window, "report.pdf"))
     assert meter.used == with_note
@@ -85,7 +76,7 @@ def test_a_file_still_being_read_is_named_and_not_counted(
     qtbot: QtBot, ember_app: QApplication, window: MainWindow, tmp_path: Path
 ) -> None:
     composer = window.chat.composer
-    qtbot.waitUntil(lambda: composer.meter.total == SMALL_CTX, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: composer.meter.total == ATTACH_CTX, timeout=WAIT_MS)
     big = tmp_path / "big.txt"
     big.write_text("words " * 200_000, encoding="utf-8")
     composer.attach_files([big])

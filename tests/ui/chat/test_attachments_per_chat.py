@@ -5,38 +5,21 @@ chat's files go with it when it becomes a conversation. Real files; a fake engin
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
 from app.chats.models import Message
 from app.ui.main_window import MainWindow
+from tests.helpers.attaching import chip_texts
 from tests.helpers.builders import long_pdf
-from tests.helpers.fake_app import WAIT_MS, fake_services, load_fake, model_file, show_window
-from tests.helpers.parallel_fake import ParallelFakeWorker
-from tests.ui.chat.test_attachments_chips import chip_texts
+from tests.helpers.fake_app import WAIT_MS
 
 
 @pytest.fixture
-def worker(tmp_path: Path) -> Iterator[ParallelFakeWorker]:
-    worker = ParallelFakeWorker()
-    load_fake(worker, model_file(tmp_path, "fake-model.gguf"))
-    yield worker
-    worker.shutdown()
-
-
-@pytest.fixture
-def window(
-    qtbot: QtBot, ember_app: QApplication, worker: ParallelFakeWorker
-) -> Iterator[MainWindow]:
-    services = fake_services(worker, max_tokens=8)
-    window = show_window(qtbot, services)
-    yield window
-    window.close()
-    services.close()
+def window(fake_window: MainWindow) -> MainWindow:
+    return fake_window
 
 
 def note(tmp_path: Path, name: str) -> Path:

@@ -21,9 +21,9 @@ from app.attachments.index import ChunkIndex
 from app.ui.chat.attached_prompt import ReadingProgress
 from app.ui.chat.waiting_label import THINKING, reading_text
 from app.ui.main_window import MainWindow
+from tests.helpers.attaching import drop_files
 from tests.helpers.builders import QUESTION, long_pdf
 from tests.helpers.window import ANSWER_TIMEOUT, type_and_send, widget
-from tests.ui.chat.test_attachments_chips import drop_files
 
 PERCENT = re.compile(r"^Reading report\.pdf… (\d+)%$")
 

@@ -11,9 +11,9 @@ from pathlib import Path
 from pytestqt.qtbot import QtBot
 
 from app.ui.main_window import MainWindow
+from tests.helpers.attaching import drop_files
 from tests.helpers.builders import FACT_PAGE, QUESTION, long_pdf
 from tests.helpers.window import ANSWER_TIMEOUT, send, widget
-from tests.ui.chat.test_attachments_chips import drop_files
 
 
 def test_a_dropped_40_page_pdf_answers_with_the_fact_s_page_as_a_source(

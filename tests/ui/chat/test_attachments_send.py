@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,66 +21,29 @@ from pytestqt.qtbot import QtBot
 from app.attachments.store import stored_path
 from app.chats.models import Message
 from app.engine.providers import make_provider
-from app.engine.types import ChatRequest, LoadParams, Request
-from app.engine.worker import Job, Sink
 from app.tools.config import McpConfig, ServerConfig
 from app.ui.chat.message_attachments import SourcesLine
 from app.ui.chat.tool_turn import ToolSetup
-from app.ui.engine_session import api_model_id
 from app.ui.main_window import MainWindow
-from tests.engine.test_remote import Stub, sse_answer
+from tests.helpers.attaching import (
+    RECORDING,
+    RecordingWorker,
+    attach,
+    send_and_finish,
+    user_content,
+)
 from tests.helpers.builders import FACT, FACT_PAGE, QUESTION, long_pdf
-from tests.helpers.fake_app import WAIT_MS, fake_services, model_file, show_window
-from tests.helpers.parallel_fake import ParallelFakeWorker
+from tests.helpers.fake_app import WAIT_MS, fake_services, show_window
+from tests.helpers.http_stub import Stub, sse_answer
 from tests.helpers.scripted_engine import ScriptedEngine
 from tests.helpers.window import widget
 
-SMALL_CTX = 4096  # a 40-page PDF does not fit: its passages are retrieved
-
-
-class RecordingWorker(ParallelFakeWorker):
-    """Keeps every chat request it is given."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.requests: list[ChatRequest] = []
-
-    def submit(self, request: Request, sink: Sink | None = None) -> Job:
-        if isinstance(request, ChatRequest):
-            self.requests.append(request)
-        return super().submit(request, sink)
+FAKE_ENGINE = RECORDING
 
 
 @pytest.fixture
-def worker(tmp_path: Path) -> Iterator[RecordingWorker]:
-    worker = RecordingWorker()
-    path = model_file(tmp_path, "fake-model.gguf")
-    worker.load(path, LoadParams(n_ctx=SMALL_CTX), api_model_id(path)).result(10)
-    yield worker
-    worker.shutdown()
-
-
-@pytest.fixture
-def window(qtbot: QtBot, ember_app: QApplication, worker: RecordingWorker) -> Iterator[MainWindow]:
-    services = fake_services(worker, max_tokens=8)
-    window = show_window(qtbot, services)
-    yield window
-    window.close()
-    services.close()
-
-
-def attach(qtbot: QtBot, window: MainWindow, *paths: Path) -> None:
-    window.chat.composer.attach_files(list(paths))
-    qtbot.waitUntil(lambda: not window.controller.attachments.reading, timeout=WAIT_MS)
-
-
-def send_and_finish(qtbot: QtBot, window: MainWindow, text: str) -> Message:
-    with qtbot.waitSignal(window.controller.answer_finished, timeout=WAIT_MS) as blocker:
-        window.chat.composer.set_text(text)
-        window.chat.composer.send_button.click()
-    answer = blocker.args[0]
-    assert isinstance(answer, Message) and answer.status == "complete", answer
-    return answer
+def window(fake_window: MainWindow) -> MainWindow:
+    return fake_window
 
 
 def shown_sources(qtbot: QtBot, window: MainWindow, answer: Message) -> SourcesLine:
@@ -93,15 +55,11 @@ def shown_sources(qtbot: QtBot, window: MainWindow, answer: Message) -> SourcesL
     return shown.sources_line
 
 
-def user_content(request: ChatRequest) -> str:
-    return str(request.messages[-1].get("content"))
-
-
 def test_a_short_document_reaches_the_model_whole_and_the_chat_keeps_it(
     qtbot: QtBot,
     ember_app: QApplication,
     window: MainWindow,
-    worker: RecordingWorker,
+    fake_worker: RecordingWorker,
     tmp_path: Path,
 ) -> None:
     notes = tmp_path / "tides.md"
@@ -111,7 +69,7 @@ def test_a_short_document_reaches_the_model_whole_and_the_chat_keeps_it(
     attach(qtbot, window, notes)
     answer = send_and_finish(qtbot, window, "When does the tide turn?")
 
-    sent = user_content(worker.requests[-1])
+    sent = user_content(fake_worker.requests[-1])
     assert '<file name="tides.md">' in sent
     assert "The tide turns at noon in Ardmore harbour." in sent
     assert sent.endswith("When does the tide turn?")  # the question after its files
@@ -135,7 +93,7 @@ def test_a_short_document_reaches_the_model_whole_and_the_chat_keeps_it(
     conversation_id = window.controller.conversation_id
     window.close()
     window.services.close()
-    services = fake_services(worker, max_tokens=8)
+    services = fake_services(fake_worker, max_tokens=8)
     again = show_window(qtbot, services)
     try:
         again.controller.open_conversation(conversation_id)
@@ -148,13 +106,13 @@ def test_a_short_document_reaches_the_model_whole_and_the_chat_keeps_it(
 
 
 def test_a_long_pdf_gives_the_passage_of_the_fact_and_the_answer_cites_its_page(
-    qtbot: QtBot, window: MainWindow, worker: RecordingWorker, tmp_path: Path
+    qtbot: QtBot, window: MainWindow, fake_worker: RecordingWorker, tmp_path: Path
 ) -> None:
     report = long_pdf(tmp_path / "report.pdf", pages=40)
     attach(qtbot, window, report)
     answer = send_and_finish(qtbot, window, QUESTION)
 
-    sent = user_content(worker.requests[-1])
+    sent = user_content(fake_worker.requests[-1])
     assert FACT in sent
     assert f'<excerpt file="report.pdf" page="{FACT_PAGE}">' in sent
     assert "<file name=" not in sent  # not whole: it does not fit in a 4,096-token context
@@ -177,14 +135,14 @@ def test_a_long_pdf_gives_the_passage_of_the_fact_and_the_answer_cites_its_page(
     # A follow-up: the earlier question still carries the passages it was given, the same
     # text as the first time (the engine's prefix cache reuses it).
     send_and_finish(qtbot, window, "Thank you. Who keeps the lighthouse?")
-    first, follow_up = worker.requests[-2], worker.requests[-1]
+    first, follow_up = fake_worker.requests[-2], fake_worker.requests[-1]
     assert follow_up.messages[-3] == first.messages[-1]
     assert FACT in str(follow_up.messages[-3].get("content"))
     assert user_content(follow_up) == "Thank you. Who keeps the lighthouse?"
 
 
 def test_a_follow_up_rebuilds_a_whole_document_from_its_stored_copy(
-    qtbot: QtBot, window: MainWindow, worker: RecordingWorker, tmp_path: Path
+    qtbot: QtBot, window: MainWindow, fake_worker: RecordingWorker, tmp_path: Path
 ) -> None:
     notes = tmp_path / "notes.txt"
     notes.write_text("Puffins nest on the northern cliffs.", encoding="utf-8")
@@ -195,7 +153,7 @@ def test_a_follow_up_rebuilds_a_whole_document_from_its_stored_copy(
 
     attaching._cache.clear()  # read again from EMBER_HOME, as after a restart
     send_and_finish(qtbot, window, "And in winter?")
-    first, follow_up = worker.requests[-2], worker.requests[-1]
+    first, follow_up = fake_worker.requests[-2], fake_worker.requests[-1]
     assert follow_up.messages[-3] == first.messages[-1]
     assert "Puffins nest on the northern cliffs." in str(follow_up.messages[-3].get("content"))
 
@@ -240,20 +198,20 @@ def test_an_answer_with_tools_gets_the_attached_document_too(
 
 
 def test_files_of_a_turn_left_out_for_room_are_named_under_the_answer(
-    qtbot: QtBot, window: MainWindow, worker: RecordingWorker, tmp_path: Path
+    qtbot: QtBot, window: MainWindow, fake_worker: RecordingWorker, tmp_path: Path
 ) -> None:
     ledger = tmp_path / "ledger.txt"
     ledger.write_text("The harbour ledger lists barrels of cider. " * 200, encoding="utf-8")
     attach(qtbot, window, ledger)
     send_and_finish(qtbot, window, "What does the ledger list?")
-    assert '<file name="ledger.txt">' in user_content(worker.requests[-1])  # whole, at first
+    assert '<file name="ledger.txt">' in user_content(fake_worker.requests[-1])  # whole, at first
 
     # A long PDF next, and a question many of its passages match: they take half the context,
     # and the ledger's turn no longer fits beside them.
     attach(qtbot, window, long_pdf(tmp_path / "report.pdf", pages=40))
     answer = send_and_finish(qtbot, window, "What do the mill, the granary and the canal do?")
     assert len(answer.metadata["sources"]) > 2
-    sent = worker.requests[-1].messages
+    sent = fake_worker.requests[-1].messages
     assert not any("barrels of cider" in str(m.get("content")) for m in sent)
     assert answer.metadata["dropped_turns"] == 2
     (note,) = answer.metadata["attachments_left_out"]

@@ -19,9 +19,9 @@ from app.attachments.embedder import AUTO, EMBEDDING_SETTING, LOADED, OFF, embed
 from app.attachments.extract import extract
 from app.attachments.index import ChunkIndex
 from app.ui.main_window import MainWindow
+from tests.helpers.attaching import drop_files
 from tests.helpers.builders import QUESTION, long_pdf
 from tests.helpers.window import ANSWER_TIMEOUT, send
-from tests.ui.chat.test_attachments_chips import drop_files
 
 FACT_PAGE = 9
 

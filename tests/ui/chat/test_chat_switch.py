@@ -12,10 +12,9 @@ from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
 from app.chats.models import Message, Role
-from app.ui import theme
-from app.ui.chat.chat_view import INITIAL, ChatView
-from app.ui.chat.markdown import MarkdownRenderer
+from app.ui.chat.chat_view import INITIAL
 from app.ui.chat.message_widget import MessageWidget
+from tests.helpers.chat_view import shown_chat_view
 
 
 def _message(message_id: str, role: Role, content: str) -> Message:
@@ -27,11 +26,7 @@ def test_switching_from_a_tall_chat_to_a_long_one_renders_no_older_messages(
 ) -> None:
     """The new messages used to be shown by Qt a turn later: the first layout had none of
     them, the scroll range fell to 0, and 'scrolled to the top' rendered older messages."""
-    view = ChatView(MarkdownRenderer(theme.current()))
-    qtbot.addWidget(view)
-    view.resize(900, 700)
-    view.show()
-    qtbot.waitExposed(view)
+    view = shown_chat_view(qtbot)
     answer = "\n\n".join(f"Paragraph {i} of a long answer." for i in range(60))
     view.set_messages([_message("q", "user", "Question"), _message("a", "assistant", answer)])
     bar = view.verticalScrollBar()
@@ -69,11 +64,7 @@ def test_opening_a_long_chat_builds_about_a_window_of_messages_at_once(
         real(widget, *args, **kwargs)
 
     monkeypatch.setattr(MessageWidget, "__init__", init)
-    view = ChatView(MarkdownRenderer(theme.current()))
-    qtbot.addWidget(view)
-    view.resize(900, 700)
-    view.show()
-    qtbot.waitExposed(view)
+    view = shown_chat_view(qtbot)
     answer = "\n\n".join(f"Paragraph {i} of an answer." for i in range(5))
     view.set_messages(
         [

@@ -8,8 +8,7 @@ from pytestqt.qtbot import QtBot
 from app.engine.worker import EngineWorker
 from app.ui.chat.context import Turn, answer_room, plan_context
 from app.ui.main_window import MainWindow
-from tests.helpers.window import send, widget
-from tests.ui.conftest import SMALL_CTX
+from tests.helpers.window import SMALL_CTX, send, widget
 
 
 def _turns(n: int, tokens: int) -> list[Turn]:

@@ -4,7 +4,6 @@ as it is typed, and an answer cut short keeps the stats of what it had produced.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from PySide6.QtWidgets import QApplication
@@ -18,17 +17,11 @@ from app.ui.chat.drafts import NEW_CHAT_DRAFT
 from app.ui.engine_session import EngineSession
 from app.ui.main_window import MainWindow
 from app.ui.services import Services
-from tests.helpers.fake_app import WAIT_MS, ask, fake_services, load_fake, model_file, show_window
+from tests.helpers.fake_app import WAIT_MS, FakeEngine, ask, fake_services, show_window
 from tests.helpers.parallel_fake import ParallelFakeWorker
 from tests.helpers.window import widget
 
-
-@pytest.fixture
-def worker(tmp_path: Path) -> Iterator[ParallelFakeWorker]:
-    worker = ParallelFakeWorker(tokens_per_second=200)
-    load_fake(worker, model_file(tmp_path, "fake-model.gguf"))
-    yield worker
-    worker.shutdown()
+FAKE_ENGINE = FakeEngine(options={"tokens_per_second": 200})
 
 
 Opened = list[tuple[MainWindow, Services]]
@@ -36,7 +29,7 @@ Opened = list[tuple[MainWindow, Services]]
 
 @pytest.fixture
 def opened(
-    qtbot: QtBot, ember_app: QApplication, worker: ParallelFakeWorker
+    qtbot: QtBot, ember_app: QApplication, fake_worker: ParallelFakeWorker
 ) -> Iterator[list[tuple[MainWindow, Services]]]:
     """Windows opened by the test (each on fresh services over the same EMBER_HOME, as a
     restart would open them); closed at the end."""
@@ -48,8 +41,8 @@ def opened(
         services.close()
 
 
-def _open(qtbot: QtBot, worker: ParallelFakeWorker, opened: Opened) -> MainWindow:
-    services = fake_services(worker, max_tokens=20_000)
+def _open(qtbot: QtBot, fake_worker: ParallelFakeWorker, opened: Opened) -> MainWindow:
+    services = fake_services(fake_worker, max_tokens=20_000)
     window = show_window(qtbot, services)
     opened.append((window, services))
     return window
@@ -57,10 +50,10 @@ def _open(qtbot: QtBot, worker: ParallelFakeWorker, opened: Opened) -> MainWindo
 
 def test_each_chat_keeps_its_unsent_text_also_after_a_restart(
     qtbot: QtBot,
-    worker: ParallelFakeWorker,
+    fake_worker: ParallelFakeWorker,
     opened: Opened,
 ) -> None:
-    window = _open(qtbot, worker, opened)
+    window = _open(qtbot, fake_worker, opened)
     store = window.services.store
     chats = [store.create_conversation(title) for title in ("One", "Two")]
     window.controller.open_conversation(chats[0].id)
@@ -83,7 +76,7 @@ def test_each_chat_keeps_its_unsent_text_also_after_a_restart(
     window.close()  # flushes what waits for the typing pause
     assert window.services.settings.extra(NEW_CHAT_DRAFT) == "a new chat's start"
 
-    again = _open(qtbot, worker, opened)
+    again = _open(qtbot, fake_worker, opened)
     assert again.controller.conversation is None
     assert again.chat.composer.text == "a new chat's start"
     again.controller.open_conversation(chats[1].id)
@@ -103,14 +96,14 @@ def test_each_chat_keeps_its_unsent_text_also_after_a_restart(
 def test_an_answer_cut_short_by_a_crash_keeps_its_text_and_stats(
     qtbot: QtBot,
     ember_app: QApplication,
-    worker: ParallelFakeWorker,
+    fake_worker: ParallelFakeWorker,
     opened: Opened,
 ) -> None:
     # The app that crashes: its chat logic on the real store, without a window.
     settings = Settings()
     settings.set("sampling.max_tokens", 20_000)
     store = ChatStore(paths().ensure().chats_db)
-    engine = EngineSession(settings, worker)
+    engine = EngineSession(settings, fake_worker)
     controller = ConversationController(store, engine, settings)
     assert controller.send("Tell me a long story")
     answer = controller.answer
@@ -132,7 +125,7 @@ def test_an_answer_cut_short_by_a_crash_keeps_its_text_and_stats(
     saved_text = store.get_message(answer.message_id).content
     stats = store.get_conversation(chat).settings[PARTIAL_STATS][answer.message_id]
 
-    window = _open(qtbot, worker, opened)  # the restart recovers the interrupted answer
+    window = _open(qtbot, fake_worker, opened)  # the restart recovers the interrupted answer
     window.controller.open_conversation(chat)
     recovered = window.controller.branch[-1]
     assert recovered.id == answer.message_id
@@ -148,10 +141,10 @@ def test_an_answer_cut_short_by_a_crash_keeps_its_text_and_stats(
 
 def test_closing_mid_answer_saves_its_stats_so_far(
     qtbot: QtBot,
-    worker: ParallelFakeWorker,
+    fake_worker: ParallelFakeWorker,
     opened: Opened,
 ) -> None:
-    window = _open(qtbot, worker, opened)
+    window = _open(qtbot, fake_worker, opened)
     message_id = ask(qtbot, window, "Go on for a while")
     answer = window.controller.answer
     assert answer is not None

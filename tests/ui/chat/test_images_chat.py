@@ -35,13 +35,12 @@ from app.ui.chat.attachments_bar import AttachmentChip
 from app.ui.chat.tool_turn import ToolSetup
 from app.ui.engine_session import api_model_id
 from app.ui.main_window import MainWindow
-from tests.engine.test_remote import Stub, sse_answer
-from tests.engine.test_vision import png
+from tests.helpers.attaching import RecordingWorker, attach, drop_files, send_and_finish
 from tests.helpers.fake_app import WAIT_MS, fake_services, model_file, show_window
+from tests.helpers.http_stub import Stub, sse_answer
+from tests.helpers.images import png
 from tests.helpers.scripted_engine import ScriptedEngine
 from tests.helpers.window import widget
-from tests.ui.chat.test_attachments_chips import drop_files
-from tests.ui.chat.test_attachments_send import RecordingWorker, attach, send_and_finish
 
 REFUSAL = "fake-model can't read images; load a vision model."
 

@@ -19,10 +19,9 @@ from app.engine.types import LoadParams
 from app.engine.worker import EngineWorker
 from app.ui.chat.attaching import forget_thumbnails
 from app.ui.main_window import MainWindow
-from tests.engine.test_vision import png
+from tests.helpers.images import png
 from tests.helpers.projector import IMAGE_SIZE, write_projector
-from tests.helpers.window import ANSWER_TIMEOUT, send, widget
-from tests.ui.conftest import TEST_CTX
+from tests.helpers.window import ANSWER_TIMEOUT, TEST_CTX, loaded_worker, send, widget
 
 
 @pytest.fixture(scope="module")
@@ -30,11 +29,8 @@ def vision_worker(
     gemma_path: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[EngineWorker]:
     mmproj = write_projector(tmp_path_factory.mktemp("mmproj") / "mmproj-test.gguf")
-    worker = EngineWorker()
     params = LoadParams(n_ctx=TEST_CTX, flash_attn=False, mmproj=str(mmproj))
-    worker.load(str(gemma_path), params).result(180)
-    yield worker
-    worker.shutdown()
+    yield from loaded_worker(gemma_path, params)
 
 
 @pytest.fixture

@@ -4,51 +4,32 @@ chat has its own stop button, and opening a chat that is answering shows its ans
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
 from app.ui.main_window import MainWindow
 from app.ui.sidebar.conversation_list import ANSWERING_ROLE, ID_ROLE
 from tests.helpers.fake_app import (
     WAIT_MS,
+    FakeEngine,
     ask,
-    fake_services,
     finished,
-    load_fake,
-    model_file,
-    show_window,
 )
 from tests.helpers.parallel_fake import ParallelFakeWorker
 from tests.helpers.window import widget
 
-
-@pytest.fixture
-def worker(tmp_path: Path) -> Iterator[ParallelFakeWorker]:
-    worker = ParallelFakeWorker(tokens_per_second=150)
-    load_fake(worker, model_file(tmp_path, "fake-model.gguf"))
-    yield worker
-    worker.shutdown()
+# Long answers: each test stops them (or lets them end) when it chooses.
+FAKE_ENGINE = FakeEngine(options={"tokens_per_second": 150}, max_tokens=20_000)
 
 
 @pytest.fixture
-def window(
-    qtbot: QtBot, ember_app: QApplication, worker: ParallelFakeWorker
-) -> Iterator[MainWindow]:
-    # Long answers: each test stops them (or lets them end) when it chooses.
-    services = fake_services(worker, max_tokens=20_000)
-    window = show_window(qtbot, services)
-    yield window
-    window.close()
-    services.close()
+def window(fake_window: MainWindow) -> MainWindow:
+    return fake_window
 
 
 def test_two_chats_stream_at_once_each_with_its_own_stop(
-    qtbot: QtBot, window: MainWindow, worker: ParallelFakeWorker
+    qtbot: QtBot, window: MainWindow, fake_worker: ParallelFakeWorker
 ) -> None:
     controller, store = window.controller, window.services.store
     first = ask(qtbot, window, "First question")
@@ -59,7 +40,7 @@ def test_two_chats_stream_at_once_each_with_its_own_stop(
     second_chat = controller.conversation_id
     assert first_chat and second_chat and first_chat != second_chat
 
-    qtbot.waitUntil(lambda: worker.running == 2, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: fake_worker.running == 2, timeout=WAIT_MS)
     assert window.services.engine.running_answers == 2
     qtbot.waitUntil(lambda: "2 answers running" in window.status.state_label.text())
     qtbot.waitUntil(lambda: answering(window) == {first_chat, second_chat})  # dots in the list
@@ -105,7 +86,7 @@ def test_two_chats_stream_at_once_each_with_its_own_stop(
         assert branch[0].content == question
         assert branch[1].id == answer and branch[1].status == "stopped"
         assert branch[1].content and branch[1].metadata["tokens"] > 0
-    assert worker.most_at_once == 2
+    assert fake_worker.most_at_once == 2
     qtbot.waitUntil(lambda: answering(window) == set())
 
 
@@ -116,7 +97,7 @@ def answering(window: MainWindow) -> set[str]:
 
 
 def test_answers_that_end_on_their_own_each_land_in_their_chat(
-    qtbot: QtBot, window: MainWindow, worker: ParallelFakeWorker
+    qtbot: QtBot, window: MainWindow, fake_worker: ParallelFakeWorker
 ) -> None:
     window.services.settings.set("sampling.max_tokens", 300)
     window.new_chat()  # takes the new default

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,20 +18,14 @@ from app.ui import theme
 from app.ui.chat.markdown import MarkdownRenderer
 from app.ui.chat.message_widget import MessageWidget
 from app.ui.main_window import MainWindow
-from tests.helpers.fake_app import WAIT_MS, fake_services, load_fake, model_file, show_window
-from tests.helpers.parallel_fake import ParallelFakeWorker
+from tests.helpers.fake_app import WAIT_MS, FakeEngine
+
+FAKE_ENGINE = FakeEngine(options={"tokens_per_second": 2000}, max_tokens=200)
 
 
 @pytest.fixture
-def window(qtbot: QtBot, ember_app: QApplication, tmp_path: Path) -> Iterator[MainWindow]:
-    worker = ParallelFakeWorker(tokens_per_second=2000)
-    load_fake(worker, model_file(tmp_path, "fake-model.gguf"))
-    services = fake_services(worker, max_tokens=200)
-    window = show_window(qtbot, services)
-    yield window
-    window.close()
-    services.close()
-    worker.shutdown()
+def window(fake_window: MainWindow) -> MainWindow:
+    return fake_window
 
 
 def test_sending_builds_one_message_per_event_loop_turn(

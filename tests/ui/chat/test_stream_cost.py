@@ -14,11 +14,10 @@ from PySide6.QtWidgets import QApplication, QLabel
 from pytestqt.qtbot import QtBot
 
 from app.chats.models import Message, Status
-from app.ui import theme
 from app.ui.chat import chat_view
 from app.ui.chat.chat_view import ChatView
-from app.ui.chat.markdown import MarkdownRenderer
 from app.ui.chat.message_widget import MessageWidget
+from tests.helpers.chat_view import shown_chat_view
 from tests.helpers.fake_app import WAIT_MS, ask, fake_services, load_fake, model_file, show_window
 from tests.helpers.parallel_fake import ParallelFakeWorker
 
@@ -40,11 +39,7 @@ def _message(content: str = "", status: Status = "streaming") -> Message:
 def test_finishing_a_long_answer_does_not_lay_its_paragraphs_out_again(
     qtbot: QtBot, ember_app: QApplication, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    view = ChatView(MarkdownRenderer(theme.current()))
-    qtbot.addWidget(view)
-    view.resize(900, 700)
-    view.show()
-    qtbot.waitExposed(view)
+    view = shown_chat_view(qtbot)
     streaming = _message()
     view.append_message(streaming, streaming=True)
     shown = view.widget_for(streaming.id)
@@ -127,11 +122,7 @@ def test_older_messages_are_rendered_a_few_per_event_loop_turn(
 
     monkeypatch.setattr(ChatView, "render_older", spy)
     monkeypatch.setattr(chat_view, "TURN_BUDGET", 0.0, raising=False)  # one message a turn
-    view = ChatView(MarkdownRenderer(theme.current()))
-    qtbot.addWidget(view)
-    view.resize(900, 700)
-    view.show()
-    qtbot.waitExposed(view)
+    view = shown_chat_view(qtbot)
     messages = [
         dataclasses.replace(_message(f"Answer {i}: **bold**, `code`.", "complete"), id=f"m{i}")
         for i in range(200)

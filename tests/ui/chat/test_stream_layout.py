@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-import time
 from collections import Counter
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -17,7 +15,7 @@ from PySide6.QtGui import QTextDocument
 from PySide6.QtWidgets import QApplication, QLabel
 from pytestqt.qtbot import QtBot
 
-from app.chats.models import Message, Role, Status
+from app.chats.models import Message
 from app.ui import theme
 from app.ui.chat import code_block
 from app.ui.chat.chat_view import ChatView
@@ -25,45 +23,16 @@ from app.ui.chat.code_block import CodeBlock
 from app.ui.chat.markdown import CodeSegment, MarkdownRenderer
 from app.ui.chat.message_body import MarkdownBody, RichTextLabel
 from app.ui.chat.message_widget import STREAM_SLICE, MessageWidget
+from tests.helpers.chat_view import (
+    CHUNK,
+    settle_layouts,
+    shown_chat_view,
+    start_answer,
+    stored_message,
+)
 from tests.helpers.parallel_fake import ANSWER
 
-CHUNK = 60  # characters per update: ~15 tokens, as 450 tok/s arrive 30 times a second
 TEXT = ANSWER * 3
-
-
-def _message(index: int, role: Role, content: str, status: Status = "complete") -> Message:
-    return Message(f"m{index}", "chat", None, role, content, status, time.time())
-
-
-@pytest.fixture
-def view(qtbot: QtBot, ember_app: QApplication) -> Iterator[ChatView]:
-    """A chat of eight finished messages, laid out and shown."""
-    shown = ChatView(MarkdownRenderer(theme.current()))
-    qtbot.addWidget(shown)
-    shown.resize(900, 700)
-    shown.show()
-    qtbot.waitExposed(shown)
-    history = [
-        _message(i, "user", f"Question {i}") if i % 2 == 0 else _message(i, "assistant", ANSWER)
-        for i in range(8)
-    ]
-    shown.set_messages(history)
-    _settle()
-    yield shown
-
-
-def _settle() -> None:
-    for _ in range(3):
-        QApplication.processEvents()
-
-
-def _start_answer(view: ChatView) -> tuple[Message, MessageWidget]:
-    streaming = _message(100, "assistant", "", "streaming")
-    view.append_message(streaming, streaming=True)
-    _settle()
-    widget = view.widget_for(streaming.id)
-    assert widget is not None
-    return streaming, widget
 
 
 def _stream(view: ChatView, message: Message, text: str, after_each_turn: Any = None) -> None:
@@ -91,10 +60,10 @@ def test_each_block_of_a_streamed_answer_is_built_once(
 
     counting(CodeBlock)
     counting(RichTextLabel)
-    message, widget = _start_answer(view)
+    message, widget = start_answer(view)
     _stream(view, message, TEXT)
     view.update_message(dataclasses.replace(message, content=TEXT, status="complete"))
-    _settle()
+    settle_layouts()
 
     segments = MarkdownRenderer(theme.current()).segments(TEXT, blocks=True)
     fences = sum(isinstance(s, CodeSegment) for s in segments)
@@ -122,7 +91,7 @@ def test_a_streamed_update_lays_each_changed_text_out_once(
         layouts[id(label)] += 1
         return real_hint(label)
 
-    message, _widget = _start_answer(view)
+    message, _widget = start_answer(view)
     monkeypatch.setattr(QLabel, "heightForWidth", height_for_width)
     monkeypatch.setattr(QLabel, "sizeHint", size_hint)
     worst: list[int] = []
@@ -151,7 +120,7 @@ def test_a_growing_answer_leaves_the_messages_above_it_alone(view: ChatView) -> 
     """Laid out in its old height before the scroll area grew it, the column squeezed the
     tallest messages to fit and the scroll area then grew them back: every message on screen
     laid out twice per streamed update."""
-    message, _widget = _start_answer(view)
+    message, _widget = start_answer(view)
     above = [w for w in view.widgets() if w.message.id != message.id]
     assert len(above) == 8
     resizes = _Resizes()
@@ -175,7 +144,7 @@ def test_a_burst_is_rendered_one_slice_per_event_loop_turn(
         real(body, chunk)
 
     monkeypatch.setattr(MarkdownBody, "append", append)
-    message, widget = _start_answer(view)
+    message, widget = start_answer(view)
     widget.append_stream(TEXT[: STREAM_SLICE * 3])
     assert rendered == []  # not in the turn the text came in
     turns = 0
@@ -206,7 +175,7 @@ def test_a_burst_builds_at_most_one_block_per_event_loop_turn(
         return real(body, segment, parent)
 
     monkeypatch.setattr(MarkdownBody, "_create", create)
-    _message, widget = _start_answer(view)
+    _stored, widget = start_answer(view)
     widget.append_stream(TEXT)  # one burst, as an unthrottled engine hands it over
     per_turn: list[int] = []
     while widget.plain_text != TEXT or widget.body is None or widget.body.text != TEXT:
@@ -233,7 +202,7 @@ def test_a_new_code_block_takes_its_height_once(
         real(scroll, height)
 
     monkeypatch.setattr(code_block._CodeScroll, "setFixedHeight", set_fixed_height)
-    message, widget = _start_answer(view)
+    message, widget = start_answer(view)
     _stream(view, message, "Here:\n\n```python\nprint('short')\n```\n\nDone.")
     assert widget.body is not None
     (block,) = widget.body.code_blocks
@@ -260,7 +229,7 @@ def test_a_code_block_is_built_in_one_turn_and_coloured_in_the_next(
 
     monkeypatch.setattr(code_block, "code_html", code_html)
     monkeypatch.setattr(CodeBlock, "__init__", init)
-    _message, widget = _start_answer(view)
+    _stored, widget = start_answer(view)
     widget.append_stream(TEXT)  # one burst
     turns: list[list[str]] = []
     while widget.body is None or widget.body.text != TEXT:
@@ -279,21 +248,19 @@ def test_the_messages_above_a_growing_answer_are_asked_little_per_update(
     """Each update lays the column out again, and Qt asks every message in it about its size;
     each question a message answers in Python costs a few microseconds, times every rendered
     message (all 500 of a long chat once it was scrolled through), several times per update."""
-    shown = ChatView(MarkdownRenderer(theme.current()))
-    qtbot.addWidget(shown)
-    shown.resize(900, 700)
-    shown.show()
-    qtbot.waitExposed(shown)
+    shown = shown_chat_view(qtbot)
     history = [
-        _message(i, "user", f"Question {i}") if i % 2 == 0 else _message(i, "assistant", "A.")
+        stored_message(i, "user", f"Question {i}")
+        if i % 2 == 0
+        else stored_message(i, "assistant", "A.")
         for i in range(1000, 1200)
     ]
     shown.set_messages(history)
     while shown.render_older(100):
         pass
-    _settle()
+    settle_layouts()
     assert shown.rendered_count == 200
-    message, widget = _start_answer(shown)
+    message, widget = start_answer(shown)
     asked: Counter[str] = Counter()
     code = MessageWidget.__init__.__code__.co_filename
 
@@ -308,7 +275,7 @@ def test_the_messages_above_a_growing_answer_are_asked_little_per_update(
     try:
         for start in range(0, 600, CHUNK):
             shown.append_stream(message.id, TEXT[start : start + CHUNK])
-            _settle()
+            settle_layouts()
             updates += 1
     finally:
         sys.setprofile(None)

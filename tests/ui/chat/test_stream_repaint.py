@@ -8,19 +8,17 @@ repainted whole, for messages that did not change."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
 from PySide6.QtCore import QEvent, QObject
 from PySide6.QtWidgets import QApplication, QWidget
-from pytestqt.qtbot import QtBot
 
-from app.ui import theme
 from app.ui.chat.chat_view import ChatView
-from app.ui.chat.markdown import MarkdownRenderer
 from app.ui.chat.message_widget import MessageWidget
+from tests.helpers.chat_view import (
+    CHUNK,
+    settle_layouts,
+    start_answer,
+)
 from tests.helpers.parallel_fake import ANSWER
-from tests.ui.chat.test_stream_layout import CHUNK, _message, _settle, _start_answer
 
 TEXT = ANSWER * 3
 
@@ -41,28 +39,12 @@ class Paints(QObject):
         return False
 
 
-@pytest.fixture
-def view(qtbot: QtBot, ember_app: QApplication) -> Iterator[ChatView]:
-    shown = ChatView(MarkdownRenderer(theme.current()))
-    qtbot.addWidget(shown)
-    shown.resize(900, 700)
-    shown.show()
-    qtbot.waitExposed(shown)
-    history = [
-        _message(i, "user", f"Question {i}") if i % 2 == 0 else _message(i, "assistant", ANSWER)
-        for i in range(8)  # all rendered (none waits for a scroll up)
-    ]
-    shown.set_messages(history)
-    _settle()
-    yield shown
-
-
 def test_the_messages_being_read_are_not_repainted_by_an_answer_growing_below(
     view: ChatView, ember_app: QApplication
 ) -> None:
-    streaming, widget = _start_answer(view)
+    streaming, widget = start_answer(view)
     view.verticalScrollBar().setValue(0)  # the reader goes back to the first messages
-    _settle()
+    settle_layouts()
     read = [w for w in view.widgets()[:3] if not w.visibleRegion().isEmpty()]
     assert read and not any(w is widget for w in read)
     paints = Paints(read)
@@ -72,7 +54,7 @@ def test_the_messages_being_read_are_not_repainted_by_an_answer_growing_below(
         for start in range(0, len(TEXT), CHUNK):
             before = view.canvas.height()
             view.append_stream(streaming.id, TEXT[start : start + CHUNK])
-            _settle()
+            settle_layouts()
             grown += view.canvas.height() > before
     finally:
         ember_app.removeEventFilter(paints)

@@ -20,7 +20,7 @@ from app.ui.chat.thought_block import AnswerBody
 from app.ui.main_window import MainWindow
 from app.ui.theme import LIGHT
 from tests.helpers import parallel_fake
-from tests.helpers.fake_app import fake_services, load_fake, model_file, show_window
+from tests.helpers.fake_app import FakeEngine, fake_services, load_fake, model_file, show_window
 from tests.helpers.parallel_fake import ParallelFakeWorker
 from tests.helpers.window import send, widget
 
@@ -85,8 +85,11 @@ class _Recording(ParallelFakeWorker):
         return super().submit(request, sink)
 
 
+FAKE_ENGINE = FakeEngine(max_tokens=6)
+
+
 @pytest.fixture
-def worker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[_Recording]:
+def fake_worker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[_Recording]:
     describe = parallel_fake._describe
 
     def thinking_model(request: LoadRequest) -> LoadedModel:
@@ -104,16 +107,12 @@ def worker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[_Recordi
 
 
 @pytest.fixture
-def window(qtbot: QtBot, ember_app: QApplication, worker: _Recording) -> Iterator[MainWindow]:
-    services = fake_services(worker, max_tokens=6)
-    window = show_window(qtbot, services)
-    yield window
-    window.close()
-    services.close()
+def window(fake_window: MainWindow) -> MainWindow:
+    return fake_window
 
 
 def test_a_thinking_answer_is_folded_above_it_and_timed(
-    qtbot: QtBot, window: MainWindow, worker: _Recording
+    qtbot: QtBot, window: MainWindow, fake_worker: _Recording
 ) -> None:
     message = send(qtbot, window, "Hi")
     assert message.content == "<think>The user greets me.</think>Hello there."
@@ -130,22 +129,22 @@ def test_a_thinking_answer_is_folded_above_it_and_timed(
 
 
 def test_the_thinking_control_is_saved_with_the_chat_and_sent(
-    qtbot: QtBot, window: MainWindow, worker: _Recording
+    qtbot: QtBot, window: MainWindow, fake_worker: _Recording
 ) -> None:
     panel = window.panel
     panel.show()
     assert panel.thinking_box.isVisibleTo(panel)  # the loaded model's template thinks
-    assert worker.requests == [] and panel.thinking_combo.currentText() == "Model default"
+    assert fake_worker.requests == [] and panel.thinking_combo.currentText() == "Model default"
     send(qtbot, window, "Hi")
-    assert worker.requests[-1].reasoning_effort is None  # the model's default
+    assert fake_worker.requests[-1].reasoning_effort is None  # the model's default
     panel.thinking_combo.setCurrentIndex(panel.thinking_combo.findText("Low"))
     panel.flush()
     send(qtbot, window, "Think a little")
-    assert worker.requests[-1].reasoning_effort == "low"
+    assert fake_worker.requests[-1].reasoning_effort == "low"
     panel.thinking_combo.setCurrentIndex(panel.thinking_combo.findText("Off"))
     panel.flush()
     send(qtbot, window, "Do not think")
-    assert worker.requests[-1].reasoning_effort == "none"
+    assert fake_worker.requests[-1].reasoning_effort == "none"
     conversation = window.controller.conversation_id
     window.new_chat()
     assert panel.thinking_combo.currentText() == "Model default"

@@ -31,10 +31,10 @@ from app.ui.chat.tool_turn import ToolSetup
 from app.ui.engine_session import GENERATING, LOADING
 from app.ui.main_window import MainWindow
 from tests.helpers.fake_app import load_fake, model_file
+from tests.helpers.mcp_config import sdk_server
 from tests.helpers.parallel_fake import ParallelFakeWorker
 from tests.helpers.scripted_engine import ScriptedEngine, call_text
 from tests.helpers.window import widget
-from tests.tools.conftest import sdk_server
 
 WAIT_MS = 60_000
 

@@ -17,9 +17,9 @@ from app.ui.chat.tool_card import CommandCard
 from app.ui.chat.tool_message import THUMBNAIL
 from app.ui.chat.tool_turn import CommandRequest, ToolSetup
 from app.ui.main_window import MainWindow
+from tests.helpers.mcp_config import TIME_ARGS, approved, sdk_server, silent_server
 from tests.helpers.mcp_servers import PICTURE_SIZE
 from tests.helpers.scripted_engine import ScriptedEngine, call_text
-from tests.tools.conftest import TIME_ARGS, approved, sdk_server, silent_server
 
 WAIT_MS = 120_000  # a failsafe for a busy machine, never reached when it works
 UTC_CALL = call_text("get_current_time", '{"timezone": "UTC"}')

@@ -5,54 +5,20 @@ real mcp-server-time."""
 
 from __future__ import annotations
 
-import dataclasses
-import sys
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
-from app.engine.types import LoadedModel, LoadParams, SamplingParams
-from app.tools.config import McpConfig, ServerConfig
 from app.tools.loop import LoopResult
 from app.tools.manager import ToolManager
-from app.ui.chat.tool_turn import ToolSetup, ToolTurn
 from app.ui.task_runner import StopToken, shutdown_tasks, tasks
-from tests.helpers.scripted_engine import ScriptedEngine, call_text
-
-WAIT_MS = 60_000  # a failsafe for a busy machine, never reached when it works
-TIME_CALL = call_text("get_current_time", '{"timezone": "UTC"}')
-
-
-@pytest.fixture
-def manager(ember_home: Path) -> Iterator[ToolManager]:
-    server = ServerConfig("time", command=sys.executable, args=("-m", "mcp_server_time"))
-    config = McpConfig()
-    config.add(dataclasses.replace(server, approved_command=server.command_line))
-    manager = ToolManager(config)
-    yield manager
-    manager.shutdown()
-
-
-def make_turn(manager: ToolManager, engine: ScriptedEngine) -> ToolTurn:
-    loaded = LoadedModel("scripted", "scripted.gguf", 2048, 2048, 1, LoadParams(), None, False, 0)
-    return ToolTurn(
-        engine,
-        manager,
-        ToolSetup(("time",), "auto"),
-        loaded,
-        SamplingParams(),
-        timeout=30.0,
-        max_rounds=2,
-    )
+from tests.helpers.scripted_engine import ScriptedEngine
+from tests.helpers.tool_turn import TIME_CALL, WAIT_MS, make_turn
 
 
 def test_the_tool_loop_is_a_task_on_the_tools_lane_and_esc_ends_it_once(
-    qtbot: QtBot, ember_app: QApplication, manager: ToolManager
+    qtbot: QtBot, ember_app: QApplication, time_manager: ToolManager
 ) -> None:
-    turn = make_turn(manager, ScriptedEngine([TIME_CALL, "never written"]))
+    turn = make_turn(time_manager, ScriptedEngine([TIME_CALL, "never written"]))
     done: list[object] = []
     turn.done.connect(done.append)
     with qtbot.waitSignal(turn.approval_requested, timeout=WAIT_MS):
@@ -69,9 +35,9 @@ def test_the_tool_loop_is_a_task_on_the_tools_lane_and_esc_ends_it_once(
 
 
 def test_quitting_stops_a_tool_loop_that_waits_for_a_decision(
-    qtbot: QtBot, ember_app: QApplication, manager: ToolManager
+    qtbot: QtBot, ember_app: QApplication, time_manager: ToolManager
 ) -> None:
-    turn = make_turn(manager, ScriptedEngine([TIME_CALL, "never written"]))
+    turn = make_turn(time_manager, ScriptedEngine([TIME_CALL, "never written"]))
     with qtbot.waitSignal(turn.approval_requested, timeout=WAIT_MS):
         turn.start([{"role": "user", "content": "What time is it?"}])
     task = turn.task

@@ -13,18 +13,15 @@ from app.tools.manager import ToolManager
 from app.ui.chat.tool_turn import ToolSetup
 from app.ui.chat.waiting_label import WRITING_CALL, WaitingLabel
 from tests.helpers.scripted_engine import ScriptedEngine
-from tests.ui.chat import test_tool_turn
-from tests.ui.chat.test_tool_turn import TIME_CALL, WAIT_MS, make_turn
-
-manager = test_tool_turn.manager  # the fixture: mcp-server-time, approved
+from tests.helpers.tool_turn import TIME_CALL, WAIT_MS, make_turn
 
 QUESTION = [{"role": "user", "content": "What time is it?"}]
 
 
 def test_the_chat_hears_that_a_call_is_being_written(
-    qtbot: QtBot, ember_app: QApplication, manager: ToolManager
+    qtbot: QtBot, ember_app: QApplication, time_manager: ToolManager
 ) -> None:
-    turn = make_turn(manager, ScriptedEngine(["Let me look. " + TIME_CALL, "never written"]))
+    turn = make_turn(time_manager, ScriptedEngine(["Let me look. " + TIME_CALL, "never written"]))
     events: list[str] = []
     turn.writing.connect(lambda: events.append("writing"))
     turn.text.connect(lambda text: events.append(f"text:{text}"))
@@ -44,10 +41,10 @@ def test_the_chat_hears_that_a_call_is_being_written(
 
 
 def test_thinking_reaches_the_chat_between_think_tags(
-    qtbot: QtBot, ember_app: QApplication, manager: ToolManager
+    qtbot: QtBot, ember_app: QApplication, time_manager: ToolManager
 ) -> None:
     engine = ScriptedEngine(["<think>The user wants the time.</think>I can tell without tools."])
-    turn = make_turn(manager, engine)
+    turn = make_turn(time_manager, engine)
     assert turn.setup == ToolSetup(("time",), "auto")
     texts: list[str] = []
     turn.text.connect(texts.append)
@@ -74,9 +71,9 @@ class _ReadingEngine(ScriptedEngine):
 
 
 def test_a_round_says_how_far_it_has_read_its_prompt(
-    qtbot: QtBot, ember_app: QApplication, manager: ToolManager
+    qtbot: QtBot, ember_app: QApplication, time_manager: ToolManager
 ) -> None:
-    turn = make_turn(manager, _ReadingEngine([]))
+    turn = make_turn(time_manager, _ReadingEngine([]))
     read: list[tuple[int, int]] = []
     turn.reading.connect(lambda done, total: read.append((done, total)))
     with qtbot.waitSignal(turn.done, timeout=WAIT_MS):

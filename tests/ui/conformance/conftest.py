@@ -5,35 +5,25 @@ steady, scripted pace), the fake Hub as HF_ENDPOINT, a theme, and the folder scr
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from PySide6.QtWidgets import QApplication
 
 from app.ui.main_window import MainWindow
 from app.ui.theme import ThemeManager
-from tests.helpers.fake_app import fake_services, load_fake, model_file, show_window
-from tests.helpers.hub_server import FakeHub, fake_hub_env
+from tests.helpers.fake_app import FakeEngine, fake_services, show_window
+from tests.helpers.hub_server import FakeHub
 from tests.helpers.parallel_fake import ParallelFakeWorker
 
 pytestmark = pytest.mark.gui_conformance
 
 
 @pytest.fixture
-def hub(
-    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[FakeHub]:
-    with fake_hub_env(monkeypatch, tmp_path_factory) as fake:
-        yield fake
-
-
-@pytest.fixture
-def fake_worker(tmp_path: Path) -> Iterator[ParallelFakeWorker]:
+def fake_engine() -> FakeEngine:
     """Answers stream at 8 tokens a second until stopped (the chat asks for 100,000)."""
-    worker = ParallelFakeWorker(tokens_per_second=8)
-    load_fake(worker, model_file(tmp_path, "Qwen2.5-Coder-7B-Instruct-Q4_K_M.gguf"))
-    yield worker
-    worker.shutdown()
+    return FakeEngine(
+        options={"tokens_per_second": 8}, model="Qwen2.5-Coder-7B-Instruct-Q4_K_M.gguf"
+    )
 
 
 @pytest.fixture

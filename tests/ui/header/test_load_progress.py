@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -14,11 +14,9 @@ from app.ui.main_window import MainWindow
 
 
 @pytest.fixture
-def engine_worker() -> Iterator[EngineWorker]:
+def engine_worker(idle_worker: EngineWorker) -> EngineWorker:
     """A worker of its own with no model: this test loads one."""
-    worker = EngineWorker()
-    yield worker
-    worker.shutdown()
+    return idle_worker
 
 
 def test_the_picker_shows_the_load_percentage(

@@ -8,16 +8,17 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
-import keyring
 import pytest
-from keyring.backends import fail
 from pytestqt.qtbot import QtBot
 
 from app.engine.providers import Provider, ProviderRegistry, RemoteRouter, make_provider
 from app.ui.header.remote_models import RemoteCatalog
 from app.ui.task_runner import Task, TaskState, shutdown_tasks, tasks
+from tests.helpers.net import LocalHttp
+
+pytestmark = pytest.mark.usefixtures("no_keyring")  # keys never reach the machine's keyring
 
 TIMEOUT = 10_000
 HOLD = 15.0  # seconds a held answer waits for its gate at most (the list read timeout)
@@ -51,30 +52,18 @@ class ModelsServer:
             def log_message(self, format: str, *args: object) -> None:
                 pass
 
-        self._http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._http.daemon_threads = True
-        self._thread = threading.Thread(target=self._http.serve_forever, daemon=True)
-        self._thread.start()
+        self._http = LocalHttp(Handler)
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self._http.server_address[1]}/v1"
+        return f"{self._http.url}/v1"
 
     def release(self) -> None:
         self._gate.set()
 
     def close(self) -> None:
         self.release()
-        self._http.shutdown()
-        self._http.server_close()
-
-
-@pytest.fixture(autouse=True)
-def no_os_keyring() -> Iterator[None]:
-    previous = keyring.get_keyring()
-    keyring.set_keyring(fail.Keyring())
-    yield
-    keyring.set_keyring(previous)
+        self._http.close()
 
 
 @pytest.fixture

@@ -18,8 +18,8 @@ from app.ui.header.model_list import ModelChoices
 from app.ui.header.model_picker import ModelPicker
 from app.ui.models.my_models import LocalModelRow
 from app.ui.models.widgets import Chip
-from tests.commands.test_run_images import model_folder
 from tests.helpers.gguf_writer import write_gguf
+from tests.helpers.projector import model_folder
 
 
 def test_vision_models_are_marked_in_the_picker_my_models_and_the_pill(

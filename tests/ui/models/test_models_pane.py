@@ -29,22 +29,13 @@ from app.ui.models.pane import DOWNLOADS, MY_MODELS, ModelsPane
 from app.ui.services import Services, create_services
 from app.ui.toast import Toast
 from tests.helpers.gguf_writer import gguf_bytes
-from tests.helpers.hub_server import FakeHub, FakeRepo, fake_hub_env
+from tests.helpers.hub_server import FakeHub, FakeRepo
 
 S = DownloadState
 MB = 1_000_000
 TIMEOUT = 20_000
 
 Opener = Callable[[], tuple[ModelsPane, Services]]
-
-
-@pytest.fixture
-def hub(
-    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[FakeHub]:
-    """The fake Hub on 127.0.0.1 as ``HF_ENDPOINT``, with no token."""
-    with fake_hub_env(monkeypatch, tmp_path_factory) as fake:
-        yield fake
 
 
 @pytest.fixture

@@ -26,27 +26,20 @@ from app.engine.types import LoadParams
 from app.engine.worker import EngineWorker
 from app.ui.main_window import MainWindow
 from app.ui.nav_rail import SERVER
-from app.ui.server.controller import ServerController
-from app.ui.server.pane import ServerPane
 from app.ui.server.request_log_view import pretty_body
 from app.ui.server.request_table import COLUMNS
 from tests.helpers.net import free_port
+from tests.helpers.server_page import (
+    START_TIMEOUT,
+    click_switch,
+    nothing_listens,
+    pane,
+    start,
+    wait_state,
+)
 from tests.helpers.window import LONG_PROMPT
 
-START_TIMEOUT = 20_000
 ANSWER_TIMEOUT = 90_000
-
-
-def nothing_listens(port: int) -> bool:
-    """No server accepts connections on the port (a closed connection's TIME_WAIT may still
-    hold it, which is why this connects instead of binding)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.settimeout(5)
-        try:
-            probe.connect(("127.0.0.1", port))
-        except ConnectionRefusedError:
-            return True
-    return False
 
 
 @pytest.fixture
@@ -63,26 +56,6 @@ def server_window(make_window: Callable[[], MainWindow], port: int) -> MainWindo
     window.server_pane.form.flush()
     window.show_page(SERVER)
     return window
-
-
-def pane(window: MainWindow) -> ServerPane:
-    return window.server_pane
-
-
-def click_switch(qtbot: QtBot, window: MainWindow) -> None:
-    qtbot.mouseClick(pane(window).switch, Qt.MouseButton.LeftButton)
-
-
-def wait_state(qtbot: QtBot, controller: ServerController, state: str) -> None:
-    qtbot.waitUntil(lambda: controller.state == state, timeout=START_TIMEOUT)
-
-
-def start(qtbot: QtBot, window: MainWindow) -> str:
-    click_switch(qtbot, window)
-    wait_state(qtbot, window.server, "running")
-    url = window.server.base_url
-    assert url is not None
-    return url
 
 
 def loaded_stem(worker: EngineWorker) -> str:

@@ -18,15 +18,14 @@ from pytestqt.qtbot import QtBot
 from app.server.clients import NAMES
 from app.ui.main_window import MainWindow
 from tests.helpers.net import free_port
-from tests.ui.server.test_server_pane import start
-from tests.ui.server.test_server_pane_ollama import WAIT_MS, server_window
+from tests.helpers.server_page import WAIT_MS, show_server_page, start
 
 
 def test_each_client_is_listed_and_claude_codes_settings_work(
     qtbot: QtBot, make_window: Callable[[], MainWindow]
 ) -> None:
     port = free_port()
-    window = server_window(make_window, port)
+    window = show_server_page(make_window, port)
     page = window.server_pane
     qtbot.mouseClick(page.form.generate_button, Qt.MouseButton.LeftButton)
     key = window.services.settings.get("server.api_key")
@@ -80,7 +79,7 @@ def test_a_model_alias_set_on_the_page_names_a_model_for_claude_code(
     qtbot: QtBot, make_window: Callable[[], MainWindow]
 ) -> None:
     port = free_port()
-    window = server_window(make_window, port)
+    window = show_server_page(make_window, port)
     form = window.server_pane.form
     assert not form.aliases_box.isVisibleTo(form)  # folded away until asked for
     qtbot.mouseClick(form.aliases_toggle, Qt.MouseButton.LeftButton)

@@ -15,28 +15,17 @@ from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
 from app.ui.main_window import MainWindow
-from app.ui.nav_rail import SERVER
 from app.ui.server.request_log_view import pretty_body
+from tests.helpers.fake_ollama import fake_ollama
 from tests.helpers.net import free_port
-from tests.server.test_ollama_port import fake_ollama
-from tests.ui.server.test_server_pane import nothing_listens, start, wait_state
-
-WAIT_MS = 120_000  # a failsafe for a busy machine, never reached when it works
-
-
-def server_window(make_window: Callable[[], MainWindow], port: int) -> MainWindow:
-    window = make_window()
-    window.server_pane.form.port.setValue(port)
-    window.server_pane.form.flush()
-    window.show_page(SERVER)
-    return window
+from tests.helpers.server_page import WAIT_MS, nothing_listens, show_server_page, start, wait_state
 
 
 def test_the_ollama_snippet_really_works_and_is_logged(
     qtbot: QtBot, make_window: Callable[[], MainWindow]
 ) -> None:
     port = free_port()
-    window = server_window(make_window, port)
+    window = show_server_page(make_window, port)
     page = window.server_pane
     qtbot.mouseClick(page.form.generate_button, Qt.MouseButton.LeftButton)
     key = window.services.settings.get("server.api_key")
@@ -70,7 +59,7 @@ def test_the_ollama_port_setting_listens_there_too(
     qtbot: QtBot, make_window: Callable[[], MainWindow]
 ) -> None:
     port, extra = free_port(), free_port()
-    window = server_window(make_window, port)
+    window = show_server_page(make_window, port)
     page = window.server_pane
     window.services.settings.set("server.ollama_port", extra)  # 11434 in real life
     page.form.load()
@@ -97,7 +86,7 @@ def test_a_taken_ollama_port_is_said_and_the_main_port_serves(
     qtbot: QtBot, make_window: Callable[[], MainWindow]
 ) -> None:
     port = free_port()
-    window = server_window(make_window, port)
+    window = show_server_page(make_window, port)
     with fake_ollama() as taken:
         window.services.settings.set("server.ollama_port", taken)
         page = window.server_pane

@@ -13,9 +13,7 @@ import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import keyring
 import pytest
-from keyring.backends import fail
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QMenu, QMessageBox, QScrollArea
@@ -27,18 +25,11 @@ from app.ui.settings.providers_page import ProvidersPage
 from tests.helpers.llama_server import MODEL_ALIAS, LlamaServer, running_llama_server
 from tests.helpers.window import ANSWER_TIMEOUT, LONG_PROMPT, send, set_max_tokens, type_and_send
 
+pytestmark = pytest.mark.usefixtures("no_keyring")  # keys never reach the machine's keyring
+
 KEY = "sk-ember-test"
 WAIT = 20_000
 REMOTE_ID = f"local::{MODEL_ALIAS}"
-
-
-@pytest.fixture(autouse=True)
-def no_os_keyring() -> Iterator[None]:
-    """Keys go to the 0600 file, never into the keyring of the machine running the tests."""
-    previous = keyring.get_keyring()
-    keyring.set_keyring(fail.Keyring())
-    yield
-    keyring.set_keyring(previous)
 
 
 @pytest.fixture(scope="module")
