@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
 from app.chats.models import Message, Role, Status
 from app.ui import theme
+from app.ui.chat import code_block
 from app.ui.chat.chat_view import ChatView
 from app.ui.chat.markdown import MarkdownRenderer
 from app.ui.chat.message_widget import MessageWidget
@@ -43,3 +45,16 @@ def shown_chat_view(qtbot: QtBot) -> ChatView:
     view.show()
     qtbot.waitExposed(view)
     return view
+
+
+def count_coloured_lines(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """From now on, how many lines each call of ``code_block.code_html`` colours, in order."""
+    coloured: list[int] = []
+    real = code_block.code_html
+
+    def counting(code: str, language: str, palette: theme.Palette) -> str:
+        coloured.append(code.count("\n") + 1)
+        return real(code, language, palette)
+
+    monkeypatch.setattr(code_block, "code_html", counting)
+    return coloured

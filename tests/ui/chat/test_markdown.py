@@ -11,6 +11,7 @@ from app.ui.chat.code_block import CodeBlock
 from app.ui.chat.markdown import CodeSegment, HtmlSegment, MarkdownRenderer, stable_prefix
 from app.ui.chat.message_body import MarkdownBody, RichTextLabel
 from app.ui.main_window import MainWindow
+from tests.helpers.chat_view import count_coloured_lines
 
 SAMPLE = """# Title
 
@@ -157,14 +158,7 @@ def test_a_long_streaming_code_block_redoes_only_its_last_lines(
     from app.ui.chat import code_block
 
     assert isinstance(monkeypatch, pytest.MonkeyPatch)
-    highlighted: list[int] = []
-    real = code_block.code_html
-
-    def counting(code: str, language: str, palette: theme.Palette) -> str:
-        highlighted.append(code.count("\n") + 1)
-        return real(code, language, palette)
-
-    monkeypatch.setattr(code_block, "code_html", counting)
+    highlighted = count_coloured_lines(monkeypatch)
     lines = [f"value_{i} = compute({i})  # line {i}" for i in range(130)]
     block = CodeBlock(CodeSegment("", "python", False))
     qtbot.addWidget(block)

@@ -25,6 +25,7 @@ from app.ui.chat.message_body import MarkdownBody, RichTextLabel
 from app.ui.chat.message_widget import STREAM_SLICE, MessageWidget
 from tests.helpers.chat_view import (
     CHUNK,
+    count_coloured_lines,
     settle_layouts,
     shown_chat_view,
     start_answer,
@@ -288,14 +289,7 @@ def test_a_growing_code_block_colours_a_few_lines_per_update(
 ) -> None:
     """Its last group of FROZEN_LINES was coloured and laid out again on every update, up to 40
     lines (~30 ms); now its whole lines wait in pieces, and the group is joined from them."""
-    coloured: list[int] = []
-    real = code_block.code_html
-
-    def code_html(code: str, language: str, palette: Any) -> str:
-        coloured.append(code.count("\n") + 1)
-        return real(code, language, palette)
-
-    monkeypatch.setattr(code_block, "code_html", code_html)
+    coloured = count_coloured_lines(monkeypatch)
     lines = [f"value_{i} = compute({i})  # line {i}" for i in range(95)]
     block = CodeBlock(CodeSegment("", "python", False))
     qtbot.addWidget(block)
