@@ -40,9 +40,9 @@ from app.ui.main_window import MainWindow  # noqa: E402
 from app.ui.services import create_services  # noqa: E402
 from app.ui.theme import ThemeManager  # noqa: E402
 from bench.gui_stream import TARGET_MS, Heartbeat, wait, wait_for  # noqa: E402
-from tests.attachments import builders  # noqa: E402
-from tests.ui.parallel_fake import ParallelFakeWorker  # noqa: E402
-from tests.ui.test_attachments_chips import drop_files  # noqa: E402
+from tests.helpers import builders  # noqa: E402
+from tests.helpers.attaching import drop_files  # noqa: E402
+from tests.helpers.parallel_fake import ParallelFakeWorker  # noqa: E402
 
 
 def big_text(path: Path, megabytes: int) -> Path:

@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tests.packaging.bundle import Bundle, VirtualDisplay, open_bundle  # noqa: E402
+from tests.helpers.bundle import Bundle, VirtualDisplay, open_bundle  # noqa: E402
 
 SOURCE = [sys.executable, "-m", "app"]
 

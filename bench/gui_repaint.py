@@ -14,7 +14,8 @@ inherent to following it). Scrolled up, it was painted whole on 62 of 101 update
 messages being read 13 paint events per update, for nothing that changed: the canvas and the
 column grew at the bottom, and Qt repaints a widget that grows wholly. With
 ``WA_StaticContents`` on both (chat_view.py): 0.2 viewport paints per update, mostly the
-scroll bar's slider; the messages being read are not repainted (tests/ui/test_stream_repaint.py).
+scroll bar's slider; the messages being read are not repainted
+(tests/ui/chat/test_stream_repaint.py).
 
 Run: ``.venv/bin/python bench/gui_repaint.py [--messages 40] [--rate 200] [--seconds 4]
 [--scrolled-up]``
@@ -51,7 +52,7 @@ from app.ui.main_window import MainWindow  # noqa: E402
 from app.ui.services import create_services  # noqa: E402
 from app.ui.theme import ThemeManager  # noqa: E402
 from bench.gui_stream import fill_conversation, set_max_tokens, wait, wait_for  # noqa: E402
-from tests.ui.parallel_fake import ParallelFakeWorker  # noqa: E402
+from tests.helpers.parallel_fake import ParallelFakeWorker  # noqa: E402
 
 
 class PaintCounter(QObject):

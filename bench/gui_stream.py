@@ -43,7 +43,7 @@ from app.ui.engine_session import api_model_id  # noqa: E402
 from app.ui.main_window import MainWindow  # noqa: E402
 from app.ui.services import create_services  # noqa: E402
 from app.ui.theme import ThemeManager  # noqa: E402
-from tests.ui.parallel_fake import ParallelFakeWorker  # noqa: E402
+from tests.helpers.parallel_fake import ParallelFakeWorker  # noqa: E402
 
 TARGET_MS = 50.0
 TICK_MS = 5

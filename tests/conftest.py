@@ -14,6 +14,9 @@ import pytest
 
 if TYPE_CHECKING:
     from app.engine.gguf import GGUFInfo
+    from app.engine.worker import EngineWorker
+    from tests.helpers.hub_server import FakeHub
+    from tests.helpers.memory_keyring import MemoryKeyring
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
@@ -77,3 +80,61 @@ def gemma_info(gemma_path: Path) -> GGUFInfo:
     from app.engine.gguf import read_gguf
 
     return read_gguf(gemma_path)
+
+
+@pytest.fixture
+def memory_keyring() -> Iterator[MemoryKeyring]:
+    """The keyring is an in-memory one for the test (the OS one is not for tests)."""
+    import keyring
+
+    from tests.helpers.memory_keyring import MemoryKeyring
+
+    previous = keyring.get_keyring()
+    ring = MemoryKeyring()
+    keyring.set_keyring(ring)
+    yield ring
+    keyring.set_keyring(previous)
+
+
+@pytest.fixture
+def hub(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[FakeHub]:
+    """The fake Hub on 127.0.0.1 as ``HF_ENDPOINT``, with no token."""
+    from tests.helpers.hub_server import fake_hub_env
+
+    with fake_hub_env(monkeypatch, tmp_path_factory) as fake:
+        yield fake
+
+
+@pytest.fixture(scope="module")
+def worker() -> Iterator[EngineWorker]:
+    """An engine worker with no model loaded, one per test module."""
+    from app.engine.worker import EngineWorker
+
+    w = EngineWorker()
+    yield w
+    w.shutdown()
+
+
+@pytest.fixture
+def no_keyring() -> Iterator[None]:
+    """No keyring at all (keys go to the 0600 file, never into the keyring of the machine
+    running the tests)."""
+    import keyring
+    from keyring.backends import fail
+
+    previous = keyring.get_keyring()
+    keyring.set_keyring(fail.Keyring())
+    yield
+    keyring.set_keyring(previous)
+
+
+@pytest.fixture
+def idle_worker() -> Iterator[EngineWorker]:
+    """An engine worker of the test's own with no model loaded (the test loads what it needs)."""
+    from app.engine.worker import EngineWorker
+
+    w = EngineWorker()
+    yield w
+    w.shutdown()

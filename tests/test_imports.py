@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from tests.helpers.cli import EMBER
+from tests.helpers.window_scripts import CLOSE_WINDOW, OPEN_WINDOW
 
 # huggingface_hub's client: HfApi, file download, its HTTP utilities (with httpx2, about half a
 # second). Only its constants (paths, offline mode) are read without going online.
@@ -106,23 +107,16 @@ def test_the_window_is_shown_before_heavy_modules_are_imported(ember_home: Path)
     assert {"app.ui.models.pane", "app.ui.server.pane"} <= _modules(lines[shown:])
 
 
-BUILD_EVERY_PAGE = """
-import sys
-from app.ui.app import create_application
-from app.ui.main_window import MainWindow
-from app.ui.services import create_services
-app = create_application()
-services = create_services()
-window = MainWindow(services)
-window.show()
-app.processEvents()
+BUILD_EVERY_PAGE = (
+    OPEN_WINDOW
+    + """
 # built as run_gui builds them after the first paint (showing Models would search the Hub)
 window.models_pane
 window.server_pane
 app.processEvents()
-window.close()
-services.close()
 """
+    + CLOSE_WINDOW
+)
 
 
 def test_building_every_page_does_not_import_the_hub_client_or_the_engine(

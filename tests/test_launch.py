@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.cli import EMBER, ember
+from tests.helpers.window_scripts import CLOSE_WINDOW, OPEN_WINDOW
 
 HEAVY = ("llama_cpp", "fastapi", "uvicorn", "huggingface_hub", "PySide6", "app.engine.worker")
 
@@ -119,20 +120,13 @@ def test_first_launch_with_a_file_loads_it(gemma_path: Path, ember_home: Path) -
         assert proc.wait(60) == 0
 
 
-WINDOW_IMPORTS = """
-import sys
-from app.ui.app import create_application
-from app.ui.main_window import MainWindow
-from app.ui.services import create_services
-app = create_application()
-services = create_services()
-window = MainWindow(services)
-window.show()
-app.processEvents()
+WINDOW_IMPORTS = (
+    OPEN_WINDOW
+    + """
 print(" ".join(sorted(m for m in ("fastapi", "uvicorn") if m in sys.modules)) or "-")
-window.close()
-services.close()
 """
+    + CLOSE_WINDOW
+)
 
 
 def test_the_window_does_not_import_the_api_server_until_it_is_switched_on(

@@ -17,7 +17,7 @@ from app.attachments.errors import AttachmentCancelledError
 from app.attachments.extract import extract
 from app.attachments.index import ChunkIndex, drop_index, index_path, query_terms
 from app.engine.fitting import estimate_tokens
-from tests.attachments import builders
+from tests.helpers import builders
 
 
 def test_a_fact_deep_in_a_long_pdf_is_retrieved_with_its_page(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ from app.attachments.errors import (
     UnsupportedFormatError,
 )
 from app.attachments.extract import extract
-from tests.attachments import builders
+from tests.helpers import builders
 
 
 def _one_sentence(error: AttachmentError) -> str:

@@ -21,7 +21,7 @@ from app.attachments.image import (
     read_image,
 )
 from app.attachments.store import attachments_dir, store, store_bytes, stored_path
-from tests.engine.test_vision import png
+from tests.helpers.images import png
 
 
 def test_png_and_jpeg_names_are_images_and_others_are_not() -> None:

@@ -19,7 +19,7 @@ from app.attachments.errors import (
     UnsupportedFormatError,
 )
 from app.attachments.store import attachments_dir, remove_stored, store, stored_path
-from tests.attachments import builders
+from tests.helpers import builders
 
 
 def test_a_file_is_stored_under_its_hash(tmp_path: Path, ember_home: Path) -> None:

@@ -32,7 +32,7 @@ from app.attachments.index import ChunkIndex, index_path
 from app.attachments.vectors import RRF_K, fuse
 from app.engine.fitting import estimate_tokens
 from app.engine.types import EngineError
-from tests.attachments import builders
+from tests.helpers import builders
 
 # Words of one meaning share a dimension (weighing CONCEPT_WEIGHT: what a text is about);
 # every other word hashes into one of the rest. None of these are in builders.filler's words.

@@ -21,7 +21,7 @@ from app.config import ember_home
 from app.engine.fitting import estimate_tokens
 from app.engine.types import LoadedModel, LoadParams
 from app.engine.worker import EngineWorker
-from tests.attachments import builders
+from tests.helpers import builders
 
 GEMMA_270M_DIMS = 640  # gemma3.embedding_length
 

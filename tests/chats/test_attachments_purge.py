@@ -12,52 +12,19 @@ from typing import Any
 import pytest
 
 from app.attachments import store as attachment_store
-from app.attachments.attachment import Attachment, attach_file
-from app.attachments.index import ChunkIndex, index_path
+from app.attachments.index import index_path
 from app.chats import attachments
 from app.chats.store import ChatStore
-
-
-def _attach(tmp_path: Path, name: str, text: str) -> Attachment:
-    source = tmp_path / name
-    source.write_text(text, encoding="utf-8")
-    return attach_file(source)
-
-
-def _entry(attachment: Attachment) -> dict[str, Any]:
-    return {
-        "name": attachment.document.name,
-        "size": attachment.stored.size,
-        "sha256": attachment.stored.sha256,
-        "suffix": Path(attachment.document.name).suffix,
-        "kind": attachment.document.kind,
-        "pages": attachment.document.pages,
-    }
-
-
-def _chat_with(store: ChatStore, *files: Attachment, indexed: bool = False) -> str:
-    conversation = store.create_conversation()
-    store.add_message(
-        conversation.id,
-        "user",
-        "What is in these?",
-        metadata={"attachments": [_entry(f) for f in files]},
-    )
-    store.add_message(conversation.id, "assistant", "Tides.")
-    if indexed:
-        with ChunkIndex(conversation.id) as index:
-            for f in files:
-                index.add(f.document)
-    return conversation.id
+from tests.helpers.chat_attachments import attach_text, chat_with_files
 
 
 def test_a_purge_removes_the_index_and_the_unshared_file_and_keeps_the_shared_one(
     store: ChatStore, tmp_path: Path
 ) -> None:
-    shared = _attach(tmp_path, "shared.md", "# Tides\nThe tide turns twice a day.\n")
-    own = _attach(tmp_path, "own.txt", "Only the first chat has this file.\n")
-    first = _chat_with(store, shared, own, indexed=True)
-    _chat_with(store, shared)
+    shared = attach_text(tmp_path, "shared.md", "# Tides\nThe tide turns twice a day.\n")
+    own = attach_text(tmp_path, "own.txt", "Only the first chat has this file.\n")
+    first = chat_with_files(store, shared, own, indexed=True)
+    chat_with_files(store, shared)
     assert index_path(first).exists()
 
     store.delete_conversation(first)
@@ -73,9 +40,9 @@ def test_a_purge_removes_the_index_and_the_unshared_file_and_keeps_the_shared_on
 def test_a_file_of_a_soft_deleted_chat_survives_the_purge_of_another(
     store: ChatStore, tmp_path: Path
 ) -> None:
-    shared = _attach(tmp_path, "notes.txt", "Kept while a deleted chat may come back.\n")
-    first = _chat_with(store, shared)
-    second = _chat_with(store, shared)
+    shared = attach_text(tmp_path, "notes.txt", "Kept while a deleted chat may come back.\n")
+    first = chat_with_files(store, shared)
+    second = chat_with_files(store, shared)
     store.delete_conversation(first)
     store.delete_conversation(second)
     store.purge_deleted(older_than_seconds=3600)  # neither is that old: nothing goes
@@ -90,19 +57,19 @@ def test_a_file_of_a_soft_deleted_chat_survives_the_purge_of_another(
 
 
 def test_deleting_a_message_keeps_its_files(store: ChatStore, tmp_path: Path) -> None:
-    own = _attach(tmp_path, "a.txt", "A file of a message that is deleted.\n")
-    conversation_id = _chat_with(store, own)
+    own = attach_text(tmp_path, "a.txt", "A file of a message that is deleted.\n")
+    conversation_id = chat_with_files(store, own)
     question = store.active_branch(conversation_id)[0]
     store.delete_message(question.id)
     assert own.stored.path.exists()
 
 
 def test_the_same_content_under_two_suffixes_is_two_files(store: ChatStore, tmp_path: Path) -> None:
-    as_text = _attach(tmp_path, "same.txt", "Same words.\n")
-    as_markdown = _attach(tmp_path, "same.md", "Same words.\n")
+    as_text = attach_text(tmp_path, "same.txt", "Same words.\n")
+    as_markdown = attach_text(tmp_path, "same.md", "Same words.\n")
     assert as_text.stored.sha256 == as_markdown.stored.sha256
-    first = _chat_with(store, as_text)
-    _chat_with(store, as_markdown)
+    first = chat_with_files(store, as_text)
+    chat_with_files(store, as_markdown)
     store.delete_conversation(first)
     store.purge_deleted()
     assert not as_text.stored.path.exists()
@@ -113,8 +80,8 @@ def test_a_purge_unlinks_a_bounded_number_and_the_next_one_goes_on(
     store: ChatStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(attachments, "MAX_REMOVALS", 2)
-    files = [_attach(tmp_path, f"f{i}.txt", f"File number {i}.\n") for i in range(6)]
-    first = _chat_with(store, *files)
+    files = [attach_text(tmp_path, f"f{i}.txt", f"File number {i}.\n") for i in range(6)]
+    first = chat_with_files(store, *files)
     store.delete_conversation(first)
     store.purge_deleted()
     left = [f for f in files if f.stored.path.exists()]
@@ -123,7 +90,7 @@ def test_a_purge_unlinks_a_bounded_number_and_the_next_one_goes_on(
     assert attachments.leftovers_path().exists()
 
     # Meanwhile a new chat attached one of the files left: the next purges keep it.
-    _chat_with(store, left[0])
+    chat_with_files(store, left[0])
     store.purge_deleted()
     assert len([f for f in files if f.stored.path.exists()]) == 3
     assert store.remove_unused_attachments() == 2  # a worker thread's sweep: no bound
@@ -136,9 +103,9 @@ def test_a_purge_reads_only_the_messages_that_name_its_files(
 ) -> None:
     # Purging at quit runs on the GUI thread: its cost must follow the purged chat's files,
     # not the whole history's attachments.
-    purged = _chat_with(store, _attach(tmp_path, "gone.txt", "Only here.\n"))
+    purged = chat_with_files(store, attach_text(tmp_path, "gone.txt", "Only here.\n"))
     for i in range(20):
-        _chat_with(store, _attach(tmp_path, f"other{i}.txt", f"Another file {i}.\n"))
+        chat_with_files(store, attach_text(tmp_path, f"other{i}.txt", f"Another file {i}.\n"))
     store.delete_conversation(purged)
     parsed: list[str] = []
     real_loads = attachments.json.loads
@@ -159,8 +126,8 @@ def test_the_sweep_holds_the_store_for_one_batch_of_unlinks_at_a_time(
     # The sweep runs on a worker thread while the GUI thread uses the same store: each hold
     # of the store's lock may unlink one batch, never the whole backlog.
     monkeypatch.setattr(attachments, "MAX_REMOVALS", 2)
-    files = [_attach(tmp_path, f"f{i}.txt", f"File number {i}.\n") for i in range(7)]
-    first = _chat_with(store, *files)
+    files = [attach_text(tmp_path, f"f{i}.txt", f"File number {i}.\n") for i in range(7)]
+    first = chat_with_files(store, *files)
     store.delete_conversation(first)
     store.purge_deleted()  # the index and one file; six files left over
     assert len([f for f in files if f.stored.path.exists()]) == 6

@@ -9,7 +9,6 @@ file is kept byte for byte, what can be read comes back unchanged in a fresh fil
 from __future__ import annotations
 
 import os
-import random
 import sqlite3
 import stat
 import subprocess
@@ -26,24 +25,11 @@ from app.chats.models import (
     StoreLockedError,
 )
 from app.chats.store import ChatStore
+from tests.helpers.damaged_db import fill, garbage, page_holding, page_size
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-FILLER = "lorem ipsum dolor sit amet consectetur adipiscing elit " * 6
 
 MessageRow = tuple[str, str | None, str, str, float]  # conversation, parent, role, content, time
-
-
-def fill(db_path: Path, conversations: int = 150) -> None:
-    """A history of ``conversations`` chats: a question, an answer (with a second version on
-    every fifth), each message a few hundred bytes with a unique marker."""
-    with ChatStore(db_path) as store:
-        for i in range(conversations):
-            conversation = store.create_conversation(f"title-{i:04d}")
-            question = store.add_message(conversation.id, "user", f"question-{i:04d} {FILLER}")
-            store.add_message(conversation.id, "assistant", f"answer-{i:04d} {FILLER}")
-            if i % 5 == 0:
-                store.begin_streaming_message(conversation.id, parent_id=question.id)
-                store.append_to_message(store.active_branch(conversation.id)[-1].id, "second")
 
 
 def messages(db_path: Path) -> dict[str, MessageRow]:
@@ -64,31 +50,6 @@ def titles(db_path: Path) -> dict[str, str]:
         return dict(conn.execute("SELECT id, title FROM conversations").fetchall())
     finally:
         conn.close()
-
-
-def page_size(db_path: Path) -> int:
-    conn = sqlite3.connect(db_path)
-    try:
-        return int(conn.execute("PRAGMA page_size").fetchone()[0])
-    finally:
-        conn.close()
-
-
-def garbage(db_path: Path, offset: int, size: int = 8192) -> bytes:
-    """Write ``size`` random bytes at ``offset``; the file's new content."""
-    noise = random.Random(offset).randbytes(size)
-    with db_path.open("r+b") as f:
-        f.seek(offset)
-        f.write(noise)
-    return db_path.read_bytes()
-
-
-def page_holding(db_path: Path, marker: str) -> int:
-    """The offset of the page that holds the only copy of ``marker``."""
-    data = db_path.read_bytes()
-    assert data.count(marker.encode()) == 1, marker
-    size = page_size(db_path)
-    return data.index(marker.encode()) // size * size
 
 
 def every_call_works(store: ChatStore) -> None:

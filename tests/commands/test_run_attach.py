@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tests.attachments import builders
+from tests.helpers import builders
 from tests.helpers.cli import ember
 
 

@@ -17,25 +17,15 @@ import pytest
 
 from app.cli import CliError
 from app.commands.options import add_load_flags, model_load_params
-from tests.engine.test_vision import png
 from tests.helpers.cli import ember
-from tests.helpers.projector import IMAGE_TOKENS, write_projector
+from tests.helpers.images import png
+from tests.helpers.projector import IMAGE_TOKENS, model_folder
 
 
 def _one_error_line(stderr: str) -> str:
     lines = stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("ember: error: "), stderr
     return lines[0]
-
-
-def model_folder(gemma_path: Path, folder: Path, projector: bool) -> Path:
-    """The test model linked into ``folder``, with the test projector beside it or not."""
-    folder.mkdir(parents=True, exist_ok=True)
-    model = folder / "gemma-3-270m-q4_k_m.gguf"
-    model.symlink_to(gemma_path)
-    if projector:
-        write_projector(folder / "mmproj-gemma-f16.gguf")
-    return model
 
 
 def _args(*argv: str) -> argparse.Namespace:

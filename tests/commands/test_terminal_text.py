@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.attachments import builders
+from tests.helpers import builders
 from tests.helpers.cli import ember
 
 HOSTILE = "notes\r\x1b[2Kinnocent"

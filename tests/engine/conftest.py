@@ -1,19 +1,11 @@
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from app.engine.types import LoadedModel, LoadParams
 from app.engine.worker import EngineWorker
-
-
-@pytest.fixture(scope="module")
-def worker() -> Iterator[EngineWorker]:
-    w = EngineWorker()
-    yield w
-    w.shutdown()
 
 
 @pytest.fixture(scope="module")

@@ -26,8 +26,8 @@ from app.engine.backends import Hardware
 from app.engine.sizing import AUTO_GPU_LAYERS
 from app.engine.types import CompletionRequest, LoadedModel, LoadParams, SamplingParams
 from app.engine.worker import EngineWorker
-from tests.engine.test_backends import best_variant
 from tests.helpers.cli import EMBER, ember
+from tests.helpers.cpu_variant import best_variant
 
 pytestmark = pytest.mark.vulkan
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from app.engine.callbacks import StopAtHiddenStates
-from app.engine.llamacpp import EMBED_CHUNK, LlamaCppModel
+from app.engine.llamacpp import EMBED_CHUNK
 from app.engine.types import (
     ChatRequest,
     CompletionRequest,
@@ -28,6 +28,7 @@ from app.engine.types import (
     TokenizeRequest,
 )
 from app.engine.worker import EngineWorker, Job
+from tests.helpers.engine_checks import assert_no_leak, model_of
 
 NO_END = {1: -100.0, 106: -100.0}  # Gemma's <eos> and <end_of_turn>: answers write text
 GREEDY = SamplingParams(temperature=0.0, max_tokens=24, logit_bias=NO_END)
@@ -37,24 +38,6 @@ PROMPTS = [
     "def fibonacci(n):",
     "The three primary colours are",
 ]
-
-
-def model_of(worker: EngineWorker) -> LlamaCppModel:
-    (model,) = worker._state.models.values()
-    assert isinstance(model, LlamaCppModel)
-    return model
-
-
-def assert_no_leak(worker: EngineWorker) -> None:
-    """Every sequence of the context holds exactly what the prefix cache says it keeps."""
-    model = model_of(worker)
-    scheduler = worker._state.schedulers[model.model_id]
-    assert not scheduler.slots
-    for entry in scheduler.cache.entries:
-        assert not entry.busy
-        assert model.seq_pos_max(entry.seq) == len(entry.tokens) - 1, entry
-        if entry.tokens:  # llama.cpp may have reused cells outside every sliding window
-            assert 0 <= model.seq_pos_min(entry.seq) <= max(0, len(entry.tokens) - model.n_swa)
 
 
 def test_batched_greedy_answers_equal_the_same_requests_run_alone(

@@ -22,7 +22,7 @@ from app.engine.constraints import (
     grammar_for,
 )
 from app.engine.types import BadRequestError, SamplingParams
-from tests.engine.grammar_child import llama_cpp_parses
+from tests.helpers.grammar_child import llama_cpp_parses
 
 
 def schema(s: object) -> SamplingParams:

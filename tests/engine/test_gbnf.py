@@ -24,7 +24,7 @@ from app.engine.gbnf import (
 )
 from app.engine.types import BadRequestError
 from app.server.convert import JSON_OBJECT_GBNF
-from tests.engine.grammar_child import llama_cpp_parses
+from tests.helpers.grammar_child import llama_cpp_parses
 
 
 def nested(depth: int) -> str:

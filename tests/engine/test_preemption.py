@@ -18,7 +18,7 @@ from app.engine.types import (
     SamplingParams,
 )
 from app.engine.worker import EngineWorker
-from tests.engine.test_batching import assert_no_leak
+from tests.helpers.engine_checks import assert_no_leak
 
 NO_END = {1: -100.0, 106: -100.0}  # Gemma's <eos> and <end_of_turn>: answers write on
 

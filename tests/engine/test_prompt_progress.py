@@ -16,7 +16,7 @@ from app.engine.types import (
     PromptProgress,
     SamplingParams,
 )
-from tests.engine.test_scheduler import worker_with
+from tests.helpers.scripted_model import worker_with
 
 
 def test_a_long_prompt_reports_its_chunks_and_a_short_one_nothing() -> None:

@@ -12,11 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import keyring
-import keyring.backend
 import pytest
-from keyring.backends import fail
-from keyring.errors import PasswordDeleteError
 
 from app.cli import main
 from app.engine.providers import (
@@ -39,6 +35,7 @@ from app.engine.remote import RemoteAuthError
 from app.engine.types import BadRequestError, ChatRequest, Failed, Finished, SamplingParams
 from tests.helpers.cli import EMBER
 from tests.helpers.llama_server import MODEL_ALIAS, LlamaServer, running_llama_server
+from tests.helpers.memory_keyring import MemoryKeyring
 
 KEY = "sk-provider-test"
 
@@ -125,45 +122,6 @@ def test_make_provider_uses_the_preset_url_and_validates() -> None:
 
 
 # ---- the registry and keys ----------------------------------------------------------------------
-
-
-class MemoryKeyring(keyring.backend.KeyringBackend):
-    """A real keyring backend that keeps passwords in memory (the OS one is not for tests)."""
-
-    priority = 5
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.passwords: dict[tuple[str, str], str] = {}
-        self.reads = 0
-
-    def get_password(self, service: str, username: str) -> str | None:
-        self.reads += 1
-        return self.passwords.get((service, username))
-
-    def set_password(self, service: str, username: str, password: str) -> None:
-        self.passwords[(service, username)] = password
-
-    def delete_password(self, service: str, username: str) -> None:
-        if self.passwords.pop((service, username), None) is None:
-            raise PasswordDeleteError(username)
-
-
-@pytest.fixture
-def memory_keyring() -> Iterator[MemoryKeyring]:
-    previous = keyring.get_keyring()
-    ring = MemoryKeyring()
-    keyring.set_keyring(ring)
-    yield ring
-    keyring.set_keyring(previous)
-
-
-@pytest.fixture
-def no_keyring() -> Iterator[None]:
-    previous = keyring.get_keyring()
-    keyring.set_keyring(fail.Keyring())
-    yield
-    keyring.set_keyring(previous)
 
 
 def test_registry_add_list_get_remove(ember_home: Path, no_keyring: None) -> None:

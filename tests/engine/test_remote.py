@@ -5,12 +5,11 @@ error cases a healthy server cannot produce on demand (429, 5xx, stalls)."""
 from __future__ import annotations
 
 import contextlib
-import json
 import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +45,14 @@ from app.engine.types import (
     ToolCallDelta,
 )
 from app.engine.worker import EngineWorker, Job
+from tests.helpers.http_stub import (
+    Stub,
+    chunk,
+    send_event,
+    send_json,
+    sse_answer,
+    start_sse,
+)
 from tests.helpers.llama_server import MODEL_ALIAS, LlamaServer, running_llama_server
 from tests.helpers.net import free_port
 
@@ -288,94 +295,6 @@ def test_connection_refused(engines: Callable[..., RemoteEngine]) -> None:
 
 
 # ---- a stub server for the errors a healthy server does not make ------------------------------
-
-Handler = Callable[[BaseHTTPRequestHandler], None]
-
-
-class Stub:
-    """A scripted HTTP server on 127.0.0.1: ``routes[(method, path)]`` handles requests."""
-
-    def __init__(self) -> None:
-        self.routes: dict[tuple[str, str], Handler] = {}
-        self.hits: list[tuple[str, str, dict[str, Any]]] = []
-        stub = self
-
-        class _Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def _handle(self, method: str) -> None:
-                length = int(self.headers.get("content-length") or 0)
-                body = json.loads(self.rfile.read(length)) if length else {}
-                stub.hits.append((method, self.path, body))
-                route = stub.routes.get((method, self.path))
-                if route is None:
-                    send_json(self, 404, {"error": {"message": f"no route {self.path}"}})
-                    return
-                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-                    route(self)  # the client may hang up first: that is what some tests do
-
-            def do_GET(self) -> None:
-                self._handle("GET")
-
-            def do_POST(self) -> None:
-                self._handle("POST")
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(
-            target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-        self.thread.start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.models(["alpha", "beta"])
-
-    def models(self, ids: list[str]) -> None:
-        data = {"object": "list", "data": [{"id": i, "object": "model"} for i in ids]}
-        self.routes[("GET", "/v1/models")] = lambda h: send_json(h, 200, data)
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-def send_json(
-    h: BaseHTTPRequestHandler, status: int, data: Any, headers: dict[str, str] | None = None
-) -> None:
-    raw = json.dumps(data).encode()
-    h.send_response(status)
-    h.send_header("Content-Type", "application/json")
-    h.send_header("Content-Length", str(len(raw)))
-    for k, v in (headers or {}).items():
-        h.send_header(k, v)
-    h.end_headers()
-    h.wfile.write(raw)
-
-
-def start_sse(h: BaseHTTPRequestHandler) -> None:
-    h.send_response(200)
-    h.send_header("Content-Type", "text/event-stream")
-    h.send_header("Connection", "close")
-    h.end_headers()
-
-
-def send_event(h: BaseHTTPRequestHandler, data: Any) -> None:
-    text = data if isinstance(data, str) else json.dumps(data)
-    h.wfile.write(f"data: {text}\n\n".encode())
-    h.wfile.flush()
-
-
-def chunk(text: str, finish: str | None = None) -> dict[str, Any]:
-    return {"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": finish}]}
-
-
-def sse_answer(h: BaseHTTPRequestHandler) -> None:
-    start_sse(h)
-    h.wfile.write(b": keep-alive comment\n\nevent: message\n")
-    send_event(h, chunk("Hel"))
-    send_event(h, chunk("lo", "stop"))
-    send_event(h, {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 2}})
-    send_event(h, "[DONE]")
 
 
 @pytest.fixture

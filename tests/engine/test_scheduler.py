@@ -26,18 +26,13 @@ from app.engine.types import (
     Started,
 )
 from app.engine.worker import EngineWorker, Job
-from tests.helpers.scripted_model import ScriptedModel, scripted_factory
+from tests.helpers.scripted_model import (
+    ScriptedModel,
+    assert_cache_consistent,
+    worker_with,
+)
 
 GREEDY = SamplingParams(temperature=0.0)
-
-
-def worker_with(**options: object) -> tuple[EngineWorker, ScriptedModel]:
-    params = options.pop("params", LoadParams(n_ctx=4096, n_parallel=4, n_batch=64))
-    worker = EngineWorker(model_factory=scripted_factory(**options))
-    worker.load("scripted.gguf", params).result(10)  # type: ignore[arg-type]
-    model = worker._state.models["scripted.gguf"]
-    assert isinstance(model, ScriptedModel)
-    return worker, model
 
 
 @pytest.fixture
@@ -45,16 +40,6 @@ def scripted() -> Iterator[tuple[EngineWorker, ScriptedModel]]:
     worker, model = worker_with()
     yield worker, model
     worker.shutdown()
-
-
-def assert_cache_consistent(worker: EngineWorker, model: ScriptedModel) -> None:
-    """Every sequence's KV holds exactly the tokens the prefix cache says, nothing else."""
-    scheduler = worker._state.schedulers[model.model_id]
-    assert not scheduler.slots
-    for entry in scheduler.cache.entries:
-        assert not entry.busy
-        assert model.kv[entry.seq] == set(range(len(entry.tokens))), entry.seq
-    assert model.samplers_closed == model.samplers_made
 
 
 def collect(job: Job) -> list[Event]:

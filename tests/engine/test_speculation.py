@@ -11,8 +11,7 @@ import pytest
 
 from app.engine.speculation import MAX_BACKOFF, Drafter
 from app.engine.types import CompletionRequest, Finished, LoadParams, SamplingParams
-from tests.engine.test_scheduler import assert_cache_consistent, worker_with
-from tests.helpers.scripted_model import ScriptedModel
+from tests.helpers.scripted_model import ScriptedModel, assert_cache_consistent, worker_with
 
 PIECES = tuple("abcdefghij")
 

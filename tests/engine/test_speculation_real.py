@@ -20,7 +20,7 @@ import pytest
 
 from app.engine.types import ChatRequest, Finished, LoadParams, SamplingParams
 from app.engine.worker import EngineWorker
-from tests.engine.test_batching import assert_no_leak
+from tests.helpers.engine_checks import assert_no_leak
 
 CODE = "\n".join(f"def area_{i}(w, h):\n    return w * h + {i}\n" for i in range(8))
 PROMPTS = [

@@ -23,7 +23,7 @@ from app.engine.types import (
     content_text,
 )
 from app.engine.worker import EngineWorker
-from tests.engine.real_chat_templates import GEMMA_2, LLAMA_3_1, QWEN_2_5
+from tests.helpers.real_chat_templates import GEMMA_2, LLAMA_3_1, QWEN_2_5
 from tests.helpers.sdist_templates import template
 
 CHATML = (

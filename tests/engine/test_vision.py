@@ -15,7 +15,6 @@ from __future__ import annotations
 import io
 import os
 import struct
-import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ import pytest
 from app.engine.image_bounds import MAX_IMAGE_BYTES, ImageError, inspect_image
 from app.engine.types import BadRequestError
 from app.engine.vision import Projector, ProjectorError, decode_embeddings
+from tests.helpers.images import png
 from tests.helpers.projector import (
     IMAGE_TOKENS,
     TEXT_N_EMBD,
@@ -34,28 +34,6 @@ from tests.helpers.projector import (
     projector_tensors,
     write_projector,
 )
-
-
-def png(width: int, height: int, seed: int = 0) -> bytes:
-    """A real RGB PNG built with the standard library (a seeded colour pattern)."""
-
-    def chunk(kind: bytes, body: bytes) -> bytes:
-        return (
-            struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
-        )
-
-    rows = b"".join(
-        b"\0"
-        + bytes((x * 7 + y * 3 + seed * 50 + c * 85) % 256 for x in range(width) for c in range(3))
-        for y in range(height)
-    )
-    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return (
-        b"\x89PNG\r\n\x1a\n"
-        + chunk(b"IHDR", ihdr)
-        + chunk(b"IDAT", zlib.compress(rows))
-        + chunk(b"IEND", b"")
-    )
 
 
 @pytest.fixture(scope="module")

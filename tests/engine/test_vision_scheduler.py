@@ -11,14 +11,12 @@ that the answer describes the image (the weights are noise).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from app.engine import scheduler as scheduler_module
 from app.engine.image_bounds import inspect_image
-from app.engine.llamacpp import LlamaCppModel
 from app.engine.media import MEDIA_MARKER, ImageItem, MediaPrompt, pseudo_token
 from app.engine.types import (
     ChatMessage,
@@ -32,7 +30,8 @@ from app.engine.types import (
     Started,
 )
 from app.engine.worker import EngineWorker, Job
-from tests.engine.test_vision import png
+from tests.helpers.engine_checks import assert_no_leak, model_of
+from tests.helpers.images import png
 from tests.helpers.projector import IMAGE_TOKENS, write_projector
 
 NO_END = {1: -100.0, 106: -100.0}  # Gemma's <eos> and <end_of_turn>: answers write text
@@ -41,36 +40,13 @@ QUESTION = "What is in this picture?"
 
 
 @pytest.fixture(scope="module")
-def vision_worker() -> Iterator[EngineWorker]:
-    w = EngineWorker()
-    yield w
-    w.shutdown()
-
-
-@pytest.fixture(scope="module")
 def loaded(
-    vision_worker: EngineWorker, gemma_path: Path, tmp_path_factory: pytest.TempPathFactory
+    worker: EngineWorker, gemma_path: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> LoadedModel:
     mmproj = write_projector(tmp_path_factory.mktemp("mmproj") / "mmproj-test.gguf")
     params = LoadParams(n_ctx=4096, flash_attn=False, mmproj=str(mmproj))
-    result: LoadedModel = vision_worker.load(str(gemma_path), params).result(120)
+    result: LoadedModel = worker.load(str(gemma_path), params).result(120)
     return result
-
-
-def model_of(worker: EngineWorker) -> LlamaCppModel:
-    (model,) = worker._state.models.values()
-    assert isinstance(model, LlamaCppModel)
-    return model
-
-
-def assert_no_leak(worker: EngineWorker) -> None:
-    """Every sequence holds exactly what the prefix cache says it keeps."""
-    model = model_of(worker)
-    scheduler = worker._state.schedulers[model.model_id]
-    assert not scheduler.slots
-    for entry in scheduler.cache.entries:
-        assert not entry.busy
-        assert model.seq_pos_max(entry.seq) == len(entry.tokens) - 1, entry
 
 
 def image_chat(image: bytes, *history: ChatMessage) -> ChatRequest:
@@ -89,27 +65,27 @@ def test_the_loaded_model_says_it_takes_images(loaded: LoadedModel) -> None:
 
 
 def test_a_chat_with_an_image_is_answered_and_counts_the_images_positions(
-    vision_worker: EngineWorker, loaded: LoadedModel
+    worker: EngineWorker, loaded: LoadedModel
 ) -> None:
     text_only = ChatRequest(
         messages=[{"role": "user", "content": QUESTION}], sampling=GREEDY, model=loaded.model_id
     )
-    plain = finished(vision_worker.submit(text_only))
-    with_image = finished(vision_worker.submit(image_chat(png(64, 48))))
+    plain = finished(worker.submit(text_only))
+    with_image = finished(worker.submit(image_chat(png(64, 48))))
     assert with_image.reason == "length" and with_image.result
     # the image's 4 positions, plus the text mtmd puts around it (<start_of_image> ...)
     assert with_image.usage.prompt_tokens >= plain.usage.prompt_tokens + IMAGE_TOKENS
     assert with_image.usage.completion_tokens == GREEDY.max_tokens
-    assert_no_leak(vision_worker)
+    assert_no_leak(worker, sliding_window=False)
 
 
 def test_the_prompt_holds_one_pseudo_token_per_image_position(
-    vision_worker: EngineWorker, loaded: LoadedModel
+    worker: EngineWorker, loaded: LoadedModel
 ) -> None:
     image = png(40, 40, 3)
     sha = inspect_image(image).sha256
-    finished(vision_worker.submit(image_chat(image)))
-    scheduler = vision_worker._state.schedulers[loaded.model_id]
+    finished(worker.submit(image_chat(image)))
+    scheduler = worker._state.schedulers[loaded.model_id]
     kept = [e.tokens for e in scheduler.cache.entries if pseudo_token(sha, 0) in e.tokens]
     assert kept, "the image's positions are cached under its own keys"
     tokens = kept[0]
@@ -117,21 +93,21 @@ def test_the_prompt_holds_one_pseudo_token_per_image_position(
     assert tokens[start : start + IMAGE_TOKENS] == [pseudo_token(sha, k) for k in range(4)]
     assert all(t >= 0 for t in tokens[:start] + tokens[start + IMAGE_TOKENS :])
     # exactly one BOS: the rendered template's own is not doubled by mtmd
-    model = model_of(vision_worker)
+    model = model_of(worker)
     assert tokens[0] == model.bos and tokens[1] != model.bos
 
 
 def test_a_chat_with_an_image_and_one_without_both_finish_together(
-    vision_worker: EngineWorker, loaded: LoadedModel
+    worker: EngineWorker, loaded: LoadedModel
 ) -> None:
-    alone = finished(vision_worker.submit(image_chat(png(64, 48, 5))))
-    for entry in vision_worker._state.schedulers[loaded.model_id].cache.entries:
-        model_of(vision_worker).seq_rm(entry.seq)  # read both prompts afresh, together
+    alone = finished(worker.submit(image_chat(png(64, 48, 5))))
+    for entry in worker._state.schedulers[loaded.model_id].cache.entries:
+        model_of(worker).seq_rm(entry.seq)  # read both prompts afresh, together
         entry.tokens = []
     text = ChatRequest(
         messages=[{"role": "user", "content": "Name three colours."}], sampling=GREEDY
     )
-    jobs = [vision_worker.submit(image_chat(png(64, 48, 5))), vision_worker.submit(text)]
+    jobs = [worker.submit(image_chat(png(64, 48, 5))), worker.submit(text)]
     results = [finished(j) for j in jobs]
     assert all(r.reason in ("stop", "length") and r.usage.completion_tokens for r in results)
     # the same first token as alone (later ones may turn at a near-tie: the weights are noise
@@ -139,16 +115,16 @@ def test_a_chat_with_an_image_and_one_without_both_finish_together(
     assert results[0].result[:1] == alone.result[:1]
     assert results[0].usage.cached_tokens == 0
     assert results[0].usage.prompt_tokens == alone.usage.prompt_tokens
-    assert_no_leak(vision_worker)
+    assert_no_leak(worker, sliding_window=False)
 
 
 def test_a_follow_up_reuses_the_image_and_a_different_image_stops_at_its_start(
-    vision_worker: EngineWorker, loaded: LoadedModel
+    worker: EngineWorker, loaded: LoadedModel
 ) -> None:
     image = png(48, 48, 7)
     sha = inspect_image(image).sha256
-    first = finished(vision_worker.submit(image_chat(image)))
-    scheduler = vision_worker._state.schedulers[loaded.model_id]
+    first = finished(worker.submit(image_chat(image)))
+    scheduler = worker._state.schedulers[loaded.model_id]
     (tokens,) = [e.tokens for e in scheduler.cache.entries if pseudo_token(sha, 0) in e.tokens]
     image_end = tokens.index(pseudo_token(sha, 0)) + IMAGE_TOKENS
     start = image_end - IMAGE_TOKENS
@@ -157,12 +133,12 @@ def test_a_follow_up_reuses_the_image_and_a_different_image_stops_at_its_start(
         {"role": "assistant", "content": first.result},
         {"role": "user", "content": "And the colours?"},
     ]
-    follow = finished(vision_worker.submit(image_chat(image, *history)))
+    follow = finished(worker.submit(image_chat(image, *history)))
     assert follow.usage.cached_tokens > image_end  # the image was not encoded again
 
-    other = finished(vision_worker.submit(image_chat(png(48, 48, 8), *history)))
+    other = finished(worker.submit(image_chat(png(48, 48, 8), *history)))
     assert 0 < other.usage.cached_tokens <= start  # the text before it, never past its start
-    assert_no_leak(vision_worker)
+    assert_no_leak(worker, sliding_window=False)
 
 
 def test_a_prefix_ending_inside_an_image_is_rounded_down_to_its_start() -> None:
@@ -183,7 +159,7 @@ def test_a_prefix_ending_inside_an_image_is_rounded_down_to_its_start() -> None:
 
 
 def test_a_cancel_while_the_image_is_encoded_is_clean(
-    vision_worker: EngineWorker, loaded: LoadedModel, monkeypatch: pytest.MonkeyPatch
+    worker: EngineWorker, loaded: LoadedModel, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Encoding cannot be aborted: a cancel that arrives during it ends the job right after,
     before the image is decoded, and nothing of it stays in the KV cache."""
@@ -196,11 +172,11 @@ def test_a_cancel_while_the_image_is_encoded_is_clean(
         return out
 
     monkeypatch.setattr(MediaPrompt, "encode", encode_then_cancel)
-    jobs.append(vision_worker.submit(image_chat(png(32, 32, 9))))
+    jobs.append(worker.submit(image_chat(png(32, 32, 9))))
     final = jobs[0].wait(300)
     assert final.reason == "cancelled"
     monkeypatch.undo()
-    assert_no_leak(vision_worker)
+    assert_no_leak(worker, sliding_window=False)
 
     # a cancel as the job starts ends it before its image is encoded
     started: list[Job] = []
@@ -209,18 +185,18 @@ def test_a_cancel_while_the_image_is_encoded_is_clean(
         if isinstance(event, Started):
             started[0].cancel()
 
-    started.append(vision_worker.submit(image_chat(png(32, 32, 10)), cancel_on_start))
+    started.append(worker.submit(image_chat(png(32, 32, 10)), cancel_on_start))
     assert started[0].wait(300).reason == "cancelled"
-    assert_no_leak(vision_worker)
+    assert_no_leak(worker, sliding_window=False)
     # and the model answers afterwards
-    after = finished(vision_worker.submit(image_chat(png(32, 32, 9))))
+    after = finished(worker.submit(image_chat(png(32, 32, 9))))
     assert after.reason == "length" and after.usage.completion_tokens == GREEDY.max_tokens
 
 
 def test_a_bad_image_fails_the_job_with_a_clear_error(
-    vision_worker: EngineWorker, loaded: LoadedModel
+    worker: EngineWorker, loaded: LoadedModel
 ) -> None:
-    final = vision_worker.submit(image_chat(b"GIF89a" + bytes(100))).wait(300)
+    final = worker.submit(image_chat(b"GIF89a" + bytes(100))).wait(300)
     assert isinstance(final, Failed)
     assert "not a PNG or JPEG" in final.error.message
     two_markers = ChatRequest(
@@ -228,13 +204,13 @@ def test_a_bad_image_fails_the_job_with_a_clear_error(
         sampling=GREEDY,
         images=(png(16, 16),),
     )
-    final = vision_worker.submit(two_markers).wait(300)
+    final = worker.submit(two_markers).wait(300)
     assert isinstance(final, Failed) and "2 image marker" in final.error.message
-    assert_no_leak(vision_worker)
+    assert_no_leak(worker, sliding_window=False)
 
 
 def test_a_cancel_mid_prompt_after_the_image_spares_the_chat_beside_it(
-    vision_worker: EngineWorker, loaded: LoadedModel, monkeypatch: pytest.MonkeyPatch
+    worker: EngineWorker, loaded: LoadedModel, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An image chat cancelled after its image was decoded, while the long text after it is
     still being read in chunks, ends cleanly; a text chat generating beside it finishes as it
@@ -243,7 +219,7 @@ def test_a_cancel_mid_prompt_after_the_image_spares_the_chat_beside_it(
     text = ChatRequest(
         messages=[{"role": "user", "content": "Name three colours."}], sampling=sampling
     )
-    alone = finished(vision_worker.submit(text))
+    alone = finished(worker.submit(text))
     long_text = " ".join(f"word{i}" for i in range(900))  # several prefill chunks after the image
     image_job: list[Job] = []
     decoded: list[int] = []
@@ -256,9 +232,9 @@ def test_a_cancel_mid_prompt_after_the_image_spares_the_chat_beside_it(
         return out
 
     monkeypatch.setattr(scheduler_module, "decode_image", decode_then_cancel)
-    other = vision_worker.submit(text)
+    other = worker.submit(text)
     image_job.append(
-        vision_worker.submit(
+        worker.submit(
             ChatRequest(
                 messages=[{"role": "user", "content": f"{MEDIA_MARKER}{long_text}"}],
                 sampling=sampling,
@@ -272,4 +248,4 @@ def test_a_cancel_mid_prompt_after_the_image_spares_the_chat_beside_it(
     assert beside.reason in ("stop", "length") and beside.usage.completion_tokens
     assert beside.result[:1] == alone.result[:1], (alone, beside)
     monkeypatch.undo()
-    assert_no_leak(vision_worker)
+    assert_no_leak(worker, sliding_window=False)

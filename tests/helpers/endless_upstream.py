@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import json
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from tests.helpers.net import LocalHttp
 
 CHUNK = b"x" * 65536
 OK = {
@@ -80,12 +82,8 @@ class EndlessUpstream:
                 except OSError:  # the client hung up: what the limits are for
                     upstream.hung_up.set()
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        self.http = LocalHttp(Handler)
+        self.url = f"{self.http.url}/v1"
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.http.close()

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import socket
 import subprocess
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 
@@ -31,3 +35,33 @@ def wait_for_health(url: str, process: subprocess.Popen[str], timeout: float = 6
             pass
         time.sleep(0.1)
     raise AssertionError(f"{url}/health did not answer within {timeout} s")
+
+
+class LocalHttp:
+    """``handler`` served on 127.0.0.1 (on a port the OS picks) by a daemon thread, a thread a
+    request, until ``close``. ``url`` is its root."""
+
+    def __init__(self, handler: type[BaseHTTPRequestHandler], poll_interval: float = 0.5) -> None:
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": poll_interval}, daemon=True
+        )
+        self.thread.start()
+        self.port = int(self.server.server_address[1])
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join()
+
+
+@contextmanager
+def local_http(handler: type[BaseHTTPRequestHandler]) -> Iterator[LocalHttp]:
+    """``handler`` served on 127.0.0.1 for the block (see :class:`LocalHttp`)."""
+    http = LocalHttp(handler)
+    try:
+        yield http
+    finally:
+        http.close()

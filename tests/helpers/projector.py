@@ -122,3 +122,13 @@ def write_projector(path: Path, text_n_embd: int = TEXT_N_EMBD, seed: int = 0) -
     data = gguf_from(projector_metadata(text_n_embd), projector_tensors(text_n_embd, seed))
     path.write_bytes(data)
     return path
+
+
+def model_folder(gemma_path: Path, folder: Path, projector: bool) -> Path:
+    """The test model linked into ``folder``, with the test projector beside it or not."""
+    folder.mkdir(parents=True, exist_ok=True)
+    model = folder / "gemma-3-270m-q4_k_m.gguf"
+    model.symlink_to(gemma_path)
+    if projector:
+        write_projector(folder / "mmproj-gemma-f16.gguf")
+    return model

@@ -27,6 +27,7 @@ from app.engine.types import (
     LoadRequest,
     SamplingParams,
 )
+from app.engine.worker import EngineWorker
 
 EOG = -1
 
@@ -221,3 +222,22 @@ def scripted_factory(
 
 def load_params(**overrides: Any) -> LoadParams:
     return LoadParams(**{"n_ctx": 32768, **overrides})
+
+
+def worker_with(**options: object) -> tuple[EngineWorker, ScriptedModel]:
+    params = options.pop("params", LoadParams(n_ctx=4096, n_parallel=4, n_batch=64))
+    worker = EngineWorker(model_factory=scripted_factory(**options))
+    worker.load("scripted.gguf", params).result(10)  # type: ignore[arg-type]
+    model = worker._state.models["scripted.gguf"]
+    assert isinstance(model, ScriptedModel)
+    return worker, model
+
+
+def assert_cache_consistent(worker: EngineWorker, model: ScriptedModel) -> None:
+    """Every sequence's KV holds exactly the tokens the prefix cache says, nothing else."""
+    scheduler = worker._state.schedulers[model.model_id]
+    assert not scheduler.slots
+    for entry in scheduler.cache.entries:
+        assert not entry.busy
+        assert model.kv[entry.seq] == set(range(len(entry.tokens))), entry.seq
+    assert model.samplers_closed == model.samplers_made

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from app.config import paths
 from tests.helpers.cli import EMBER, ember
+from tests.helpers.downloads import gguf_files, tiny_repo
 from tests.helpers.hub_server import FakeHub, FakeRepo
-from tests.library.conftest import gguf_files, tiny_repo
 
 
 def test_pull_picks_q4_k_m_then_reuses_it(hub: FakeHub) -> None:

@@ -21,9 +21,9 @@ from app.library import downloads as downloads_mod
 from app.library.downloads import DownloadManager, DownloadState
 from app.library.hub import UnsafeNameError, list_gguf_files
 from app.library.local import Library, read_manifest
+from tests.helpers.downloads import FAST_BACKOFF, Recorder, gguf_files, tiny_repo
 from tests.helpers.gguf_writer import gguf_bytes
 from tests.helpers.hub_server import FakeHub, FakeRepo
-from tests.library.conftest import FAST_BACKOFF, Recorder, gguf_files, tiny_repo
 
 S = DownloadState
 MB = 1_000_000

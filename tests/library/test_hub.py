@@ -27,9 +27,9 @@ from app.library.hub import (
     search_models,
 )
 from app.library.local import Library
+from tests.helpers.downloads import Recorder, tiny_repo
 from tests.helpers.gguf_writer import gguf_bytes
 from tests.helpers.hub_server import FakeFile, FakeHub, FakeRepo
-from tests.library.conftest import Recorder, tiny_repo
 
 
 def test_fake_hub_is_understood_by_huggingface_hub(hub: FakeHub, tmp_path: Path) -> None:

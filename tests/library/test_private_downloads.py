@@ -10,9 +10,9 @@ import pytest
 
 from app.config import paths
 from app.library.downloads import DownloadManager, DownloadState
+from tests.helpers.downloads import Recorder
 from tests.helpers.gguf_writer import gguf_bytes
 from tests.helpers.hub_server import FakeHub, FakeRepo
-from tests.library.conftest import Recorder
 
 MB = 1_000_000
 

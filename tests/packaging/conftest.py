@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.packaging.bundle import Bundle, open_bundle
+from tests.helpers.bundle import Bundle, open_bundle
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from app import __version__
-from tests.packaging.bundle import Bundle
+from tests.helpers.bundle import Bundle
 
 
 def test_version_is_the_source_version(bundle: Bundle, tmp_path: Path) -> None:
@@ -82,7 +82,7 @@ def test_attached_documents_are_read_by_the_bundled_converters(
     """pypdf and the standard-library .docx and HTML readers are in the bundle: a damaged PDF
     is named as one, and good files are read (the run then stops at the missing model, which
     is looked for only after every file was read)."""
-    from tests.attachments import builders
+    from tests.helpers import builders
 
     damaged = tmp_path / "damaged.pdf"
     damaged.write_bytes(builders.pdf_bytes_garbage())

@@ -13,7 +13,7 @@ from types import ModuleType
 
 import pytest
 
-from tests.packaging.bundle import ROOT
+from tests.helpers.bundle import ROOT
 
 
 def _load(name: str) -> ModuleType:

@@ -47,8 +47,8 @@ from pathlib import Path
 import openai
 import pytest
 
+from tests.helpers.bundle import Bundle, mapped_files, open_bundle
 from tests.helpers.net import free_port, wait_for_health
-from tests.packaging.bundle import Bundle, mapped_files, open_bundle
 
 pytestmark = pytest.mark.emulated_cpu
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.packaging.bundle import Bundle, VirtualDisplay
+from tests.helpers.bundle import Bundle, VirtualDisplay
 
 QUIT_HOOK = "EMBER_QUIT_AFTER_START"
 BAD_SIGNS = ("Traceback", "QThread: Destroyed", "Could not load the Qt platform plugin")

@@ -10,8 +10,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.helpers.bundle import Bundle, assert_self_contained
 from tests.helpers.net import free_port, wait_for_health
-from tests.packaging.bundle import Bundle, assert_self_contained
 
 pytestmark = pytest.mark.slow
 

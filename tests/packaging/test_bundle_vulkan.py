@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.packaging.bundle import Bundle
+from tests.helpers.bundle import Bundle
 
 pytestmark = pytest.mark.vulkan
 

@@ -13,7 +13,7 @@ import pytest
 from pytestqt.qtbot import QtBot
 
 from app.ui.single_instance import SingleInstance, SingleInstanceError, default_key
-from tests.packaging.bundle import ROOT
+from tests.helpers.bundle import ROOT
 
 LAUNCH = """
 import sys, time

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -18,28 +17,8 @@ from app.engine.worker import EngineWorker
 from app.server.catalog import ChainCatalog, LibraryCatalog, StaticCatalog, entry_for_file
 from app.server.config import ServerConfig
 from app.server.gateway import Gateway
-from app.server.runner import ServerRunner
-
-MODEL_ID = "gemma"
-N_CTX = 2048
-
-
-@dataclass
-class Served:
-    runner: ServerRunner
-    gateway: Gateway
-    worker: EngineWorker
-    library_dir: Path
-
-    @property
-    def base_url(self) -> str:
-        url = self.runner.base_url
-        assert url is not None
-        return url
-
-    @property
-    def root(self) -> str:
-        return self.base_url.removesuffix("/v1")
+from tests.helpers.scripted_model import scripted_factory
+from tests.helpers.served import MODEL_ID, N_CTX, Served, serving
 
 
 def make_library(root: Path, gemma_path: Path) -> LibraryCatalog:
@@ -77,18 +56,20 @@ def served(gemma_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     )
     gateway = Gateway(worker, catalog, LoadParams(n_ctx=N_CTX))
     gateway.load(str(gemma_path), MODEL_ID).wait(120)
-    runner = ServerRunner(gateway, ServerConfig(port=0))
-    runner.start()
-    try:
+    with serving(gateway, ServerConfig(port=0)) as runner:
         yield Served(runner, gateway, worker, root)
-    finally:
-        runner.stop()
-        worker.shutdown()
+
+
+@pytest.fixture(scope="module")
+def base_url(served: Served) -> str:
+    """The module's OpenAI-compatible API (``…/v1``): ``served``'s, unless the module serves
+    its own."""
+    return served.base_url
 
 
 @pytest.fixture
-def client(served: Served) -> Iterator[openai.OpenAI]:
-    with openai.OpenAI(base_url=served.base_url, api_key="unused", max_retries=0) as c:
+def client(base_url: str) -> Iterator[openai.OpenAI]:
+    with openai.OpenAI(base_url=base_url, api_key="unused", max_retries=0) as c:
         yield c
 
 
@@ -96,3 +77,14 @@ def client(served: Served) -> Iterator[openai.OpenAI]:
 def http(served: Served) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=served.root, timeout=120) as c:
         yield c
+
+
+@pytest.fixture(scope="module")
+def fuzz_base(gemma_path: Path) -> Iterator[str]:
+    """The server's root URL, in front of a scripted model named ``fuzz`` (the real model's
+    file, never read, stands for it in the catalog)."""
+    worker = EngineWorker(model_factory=scripted_factory())
+    gateway = Gateway(worker, StaticCatalog([entry_for_file(gemma_path, "fuzz")]))
+    gateway.load("scripted", "fuzz", LoadParams(n_ctx=4096)).wait(30)
+    with serving(gateway, ServerConfig(port=0)) as runner:
+        yield f"http://127.0.0.1:{runner.port}"

@@ -14,7 +14,7 @@ import anthropic
 import httpx
 import pytest
 
-from tests.server.conftest import MODEL_ID, Served
+from tests.helpers.served import MODEL_ID, Served
 
 WEATHER: Any = {
     "name": "weather",

@@ -15,7 +15,7 @@ import pytest
 
 from app.server.config import ServerConfig
 from app.server.gateway import Gateway
-from tests.server.test_anthropic_stream import HI, TOOLS, serve
+from tests.helpers.scripted_server import ANTHROPIC_TOOLS, HI, serve
 
 KEY = "sk-ember-test-key-0123456789"
 ALIASES = (("claude-sonnet-4-5", "scripted"), ("claude-haiku-*", "scripted"))
@@ -133,7 +133,7 @@ INVALID: list[tuple[Any, str]] = [
             "model": "scripted",
             "max_tokens": 5,
             "messages": HI,
-            "tools": TOOLS,
+            "tools": ANTHROPIC_TOOLS,
             "tool_choice": {"type": "tool", "name": "nope"},
         },
         "nope",
@@ -168,10 +168,10 @@ def hostile() -> list[Any]:
     return [
         {"messages": [{"role": "user", "content": "x" * 2_000_000}]},  # past the context
         {"messages": [{"role": "user", "content": "hi"}] * 5000},
-        {"messages": HI, "tools": [{**TOOLS[0], "input_schema": nested(150)}]},
+        {"messages": HI, "tools": [{**ANTHROPIC_TOOLS[0], "input_schema": nested(150)}]},
         {
             "messages": HI,
-            "tools": [{**TOOLS[0], "input_schema": nested(60)}],
+            "tools": [{**ANTHROPIC_TOOLS[0], "input_schema": nested(60)}],
             "tool_choice": {"type": "any"},
         },
         {"messages": HI, "system": [{"type": "text", "text": None}]},

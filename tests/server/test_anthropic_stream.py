@@ -7,49 +7,19 @@ from __future__ import annotations
 
 import json
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import anthropic
 import httpx
 import pytest
 
-from app.engine.types import LoadParams
-from app.engine.worker import EngineWorker
 from app.server import jobs
-from app.server.config import ServerConfig
 from app.server.gateway import Gateway
-from app.server.runner import ServerRunner
-from tests.helpers.scripted_model import scripted_factory
+from tests.helpers.scripted_server import ANTHROPIC_TOOLS, HI, serve
+from tests.helpers.waiting import wait_until
 
 CALL = '<tool_call>{"name": "weather", "arguments": {"city": "Oslo", "days": 2}}</tool_call>'
-TOOLS: list[Any] = [
-    {
-        "name": "weather",
-        "description": "The weather in a city",
-        "input_schema": {
-            "type": "object",
-            "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
-        },
-    }
-]
-HI: list[Any] = [{"role": "user", "content": "Hi"}]
-
-
-def serve(
-    max_waiting: int = 16, config: ServerConfig | None = None, **model: Any
-) -> Iterator[tuple[str, Gateway]]:
-    worker = EngineWorker(model_factory=scripted_factory(**model))
-    gateway = Gateway(worker, max_waiting=max_waiting)
-    gateway.load("scripted", "scripted", LoadParams(n_ctx=4096, n_parallel=1)).wait(30)
-    runner = ServerRunner(gateway, config or ServerConfig(port=0))
-    runner.start()
-    try:
-        yield f"http://127.0.0.1:{runner.port}", gateway
-    finally:
-        runner.stop()
-        worker.shutdown()
 
 
 @pytest.fixture(scope="module")
@@ -154,7 +124,7 @@ def test_the_sdk_reads_thinking_and_text_streamed_or_whole(thinker: tuple[str, G
 
 def test_a_call_is_a_tool_use_block_streamed_as_input_json(caller: tuple[str, Gateway]) -> None:
     root, _ = caller
-    body: Any = {"model": "scripted", "max_tokens": 50, "messages": HI, "tools": TOOLS}
+    body: Any = {"model": "scripted", "max_tokens": 50, "messages": HI, "tools": ANTHROPIC_TOOLS}
     got = raw_stream(root, body)
     starts = [d["content_block"] for n, d in got if n == "content_block_start"]
     assert starts[0] == {"type": "text", "text": ""}
@@ -199,13 +169,6 @@ def test_stop_sequence_and_max_tokens_are_the_stop_reasons(counter: tuple[str, G
         assert message.content[0].type == "text" and message.content[0].text == "one two "
     assert cut.stop_reason == "max_tokens" and cut.usage.output_tokens == 1
     assert ended.stop_reason == "end_turn" and ended.stop_sequence is None
-
-
-def wait_until(condition: Callable[[], bool], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "the condition never came true"
-        time.sleep(0.02)
 
 
 LONG = {"model": "scripted", "max_tokens": 5000, "messages": HI, "stream": True}

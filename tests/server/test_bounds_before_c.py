@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.server.conftest import MODEL_ID
+from tests.helpers.served import MODEL_ID
 
 MESSAGES = [{"role": "user", "content": "hi"}]
 

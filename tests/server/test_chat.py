@@ -10,7 +10,7 @@ import openai
 import pytest
 
 from app.engine.types import TokenizeRequest
-from tests.server.conftest import MODEL_ID, Served
+from tests.helpers.served import MODEL_ID, Served
 
 USER = [{"role": "user", "content": "Tell me a story about a fox."}]
 

@@ -20,8 +20,8 @@ from app.server import convert
 from app.server.catalog import StaticCatalog, entry_for_file
 from app.server.config import ServerConfig
 from app.server.gateway import Gateway
-from app.server.runner import ServerRunner
 from tests.helpers.scripted_model import scripted_factory
+from tests.helpers.served import serving
 
 LOADED, UNLOADED = "loaded", "unloaded"
 CHAT, COMPLETIONS = "/v1/chat/completions", "/v1/completions"
@@ -41,13 +41,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     worker = EngineWorker(model_factory=scripted_factory())
     gateway = Gateway(worker, catalog)
     gateway.load("scripted", LOADED, LoadParams(n_ctx=4096)).wait(30)
-    runner = ServerRunner(gateway, ServerConfig(port=0))
-    runner.start()
-    try:
+    with serving(gateway, ServerConfig(port=0)) as runner:
         yield Server(f"http://127.0.0.1:{runner.port}", gateway)
-    finally:
-        runner.stop()
-        worker.shutdown()
 
 
 def schema_format(schema: Any) -> dict[str, Any]:

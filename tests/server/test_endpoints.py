@@ -12,7 +12,7 @@ import openai
 import pytest
 
 from app.server.requestlog import RequestRecord
-from tests.server.conftest import MODEL_ID, N_CTX, Served
+from tests.helpers.served import MODEL_ID, N_CTX, Served
 
 
 def test_health_answers(http: httpx.Client) -> None:

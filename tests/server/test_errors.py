@@ -11,9 +11,8 @@ from app.engine.types import LoadRequest
 from app.engine.worker import EngineWorker
 from app.server.config import ServerConfig
 from app.server.gateway import Gateway
-from app.server.runner import ServerRunner
 from tests.helpers.scripted_model import ScriptedModel, scripted_factory
-from tests.server.conftest import MODEL_ID, N_CTX
+from tests.helpers.served import MODEL_ID, N_CTX, serving
 
 CHAT = "/v1/chat/completions"
 GOOD = {"model": MODEL_ID, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2}
@@ -163,18 +162,15 @@ def test_prompt_longer_than_the_context_is_400_with_both_numbers(http: httpx.Cli
 
 def test_no_model_loaded_and_none_named_says_what_to_do() -> None:
     worker = EngineWorker()
-    runner = ServerRunner(Gateway(worker), ServerConfig(port=0))
-    runner.start()
-    try:
-        with httpx.Client(base_url=f"http://127.0.0.1:{runner.port}") as http:
-            body = {"messages": [{"role": "user", "content": "Hi"}]}
-            error = error_of(http.post(CHAT, json=body), 400)
-            assert error["code"] == "model_not_loaded"
-            assert "GET /v1/models" in error["message"]
-            assert http.get("/v1/models").json() == {"object": "list", "data": []}
-    finally:
-        runner.stop()
-        worker.shutdown()
+    with (
+        serving(Gateway(worker), ServerConfig(port=0)) as runner,
+        httpx.Client(base_url=f"http://127.0.0.1:{runner.port}") as http,
+    ):
+        body = {"messages": [{"role": "user", "content": "Hi"}]}
+        error = error_of(http.post(CHAT, json=body), 400)
+        assert error["code"] == "model_not_loaded"
+        assert "GET /v1/models" in error["message"]
+        assert http.get("/v1/models").json() == {"object": "list", "data": []}
 
 
 class _BrokenModel(ScriptedModel):
@@ -192,37 +188,31 @@ def test_engine_failure_is_500_without_internals_and_the_server_survives() -> No
     worker = EngineWorker(model_factory=_BrokenModel)
     gateway = Gateway(worker)
     gateway.load("broken.gguf", "broken").wait(10)
-    runner = ServerRunner(gateway, ServerConfig(port=0))
-    runner.start()
-    try:
-        with httpx.Client(base_url=f"http://127.0.0.1:{runner.port}") as http:
-            body = {"model": "broken", "messages": [{"role": "user", "content": "Hi"}]}
-            for stream in (False, True):
-                r = http.post(CHAT, json={**body, "stream": stream})
-                error = error_of(r, 500)
-                assert error["type"] == "server_error" and error["code"] == "engine_crashed"
-                assert "Traceback" not in r.text and "ggml.c" not in r.text
-            assert http.get("/health").status_code == 200
-    finally:
-        runner.stop()
-        worker.shutdown()
+    with (
+        serving(gateway, ServerConfig(port=0)) as runner,
+        httpx.Client(base_url=f"http://127.0.0.1:{runner.port}") as http,
+    ):
+        body = {"model": "broken", "messages": [{"role": "user", "content": "Hi"}]}
+        for stream in (False, True):
+            r = http.post(CHAT, json={**body, "stream": stream})
+            error = error_of(r, 500)
+            assert error["type"] == "server_error" and error["code"] == "engine_crashed"
+            assert "Traceback" not in r.text and "ggml.c" not in r.text
+        assert http.get("/health").status_code == 200
 
 
 def test_json_nested_thousands_deep_naming_a_provider_is_a_400() -> None:
     """A body with ``provider::model`` is read to route it; nesting 1,500 deep used to raise
     RecursionError there and answer 500."""
     worker = EngineWorker(model_factory=scripted_factory())
-    runner = ServerRunner(Gateway(worker), ServerConfig(port=0))
-    runner.start()
-    try:
-        with httpx.Client(base_url=f"http://127.0.0.1:{runner.port}") as http:
-            body = '{"model": "p::m", "messages": ' + "[" * 1500 + "]" * 1500 + "}"
-            r = http.post(CHAT, content=body, headers={"content-type": "application/json"})
-            assert error_of(r, 400)["type"] == "invalid_request_error"
-            assert http.get("/health").status_code == 200  # same connection, still served
-    finally:
-        runner.stop()
-        worker.shutdown()
+    with (
+        serving(Gateway(worker), ServerConfig(port=0)) as runner,
+        httpx.Client(base_url=f"http://127.0.0.1:{runner.port}") as http,
+    ):
+        body = '{"model": "p::m", "messages": ' + "[" * 1500 + "]" * 1500 + "}"
+        r = http.post(CHAT, content=body, headers={"content-type": "application/json"})
+        assert error_of(r, 400)["type"] == "invalid_request_error"
+        assert http.get("/health").status_code == 200  # same connection, still served
 
 
 def test_an_unexpected_500_closes_the_connection() -> None:

@@ -27,8 +27,8 @@ from app.engine.worker import EngineWorker, Job, Sink
 from app.server.catalog import StaticCatalog, entry_for_file
 from app.server.config import ServerConfig
 from app.server.gateway import Gateway
-from app.server.runner import ServerRunner
-from tests.server.conftest import MODEL_ID, N_CTX, Served
+from tests.helpers.served import MODEL_ID, N_CTX, Served, serving
+from tests.helpers.waiting import wait_until
 
 LONG_PATH = "/v1/completions"
 LONG_MAX_TOKENS = 2000
@@ -62,13 +62,8 @@ def small_queue(gemma_path: Path) -> Iterator[Served]:
         max_waiting=1,
     )
     gateway.load(str(gemma_path), MODEL_ID).wait(120)
-    runner = ServerRunner(gateway, ServerConfig(port=0))
-    runner.start()
-    try:
+    with serving(gateway, ServerConfig(port=0)) as runner:
         yield Served(runner, gateway, worker, gemma_path.parent)
-    finally:
-        runner.stop()
-        worker.shutdown()
 
 
 def is_token(line: str) -> bool:
@@ -86,14 +81,6 @@ def first_token_seconds(http: httpx.Client, body: dict[str, object]) -> float:
             if is_token(line):
                 return time.perf_counter() - started
     raise AssertionError("no token arrived")
-
-
-def wait_until(condition: object, timeout: float = WAIT) -> None:
-    started = time.perf_counter()
-    while not condition():  # type: ignore[operator]
-        if time.perf_counter() - started > timeout:
-            raise AssertionError(f"not within {timeout} s")
-        time.sleep(0.01)
 
 
 class Finals:
@@ -165,7 +152,7 @@ def test_full_queue_answers_503_with_retry_after(small_queue: Served) -> None:
                 )
             )
             waiter.start()
-            wait_until(lambda: small_queue.gateway.active_jobs == 2)
+            wait_until(lambda: small_queue.gateway.active_jobs == 2, WAIT)
             full = http.post("/v1/chat/completions", json={**SHORT, "stream": False})
             assert full.status_code == 503
             assert int(full.headers["retry-after"]) >= 1
@@ -186,9 +173,7 @@ def test_stop_does_not_wait_for_open_streams(
     gateway.load(str(gemma_path), MODEL_ID, LoadParams(n_ctx=N_CTX)).wait(120)
     # A grace period longer than the stream: a stop that waited for open streams would let it
     # run to its end instead of cancelling it.
-    runner = ServerRunner(gateway, ServerConfig(port=0, graceful_timeout=600))
-    runner.start()
-    try:
+    with serving(gateway, ServerConfig(port=0, graceful_timeout=600)) as runner:
         base_url = runner.status.base_url or ""
         with (
             httpx.Client(base_url=base_url, timeout=30) as http,
@@ -206,9 +191,6 @@ def test_stop_does_not_wait_for_open_streams(
         runner.start()
         with httpx.Client(base_url=f"http://127.0.0.1:{runner.port}") as http:
             assert http.get("/health").status_code == 200
-    finally:
-        runner.stop()
-        worker.shutdown()
 
 
 def test_four_concurrent_clients_all_complete(served: Served) -> None:

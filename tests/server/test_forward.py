@@ -16,9 +16,9 @@ from app.engine.worker import EngineWorker
 from app.server.config import ServerConfig
 from app.server.forward import RemoteForwarder
 from app.server.gateway import Gateway
-from app.server.runner import ServerRunner
 from tests.helpers.llama_server import MODEL_ALIAS, LlamaServer, running_llama_server
-from tests.helpers.net import free_port
+from tests.helpers.net import LocalHttp, free_port
+from tests.helpers.served import serving
 
 KEY = "sk-upstream-secret"
 
@@ -37,16 +37,11 @@ def ember_url(upstream: LlamaServer, tmp_path_factory: pytest.TempPathFactory) -
     registry.add(make_provider("nokey", upstream.base_url))
     registry.add(make_provider("down", f"http://127.0.0.1:{free_port()}/v1"))
     worker = EngineWorker()  # no local model at all: everything here is remote
-    runner = ServerRunner(
+    with serving(
         Gateway(worker), ServerConfig(port=0), forwarder=RemoteForwarder(registry)
-    )
-    runner.start()
-    try:
+    ) as runner:
         assert runner.base_url is not None
         yield runner.base_url
-    finally:
-        runner.stop()
-        worker.shutdown()
 
 
 @pytest.fixture
@@ -117,8 +112,7 @@ class _CountingUpstream:
 
     def __init__(self) -> None:
         import json
-        import threading
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+        from http.server import BaseHTTPRequestHandler
 
         counter = self
 
@@ -157,15 +151,11 @@ class _CountingUpstream:
                 pass
 
         self.connections = 0
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        self.http = LocalHttp(Handler)
+        self.url = f"{self.http.url}/v1"
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.http.close()
 
 
 def test_forwarded_requests_reuse_the_connection_to_the_provider(tmp_path: Path) -> None:
@@ -173,18 +163,15 @@ def test_forwarded_requests_reuse_the_connection_to_the_provider(tmp_path: Path)
     registry = ProviderRegistry(path=tmp_path / "providers.json")
     registry.add(make_provider("counted", upstream.url))
     worker = EngineWorker()
-    runner = ServerRunner(
-        Gateway(worker), ServerConfig(port=0), forwarder=RemoteForwarder(registry)
-    )
-    runner.start()
     try:
-        assert runner.base_url is not None
-        with openai.OpenAI(base_url=runner.base_url, api_key="unused", max_retries=0) as c:
-            for _ in range(3):
-                r = c.chat.completions.create(model="counted::m", messages=HELLO)
-                assert r.model == "counted::m" and r.choices[0].message.content == "hi"
-        assert upstream.connections == 1  # one kept-alive connection, not one per request
+        with serving(
+            Gateway(worker), ServerConfig(port=0), forwarder=RemoteForwarder(registry)
+        ) as runner:
+            assert runner.base_url is not None
+            with openai.OpenAI(base_url=runner.base_url, api_key="unused", max_retries=0) as c:
+                for _ in range(3):
+                    r = c.chat.completions.create(model="counted::m", messages=HELLO)
+                    assert r.model == "counted::m" and r.choices[0].message.content == "hi"
+            assert upstream.connections == 1  # one kept-alive connection, not one per request
     finally:
-        runner.stop()
-        worker.shutdown()
         upstream.close()

@@ -19,8 +19,8 @@ from app.engine.worker import EngineWorker
 from app.server.config import ServerConfig
 from app.server.forward import RemoteForwarder
 from app.server.gateway import Gateway
-from app.server.runner import ServerRunner
 from tests.helpers.endless_upstream import EndlessUpstream
+from tests.helpers.served import serving
 
 MB = 1024 * 1024
 HELLO = [{"role": "user", "content": "Say hello"}]
@@ -43,16 +43,11 @@ def ember(
     registry = ProviderRegistry(path=tmp_path / "providers.json")
     registry.add(make_provider("endless", endless.url))
     worker = EngineWorker()
-    runner = ServerRunner(
+    with serving(
         Gateway(worker), ServerConfig(port=0), forwarder=RemoteForwarder(registry)
-    )
-    runner.start()
-    try:
+    ) as runner:
         assert runner.base_url is not None
         yield runner.base_url
-    finally:
-        runner.stop()
-        worker.shutdown()
 
 
 # what the kernel may hold in socket buffers between the provider and Ember on loopback: the

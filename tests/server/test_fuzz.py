@@ -7,53 +7,16 @@ real model's own bounds are proven in test_bounds_before_c.py)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app.engine.types import LoadParams
-from app.engine.worker import EngineWorker
-from app.server.catalog import StaticCatalog, entry_for_file
-from app.server.config import ServerConfig
-from app.server.gateway import Gateway
-from app.server.runner import ServerRunner
-from tests.helpers.scripted_model import scripted_factory
+from tests.helpers.fuzz import json_values, odd_numbers, schema_bombs
 
 MODEL = "fuzz"
 
-odd_numbers = st.one_of(
-    st.integers(min_value=-(2**70), max_value=2**70),
-    st.floats(allow_nan=False, allow_infinity=False),
-    st.sampled_from([0, -1, 1e308, -1e308, 2**63, 1e-320]),
-)
-scalars = st.one_of(
-    st.none(), st.booleans(), odd_numbers, st.text(max_size=50), st.just("x" * 5000)
-)
-json_values = st.recursive(
-    scalars,
-    lambda children: st.one_of(
-        st.lists(children, max_size=4), st.dictionaries(st.text(max_size=8), children, max_size=4)
-    ),
-    max_leaves=12,
-)
-schema_bombs = st.sampled_from(
-    [
-        {"type": "string", "maxLength": 20000},
-        {"type": "string", "minLength": 10**8},
-        {"enum": list(range(5000))},
-        {"type": "object", "properties": [1, 2]},
-        {"type": "object", "properties": {"a": {"$ref": "#/$defs/missing"}}},
-        {"anyOf": "nope"},
-        {"type": "array", "items": {"type": "array", "items": {"type": "array"}}, "maxItems": -3},
-        {"type": ["string", 5]},
-        {"pattern": "(" * 2000},
-        {"required": {"a": 1}},
-    ]
-)
 fields: dict[str, st.SearchStrategy[Any]] = {
     "model": st.one_of(st.just(MODEL), st.text(max_size=300), st.just("p::m"), json_values),
     "messages": st.one_of(
@@ -102,18 +65,6 @@ bodies = st.fixed_dictionaries(
 )  # every field may be there or not
 
 
-@pytest.fixture(scope="module")
-def base(gemma_path: Any) -> Iterator[str]:
-    worker = EngineWorker(model_factory=scripted_factory())
-    gateway = Gateway(worker, StaticCatalog([entry_for_file(gemma_path, MODEL)]))
-    gateway.load("scripted", MODEL, LoadParams(n_ctx=4096)).wait(30)
-    runner = ServerRunner(gateway, ServerConfig(port=0))
-    runner.start()
-    yield f"http://127.0.0.1:{runner.port}"
-    runner.stop()
-    worker.shutdown()
-
-
 @settings(
     max_examples=150,
     deadline=None,
@@ -123,10 +74,10 @@ def base(gemma_path: Any) -> Iterator[str]:
     path=st.sampled_from(["/v1/chat/completions", "/v1/completions", "/v1/embeddings"]),
     body=bodies,
 )
-def test_no_hostile_body_gets_a_5xx(base: str, path: str, body: dict[str, Any]) -> None:
+def test_no_hostile_body_gets_a_5xx(fuzz_base: str, path: str, body: dict[str, Any]) -> None:
     if isinstance(body.get("max_tokens"), int) and body["max_tokens"] > 50:
         body["max_tokens"] = 50  # keep valid requests short; the shape is what is tested
-    with httpx.Client(base_url=base, timeout=60) as http:
+    with httpx.Client(base_url=fuzz_base, timeout=60) as http:
         r = http.post(path, content=json.dumps(body), headers={"content-type": "application/json"})
         assert r.status_code < 500, (r.status_code, r.text[:300])
         if r.status_code >= 400:
@@ -135,10 +86,10 @@ def test_no_hostile_body_gets_a_5xx(base: str, path: str, body: dict[str, Any]) 
         assert http.get("/health").status_code == 200
 
 
-def test_deeply_nested_bodies_are_a_400(base: str) -> None:
+def test_deeply_nested_bodies_are_a_400(fuzz_base: str) -> None:
     for depth in (1000, 100_000):
         for inner in ("[" * depth + "]" * depth, '{"a":' * depth + "1" + "}" * depth):
             body = '{"model": "p::m", "messages": ' + inner + "}"
-            r = httpx.post(f"{base}/v1/chat/completions", content=body,
+            r = httpx.post(f"{fuzz_base}/v1/chat/completions", content=body,
                            headers={"content-type": "application/json"}, timeout=60)  # fmt: skip
             assert r.status_code == 400, r.text[:200]

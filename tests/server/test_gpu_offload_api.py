@@ -5,7 +5,6 @@ failed GPU is logged with its one sentence."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -53,21 +52,14 @@ def test_size_vram_counts_the_layers_llama_cpp_was_given(gemma: GGUFInfo) -> Non
     assert size_vram(SIZE, _loaded(5), None) == SIZE  # no header: the model is on the GPU
 
 
-@pytest.fixture
-def worker() -> Iterator[EngineWorker]:
-    w = EngineWorker()
-    yield w
-    w.shutdown()
-
-
 def test_the_api_logs_that_the_cpu_took_over(
-    worker: EngineWorker,
+    idle_worker: EngineWorker,
     gemma_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     failing_gpu(monkeypatch)
-    gateway = Gateway(worker, load_params=LoadParams(n_ctx=512, n_parallel=1))
+    gateway = Gateway(idle_worker, load_params=LoadParams(n_ctx=512, n_parallel=1))
     with caplog.at_level(logging.WARNING, logger="app.server.gateway"):
         loaded = gateway.load(str(gemma_path), "gemma").wait(120)
     assert loaded.n_gpu_layers == 0 and loaded.notice

@@ -14,9 +14,8 @@ the `openai` SDK where a client would use it. After each, a normal request is an
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import httpx
@@ -32,9 +31,9 @@ from app.server.forward import RemoteForwarder
 from app.server.gateway import Gateway
 from app.server.ollama.answers import _Pieces
 from app.server.output import Piece
-from app.server.runner import ServerRunner
 from app.server.toolcalls import HERMES
-from tests.server.conftest import MODEL_ID, N_CTX, Served
+from tests.helpers.net import local_http
+from tests.helpers.served import MODEL_ID, N_CTX, Served, serving
 
 MESSAGES = [{"role": "user", "content": "Hi"}]
 HEADERS = {"content-type": "application/json"}
@@ -164,23 +163,13 @@ class Upstream(BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def forwarding(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    upstream = ThreadingHTTPServer(("127.0.0.1", 0), Upstream)
-    thread = threading.Thread(target=upstream.serve_forever, daemon=True)
-    thread.start()
     registry = ProviderRegistry(path=tmp_path_factory.mktemp("deep") / "providers.json")
-    registry.add(make_provider("deep", f"http://127.0.0.1:{upstream.server_address[1]}/v1"))
     worker = EngineWorker()
-    runner = ServerRunner(
-        Gateway(worker), ServerConfig(port=0), forwarder=RemoteForwarder(registry)
-    )
-    runner.start()
-    try:
-        yield f"http://127.0.0.1:{runner.port}"
-    finally:
-        runner.stop()
-        worker.shutdown()
-        upstream.shutdown()
-        upstream.server_close()
+    with local_http(Upstream) as upstream:
+        registry.add(make_provider("deep", f"{upstream.url}/v1"))
+        forwarder = RemoteForwarder(registry)
+        with serving(Gateway(worker), ServerConfig(port=0), forwarder=forwarder) as runner:
+            yield f"http://127.0.0.1:{runner.port}"
 
 
 def test_a_provider_answering_json_nested_thousands_deep_is_no_500(forwarding: str) -> None:

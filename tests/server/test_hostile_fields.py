@@ -25,8 +25,8 @@ from app.server.catalog import LibraryCatalog
 from app.server.config import ServerConfig
 from app.server.gateway import Gateway
 from app.server.ollama import convert
-from app.server.runner import ServerRunner
 from tests.helpers.gguf_writer import write_gguf
+from tests.helpers.served import serving
 
 
 class _Touched:
@@ -66,14 +66,11 @@ def server(library_root: Path) -> Iterator[tuple[httpx.Client, Library]]:
     )
     worker = EngineWorker()
     catalog = LibraryCatalog(library, rescan_after=0)
-    runner = ServerRunner(Gateway(worker, catalog), ServerConfig(port=0))
-    runner.start()
-    try:
-        with httpx.Client(base_url=f"http://127.0.0.1:{runner.port}", timeout=60) as http:
-            yield http, library
-    finally:
-        runner.stop()
-        worker.shutdown()
+    with (
+        serving(Gateway(worker, catalog), ServerConfig(port=0)) as runner,
+        httpx.Client(base_url=f"http://127.0.0.1:{runner.port}", timeout=60) as http,
+    ):
+        yield http, library
 
 
 # ---- keep_alive -----------------------------------------------------------------------------

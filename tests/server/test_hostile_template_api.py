@@ -16,7 +16,7 @@ from app.engine.worker import EngineWorker
 from app.server.catalog import StaticCatalog, entry_for_file
 from app.server.config import ServerConfig
 from app.server.gateway import Gateway
-from app.server.runner import ServerRunner
+from tests.helpers.served import serving
 
 MODEL_ID = "hostile"
 HOSTILE = "{% for i in range(99999) %}{% for j in range(99999) %}x{% endfor %}{% endfor %}"
@@ -31,13 +31,8 @@ def base_url(gemma_path: Path) -> Iterator[str]:
     # The template travels as the GGUF's own would: the load's chat_template override.
     params = LoadParams(n_ctx=512, chat_template=HOSTILE)
     gateway.load(str(gemma_path), MODEL_ID, params).wait(TIMEOUT)
-    runner = ServerRunner(gateway, ServerConfig(port=0))
-    runner.start()
-    try:
+    with serving(gateway, ServerConfig(port=0)) as runner:
         yield f"http://127.0.0.1:{runner.port}"
-    finally:
-        runner.stop()
-        worker.shutdown()
 
 
 def test_a_hostile_template_is_a_400_naming_it_and_the_next_request_is_answered(

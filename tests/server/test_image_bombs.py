@@ -37,10 +37,9 @@ from app.server.catalog import StaticCatalog, entry_for_file
 from app.server.config import ServerConfig
 from app.server.gateway import Gateway
 from app.server.ollama import images as ollama_images
-from app.server.runner import ServerRunner
-from tests.engine.test_vision import png
+from tests.helpers.images import data_url, image_messages, png
 from tests.helpers.projector import write_projector
-from tests.server.test_images import data_url, image_messages
+from tests.helpers.served import serving
 
 VISION = "gemma-vision"
 
@@ -52,20 +51,9 @@ def base_url(gemma_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iter
     gateway = Gateway(worker, StaticCatalog([entry_for_file(gemma_path, VISION)]))
     params = LoadParams(n_ctx=1024, n_parallel=2, mmproj=str(mmproj))
     gateway.load(str(gemma_path), VISION, params).wait(120)
-    runner = ServerRunner(gateway, ServerConfig(port=0))
-    runner.start()
-    try:
+    with serving(gateway, ServerConfig(port=0)) as runner:
         assert runner.base_url is not None
         yield runner.base_url
-    finally:
-        runner.stop()
-        worker.shutdown()
-
-
-@pytest.fixture
-def client(base_url: str) -> Iterator[openai.OpenAI]:
-    with openai.OpenAI(base_url=base_url, api_key="unused", max_retries=0) as c:
-        yield c
 
 
 def _chunk(kind: bytes, body: bytes) -> bytes:

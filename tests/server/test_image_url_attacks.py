@@ -8,9 +8,8 @@ the next request. The engine is the scripted model: the URL fails before any mod
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +21,9 @@ from app.engine.worker import EngineWorker
 from app.server.catalog import StaticCatalog, entry_for_file
 from app.server.config import ServerConfig
 from app.server.gateway import Gateway
-from app.server.runner import ServerRunner
-from tests.server.test_images import image_messages
+from tests.helpers.images import image_messages
+from tests.helpers.net import local_http
+from tests.helpers.served import serving
 
 MODEL = "scripted"
 
@@ -43,16 +43,8 @@ class Redirects(BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def site() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Redirects)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with local_http(Redirects) as http:
+        yield http.url
 
 
 @pytest.fixture(scope="module")
@@ -62,14 +54,11 @@ def client(gemma_path: Path) -> Iterator[openai.OpenAI]:
     worker = EngineWorker(model_factory=scripted_factory())
     gateway = Gateway(worker, StaticCatalog([entry_for_file(gemma_path, MODEL)]))
     gateway.load("scripted", MODEL, LoadParams(n_ctx=4096)).wait(30)
-    runner = ServerRunner(gateway, ServerConfig(port=0, image_urls=True, image_urls_local=True))
-    runner.start()
-    try:
-        with openai.OpenAI(base_url=runner.base_url, api_key="x", max_retries=0) as c:
-            yield c
-    finally:
-        runner.stop()
-        worker.shutdown()
+    with (
+        serving(gateway, ServerConfig(port=0, image_urls=True, image_urls_local=True)) as runner,
+        openai.OpenAI(base_url=runner.base_url, api_key="x", max_retries=0) as c,
+    ):
+        yield c
 
 
 URLS = {

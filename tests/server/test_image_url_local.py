@@ -29,9 +29,8 @@ from app.server import url_guard
 from app.server.catalog import StaticCatalog, entry_for_file
 from app.server.config import ServerConfig
 from app.server.gateway import Gateway
-from app.server.runner import ServerRunner
-from tests.engine.test_vision import png
-from tests.server.test_images import image_messages
+from tests.helpers.images import image_messages, png
+from tests.helpers.served import serving
 
 MODEL = "scripted"
 PICTURE = png(32, 24)
@@ -98,14 +97,11 @@ def serve(gemma_path: Path, config: ServerConfig) -> Iterator[openai.OpenAI]:
     worker = EngineWorker(model_factory=scripted_factory())
     gateway = Gateway(worker, StaticCatalog([entry_for_file(gemma_path, MODEL)]))
     gateway.load("scripted", MODEL, LoadParams(n_ctx=4096)).wait(30)
-    runner = ServerRunner(gateway, config)
-    runner.start()
-    try:
-        with openai.OpenAI(base_url=runner.base_url, api_key="x", max_retries=0) as c:
-            yield c
-    finally:
-        runner.stop()
-        worker.shutdown()
+    with (
+        serving(gateway, config) as runner,
+        openai.OpenAI(base_url=runner.base_url, api_key="x", max_retries=0) as c,
+    ):
+        yield c
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
@@ -25,7 +25,8 @@ from app.server import schemas
 from app.server.config import ServerConfig, allow_image_urls
 from app.server.errors import APIError
 from app.server.images import decode_images, fetch_image_urls
-from tests.engine.test_vision import png
+from tests.helpers.images import png
+from tests.helpers.net import LocalHttp
 
 PICTURE = png(32, 24)
 BIG = 21 * 1024 * 1024  # past the 20 MiB cap
@@ -86,17 +87,12 @@ class Handler(BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def site() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    http = LocalHttp(Handler)
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
+        yield http.url
     finally:
         release.set()
-        server.shutdown()
-        server.server_close()
-        thread.join()
+        http.close()
 
 
 def body(*urls: str) -> list[schemas.Message]:

@@ -25,9 +25,9 @@ from app.server import images
 from app.server.catalog import StaticCatalog, entry_for_file
 from app.server.config import ServerConfig
 from app.server.gateway import Gateway
-from app.server.runner import ServerRunner
-from tests.engine.test_vision import png
+from tests.helpers.images import data_url, image_messages, png
 from tests.helpers.projector import IMAGE_TOKENS, write_projector
+from tests.helpers.served import serving
 
 VISION, PLAIN = "gemma-vision", "gemma-plain"
 NO_END = {"1": -100, "106": -100}  # Gemma's <eos> and <end_of_turn>: answers write text
@@ -41,36 +41,9 @@ def base_url(gemma_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iter
     gateway.load(str(gemma_path), PLAIN, LoadParams(n_ctx=1024, n_parallel=2)).wait(120)
     vision = LoadParams(n_ctx=1024, n_parallel=2, mmproj=str(mmproj))
     gateway.load(str(gemma_path), VISION, vision).wait(120)
-    runner = ServerRunner(gateway, ServerConfig(port=0))
-    runner.start()
-    try:
+    with serving(gateway, ServerConfig(port=0)) as runner:
         assert runner.base_url is not None
         yield runner.base_url
-    finally:
-        runner.stop()
-        worker.shutdown()
-
-
-@pytest.fixture
-def client(base_url: str) -> Iterator[openai.OpenAI]:
-    with openai.OpenAI(base_url=base_url, api_key="unused", max_retries=0) as c:
-        yield c
-
-
-def data_url(data: bytes, media_type: str = "image/png") -> str:
-    return f"data:{media_type};base64,{base64.b64encode(data).decode('ascii')}"
-
-
-def image_messages(url: str, text: str = "What is in this picture?") -> list[Any]:
-    return [
-        {
-            "role": "user",
-            "content": [
-                {"type": "text", "text": text},
-                {"type": "image_url", "image_url": {"url": url}},
-            ],
-        }
-    ]
 
 
 def ask(client: openai.OpenAI, model: str, messages: list[Any]) -> Any:

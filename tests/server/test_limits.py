@@ -20,6 +20,7 @@ from app.server.limits import RequestLimits
 from app.server.ollama.port import start_ollama_port
 from app.server.runner import ServerRunner
 from tests.helpers.net import free_port
+from tests.helpers.served import serving
 
 WAIT = 60.0  # a failsafe for waits on events, never a timing target
 KB = 1024
@@ -30,14 +31,9 @@ SMALL = {"model": "nothing-loaded", "messages": [{"role": "user", "content": "hi
 
 def serve(limits: RequestLimits) -> Iterator[tuple[str, RequestLimits]]:
     worker = EngineWorker()  # no model: requests end in a quick 404 once their body is in
-    runner = ServerRunner(Gateway(worker), ServerConfig(port=0), limits=limits)
-    runner.start()
-    try:
+    with serving(Gateway(worker), ServerConfig(port=0), limits=limits) as runner:
         assert runner.base_url is not None
         yield runner.base_url.removesuffix("/v1"), runner.limits
-    finally:
-        runner.stop()
-        worker.shutdown()
 
 
 @pytest.fixture
@@ -61,7 +57,7 @@ def slow_body(release: asyncio.Event, first: bytes = b"") -> AsyncIterator[bytes
     return body()
 
 
-async def wait_until(limits: RequestLimits, predicate: object) -> None:
+async def limits_reach(limits: RequestLimits, predicate: object) -> None:
     assert callable(predicate)
     assert await asyncio.to_thread(limits.wait_for, predicate, WAIT)
 
@@ -85,12 +81,12 @@ def test_requests_beyond_the_cap_get_503_until_the_others_end(
             holding = [
                 asyncio.create_task(http.post(CHAT, content=slow_body(held))) for _ in range(4)
             ]
-            await wait_until(limits, lambda s: s.requests == 4)
+            await limits_reach(limits, lambda s: s.requests == 4)
             # more slow uploads: refused as soon as their heads arrive, bodies not kept
             beyond = [
                 asyncio.create_task(http.post(CHAT, content=slow_body(extra))) for _ in range(6)
             ]
-            await wait_until(limits, lambda s: s.refused == 6)
+            await limits_reach(limits, lambda s: s.refused == 6)
             assert limits.requests == 4
             ollama = await http.post("/api/chat", json={"model": "x", "messages": []})
             assert ollama.status_code == 503 and ollama.json()["error"].startswith("The server")
@@ -100,7 +96,7 @@ def test_requests_beyond_the_cap_get_503_until_the_others_end(
             held.set()
             for r in await asyncio.gather(*holding):  # the held ones were served
                 assert r.status_code == 404 and r.json()["error"]["code"] == "model_not_found"
-            await wait_until(limits, lambda s: s.requests == 0 and s.body_bytes == 0)
+            await limits_reach(limits, lambda s: s.requests == 0 and s.body_bytes == 0)
             ok = await http.post(CHAT, json=SMALL)
             assert ok.status_code == 404  # served again, not refused
             assert (await http.get("/health")).status_code == 200
@@ -117,7 +113,7 @@ def test_a_long_stream_holds_one_place_only(few_requests: tuple[str, RequestLimi
             three = [
                 asyncio.create_task(http.post(CHAT, content=slow_body(release))) for _ in range(3)
             ]
-            await wait_until(limits, lambda s: s.requests == 3)
+            await limits_reach(limits, lambda s: s.requests == 3)
             # the last place is free: served; then freed again for the next
             for _ in range(3):
                 r = await http.post(CHAT, json=SMALL)
@@ -140,7 +136,7 @@ def test_bodies_beyond_the_budget_get_503(small_budget: tuple[str, RequestLimits
                 for _ in range(3)
             ]
             held = 3 * (len(HEAD) + len(part))
-            await wait_until(limits, lambda s: s.body_bytes == held)
+            await limits_reach(limits, lambda s: s.body_bytes == held)
             # a declared length beyond what is left: refused before any of it is read
             declared = await http.post(CHAT, content=part)
             assert_busy(declared)
@@ -151,14 +147,14 @@ def test_bodies_beyond_the_budget_get_503(small_budget: tuple[str, RequestLimits
             chunked = await http.post(CHAT, content=slow_body(now, part))
             assert_busy(chunked)
             # the refused ones let go of what they had counted
-            await wait_until(limits, lambda s: s.requests == 3 and s.body_bytes == held)
+            await limits_reach(limits, lambda s: s.requests == 3 and s.body_bytes == held)
             # a small body still fits
             small = await http.post(CHAT, json=SMALL)
             assert small.status_code == 404
             release.set()
             for r in await asyncio.gather(*holding):
                 assert r.status_code == 404
-            await wait_until(limits, lambda s: s.body_bytes == 0 and s.requests == 0)
+            await limits_reach(limits, lambda s: s.body_bytes == 0 and s.requests == 0)
             again = await http.post(CHAT, content=b'{"model": "x", "pad": "' + part + b'"}')
             assert again.status_code != 503  # all the budget is free again
 
@@ -183,12 +179,12 @@ def test_the_ollama_port_shares_the_bound() -> None:
                     asyncio.create_task(http.post(main_url + CHAT, content=slow_body(release)))
                     for _ in range(2)
                 ]
-                await wait_until(runner.limits, lambda s: s.requests == 2)
+                await limits_reach(runner.limits, lambda s: s.requests == 2)
                 r = await http.post(ollama_url + "/api/chat", json={"model": "x", "messages": []})
                 assert r.status_code == 503 and r.headers["retry-after"] == "1"
                 release.set()
                 await asyncio.gather(*two)
-                await wait_until(runner.limits, lambda s: s.requests == 0)
+                await limits_reach(runner.limits, lambda s: s.requests == 0)
                 r = await http.post(ollama_url + "/api/chat", json={"model": "x", "messages": []})
                 assert r.status_code == 404
 

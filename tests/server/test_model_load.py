@@ -12,7 +12,7 @@ import pytest
 
 from app.engine import llamacpp
 from app.engine.types import UnloadRequest
-from tests.server.conftest import Served
+from tests.helpers.served import Served
 
 LIBRARY_ID = "test/gemma-copy/gemma-copy.gguf"
 

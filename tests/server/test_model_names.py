@@ -15,8 +15,8 @@ from app.library.local import Library
 from app.server.catalog import ChainCatalog, LibraryCatalog, StaticCatalog, entry_for_file
 from app.server.config import ServerConfig
 from app.server.gateway import Gateway
-from app.server.runner import ServerRunner
 from tests.helpers.scripted_model import scripted_factory
+from tests.helpers.served import serving
 
 MODEL = "scripted"
 
@@ -36,13 +36,8 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     worker = EngineWorker(model_factory=scripted_factory())
     gateway = Gateway(worker, catalog)
     gateway.load("scripted", MODEL, LoadParams(n_ctx=4096)).wait(30)
-    runner = ServerRunner(gateway, ServerConfig(port=0))
-    runner.start()
-    try:
+    with serving(gateway, ServerConfig(port=0)) as runner:
         yield f"http://127.0.0.1:{runner.port}"
-    finally:
-        runner.stop()
-        worker.shutdown()
 
 
 @pytest.mark.parametrize(

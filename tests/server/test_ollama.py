@@ -19,7 +19,7 @@ from app.engine.types import ChatRequest, Finished
 from app.server import convert
 from app.server.convert import ChatPlan
 from app.server.ollama.answers import ChatAnswer
-from tests.server.conftest import N_CTX, Served
+from tests.helpers.served import N_CTX, Served
 
 COPY = "hf.co/test/gemma-copy:Q4_K_M"  # the library's test/gemma-copy/gemma-copy.gguf
 

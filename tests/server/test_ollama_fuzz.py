@@ -7,22 +7,13 @@ answering. The engine is the scripted model, as in test_fuzz.py."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app.engine.types import LoadParams
-from app.engine.worker import EngineWorker
-from app.server.catalog import StaticCatalog, entry_for_file
-from app.server.config import ServerConfig
-from app.server.gateway import Gateway
-from app.server.runner import ServerRunner
-from tests.helpers.scripted_model import scripted_factory
-from tests.server.test_fuzz import json_values, odd_numbers, schema_bombs
+from tests.helpers.fuzz import json_values, odd_numbers, schema_bombs
 
 MODEL = "fuzz"
 
@@ -121,18 +112,6 @@ fields: dict[str, st.SearchStrategy[Any]] = {
 bodies = st.fixed_dictionaries({}, optional=fields)
 
 
-@pytest.fixture(scope="module")
-def base(gemma_path: Any) -> Iterator[str]:
-    worker = EngineWorker(model_factory=scripted_factory())
-    gateway = Gateway(worker, StaticCatalog([entry_for_file(gemma_path, MODEL)]))
-    gateway.load("scripted", MODEL, LoadParams(n_ctx=4096)).wait(30)
-    runner = ServerRunner(gateway, ServerConfig(port=0))
-    runner.start()
-    yield f"http://127.0.0.1:{runner.port}"
-    runner.stop()
-    worker.shutdown()
-
-
 ROUTES = [
     ("POST", "/api/chat"),
     ("POST", "/api/generate"),
@@ -151,7 +130,7 @@ ROUTES = [
 )
 @given(route=st.sampled_from(ROUTES), body=bodies)
 def test_no_hostile_body_gets_a_5xx(
-    base: str, route: tuple[str, str], body: dict[str, Any]
+    fuzz_base: str, route: tuple[str, str], body: dict[str, Any]
 ) -> None:
     method, path = route
     if isinstance(body.get("options"), dict):
@@ -160,7 +139,7 @@ def test_no_hostile_body_gets_a_5xx(
             body["options"]["num_predict"] = 20  # keep valid requests short
     elif "options" not in body:
         body["options"] = {"num_predict": 20}
-    with httpx.Client(base_url=base, timeout=60) as http:
+    with httpx.Client(base_url=fuzz_base, timeout=60) as http:
         r = http.request(
             method, path, content=json.dumps(body), headers={"content-type": "application/json"}
         )
@@ -174,10 +153,10 @@ def test_no_hostile_body_gets_a_5xx(
         assert http.get("/api/version").status_code == 200
 
 
-def test_deeply_nested_bodies_are_a_400(base: str) -> None:
+def test_deeply_nested_bodies_are_a_400(fuzz_base: str) -> None:
     for depth in (1000, 100_000):
         for inner in ("[" * depth + "]" * depth, '{"a":' * depth + "1" + "}" * depth):
             body = '{"model": "fuzz", "messages": ' + inner + "}"
-            r = httpx.post(f"{base}/api/chat", content=body, timeout=60)
+            r = httpx.post(f"{fuzz_base}/api/chat", content=body, timeout=60)
             assert r.status_code == 400, r.text[:200]
             assert set(r.json()) == {"error"}

@@ -24,9 +24,9 @@ from app.engine.worker import EngineWorker
 from app.server.catalog import StaticCatalog, entry_for_file
 from app.server.config import ServerConfig
 from app.server.gateway import Gateway
-from app.server.runner import ServerRunner
-from tests.engine.test_vision import png
+from tests.helpers.images import png
 from tests.helpers.projector import IMAGE_TOKENS, write_projector
+from tests.helpers.served import serving
 
 VISION, PLAIN = "gemma-vision", "gemma-plain"
 OPTIONS: dict[str, Any] = {"num_predict": 3, "temperature": 0}
@@ -41,14 +41,9 @@ def root(gemma_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     gateway.load(str(gemma_path), PLAIN, LoadParams(n_ctx=1024)).wait(120)
     vision = LoadParams(n_ctx=1024, mmproj=str(mmproj))
     gateway.load(str(gemma_path), VISION, vision).wait(120)
-    runner = ServerRunner(gateway, ServerConfig(port=0))
-    runner.start()
-    try:
+    with serving(gateway, ServerConfig(port=0)) as runner:
         assert runner.base_url is not None
         yield runner.base_url.removesuffix("/v1")
-    finally:
-        runner.stop()
-        worker.shutdown()
 
 
 @pytest.fixture

@@ -4,16 +4,10 @@ one sentence saying who holds it."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import ollama
 
@@ -21,6 +15,7 @@ from app.cli import build_parser
 from app.config import Settings
 from app.server.runner import bind_socket
 from tests.helpers.cli import EMBER
+from tests.helpers.fake_ollama import fake_ollama
 from tests.helpers.net import free_port, wait_for_health
 
 
@@ -58,35 +53,6 @@ def test_the_setting_makes_serve_listen_on_the_ollama_port_too(ember_home: Path)
         f"Ember API at http://127.0.0.1:{port}/v1",
         f"Ollama-compatible API at http://127.0.0.1:{extra}",
     ]
-
-
-class _FakeOllama(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        if self.path == "/api/version":
-            body = json.dumps({"version": "0.9.0"}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-        else:
-            body = b"404 page not found"
-            self.send_response(404)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
-@contextmanager
-def fake_ollama() -> Iterator[int]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _FakeOllama)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield int(server.server_address[1])
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def serve_on(ember_home: Path, extra: int) -> subprocess.CompletedProcess[str]:

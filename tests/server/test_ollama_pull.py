@@ -5,8 +5,7 @@ server whose library is EMBER_HOME's, pulling from the local stand-in for the Hu
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import httpx
@@ -22,6 +21,8 @@ from app.server.gateway import Gateway
 from app.server.runner import ServerRunner
 from tests.helpers.gguf_writer import gguf_bytes
 from tests.helpers.hub_server import FakeHub, FakeRepo, fake_hub_env
+from tests.helpers.served import serving
+from tests.helpers.waiting import wait_until
 
 REPO = "someone/Tiny-GGUF"
 NAME = f"hf.co/{REPO}:Q4_K_M"
@@ -52,14 +53,9 @@ def server(
         )
         worker = EngineWorker()
         gateway = Gateway(worker, LibraryCatalog(library))
-        runner = ServerRunner(gateway, ServerConfig(port=0))
-        runner.start()
-        try:
+        with serving(gateway, ServerConfig(port=0)) as runner:
             assert runner.base_url is not None
             yield Server(runner.base_url.removesuffix("/v1"), gateway, hub, runner)
-        finally:
-            runner.stop()
-            worker.shutdown()
 
 
 @pytest.fixture
@@ -168,10 +164,3 @@ def test_a_pull_the_client_leaves_is_paused_and_the_next_one_resumes(
     assert gets[1].status == 206
     (model,) = paths().models_dir.rglob("Big-Q6_K.gguf")
     assert model.read_bytes() == data
-
-
-def wait_until(condition: Callable[[], bool], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "the condition never came true"
-        time.sleep(0.05)

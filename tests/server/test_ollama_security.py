@@ -37,13 +37,6 @@ REFUSED = [
 ]
 
 
-@pytest.fixture(scope="module")
-def worker() -> Iterator[EngineWorker]:
-    w = EngineWorker()
-    yield w
-    w.shutdown()
-
-
 def serve(worker: EngineWorker, config: ServerConfig) -> Iterator[httpx.Client]:
     runner = ServerRunner(Gateway(worker), config)
     runner.start()

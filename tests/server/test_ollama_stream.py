@@ -6,8 +6,7 @@ object, streamed or not."""
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -15,11 +14,9 @@ import ollama
 import pytest
 
 from app.engine.types import LoadParams
-from app.engine.worker import EngineWorker
-from app.server.config import ServerConfig
 from app.server.gateway import Gateway
-from app.server.runner import ServerRunner
-from tests.helpers.scripted_model import scripted_factory
+from tests.helpers.scripted_server import serve
+from tests.helpers.waiting import wait_until
 
 CALL = '<tool_call>{"name": "weather", "arguments": {"city": "Oslo", "days": 2}}</tool_call>'
 TOOLS: list[Any] = [
@@ -37,34 +34,14 @@ TOOLS: list[Any] = [
 ]
 
 
-def serve(**model: Any) -> Iterator[tuple[str, Gateway]]:
-    worker = EngineWorker(model_factory=scripted_factory(**model))
-    gateway = Gateway(worker)
-    gateway.load("scripted", "scripted", LoadParams(n_ctx=4096)).wait(30)
-    runner = ServerRunner(gateway, ServerConfig(port=0))
-    runner.start()
-    try:
-        yield f"http://127.0.0.1:{runner.port}", gateway
-    finally:
-        runner.stop()
-        worker.shutdown()
-
-
 @pytest.fixture(scope="module")
 def slow() -> Iterator[tuple[str, Gateway]]:
-    yield from serve(tokens_per_second=20)
+    yield from serve(params=LoadParams(n_ctx=4096), tokens_per_second=20)
 
 
 @pytest.fixture(scope="module")
 def caller() -> Iterator[tuple[str, Gateway]]:
-    yield from serve(pieces=(CALL,), eog_after=1)
-
-
-def wait_until(condition: Callable[[], bool], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "the condition never came true"
-        time.sleep(0.02)
+    yield from serve(params=LoadParams(n_ctx=4096), pieces=(CALL,), eog_after=1)
 
 
 LONG = {"model": "scripted", "prompt": "go", "raw": True, "options": {"num_predict": 5000}}

@@ -20,8 +20,8 @@ from app.server.catalog import StaticCatalog, entry_for_file
 from app.server.config import ServerConfig
 from app.server.gateway import Gateway
 from app.server.ollama.shapes import capabilities
-from app.server.runner import ServerRunner
 from tests.helpers.sdist_reasoning import template
+from tests.helpers.served import serving
 
 MODEL_ID = "thinker"
 OPENS_THINK = (
@@ -41,13 +41,8 @@ def base_url(gemma_path: Path) -> Iterator[str]:
     gateway = Gateway(worker, StaticCatalog([entry_for_file(gemma_path, MODEL_ID)]))
     params = LoadParams(n_ctx=1024, chat_template=OPENS_THINK, n_parallel=2)
     gateway.load(str(gemma_path), MODEL_ID, params).wait(TIMEOUT)
-    runner = ServerRunner(gateway, ServerConfig(port=0))
-    runner.start()
-    try:
+    with serving(gateway, ServerConfig(port=0)) as runner:
         yield f"http://127.0.0.1:{runner.port}"
-    finally:
-        runner.stop()
-        worker.shutdown()
 
 
 @pytest.fixture

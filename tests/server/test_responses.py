@@ -15,7 +15,7 @@ import openai
 import pytest
 
 from app.config import ember_home
-from tests.server.conftest import MODEL_ID
+from tests.helpers.served import MODEL_ID
 
 WEATHER = {
     "type": "function",

@@ -18,9 +18,9 @@ from app.engine.types import LoadParams
 from app.engine.worker import EngineWorker
 from app.server.config import ServerConfig
 from app.server.gateway import Gateway
-from app.server.runner import ServerRunner
+from tests.helpers.fuzz import json_values, odd_numbers, schema_bombs
 from tests.helpers.scripted_model import scripted_factory
-from tests.server.test_fuzz import json_values, odd_numbers, schema_bombs
+from tests.helpers.served import serving
 
 MODEL = "fuzz"
 
@@ -97,11 +97,8 @@ def base() -> Iterator[str]:
     worker = EngineWorker(model_factory=scripted_factory(eog_after=3))
     gateway = Gateway(worker)
     gateway.load("scripted", MODEL, LoadParams(n_ctx=4096)).wait(30)
-    runner = ServerRunner(gateway, ServerConfig(port=0))
-    runner.start()
-    yield f"http://127.0.0.1:{runner.port}"
-    runner.stop()
-    worker.shutdown()
+    with serving(gateway, ServerConfig(port=0)) as runner:
+        yield f"http://127.0.0.1:{runner.port}"
 
 
 @settings(

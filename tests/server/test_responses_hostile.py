@@ -22,6 +22,7 @@ from app.server.gateway import Gateway
 from app.server.responses.store import ResponseKeeper, StoreLimits
 from app.server.runner import ServerRunner
 from tests.helpers.scripted_model import ScriptedModel
+from tests.helpers.served import serving
 
 MODEL = "thinker"
 BROKEN = "broken"
@@ -57,11 +58,8 @@ def runner() -> Iterator[ServerRunner]:
     worker = EngineWorker(model_factory=_Model)
     gateway = Gateway(worker)
     gateway.load("thinker.gguf", MODEL, LoadParams(n_ctx=4096)).wait(30)
-    runner = ServerRunner(gateway, ServerConfig(port=0))
-    runner.start()
-    yield runner
-    runner.stop()
-    worker.shutdown()
+    with serving(gateway, ServerConfig(port=0)) as runner:
+        yield runner
 
 
 @pytest.fixture

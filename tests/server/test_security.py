@@ -31,13 +31,6 @@ ORIGIN = "http://localhost:3000"
 
 
 @pytest.fixture(scope="module")
-def worker() -> Iterator[EngineWorker]:
-    w = EngineWorker()
-    yield w
-    w.shutdown()
-
-
-@pytest.fixture(scope="module")
 def locked(worker: EngineWorker) -> Iterator[httpx.Client]:
     """A loopback server with an API key, one CORS origin and a 1 MB body limit."""
     config = ServerConfig(port=0, api_key=KEY, cors_origins=(ORIGIN,), max_body_bytes=1024 * 1024)

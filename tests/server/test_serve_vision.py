@@ -13,11 +13,10 @@ from pathlib import Path
 
 import openai
 
-from tests.commands.test_run_images import model_folder
-from tests.engine.test_vision import png
 from tests.helpers.cli import EMBER, ember
+from tests.helpers.images import png
 from tests.helpers.net import free_port, wait_for_health
-from tests.helpers.projector import IMAGE_TOKENS
+from tests.helpers.projector import IMAGE_TOKENS, model_folder
 
 
 def test_serve_loads_the_models_projector_and_an_image_reaches_it(

@@ -27,6 +27,7 @@ from app.server.config import ServerConfig
 from app.server.gateway import Gateway
 from app.server.limits import RequestLimits
 from app.server.runner import ServerRunner
+from tests.helpers.served import serving
 
 WAIT = 60.0  # a failsafe for waits on events, never a timing target
 KEY = "sk-test-0123456789abcdef"
@@ -51,15 +52,10 @@ def declared(length: int) -> bytes:
 
 def serve(limits: RequestLimits, host: str = "127.0.0.1") -> Iterator[ServerRunner]:
     worker = EngineWorker()  # no model: a whole request ends in a quick 404
-    runner = ServerRunner(
+    with serving(
         Gateway(worker), ServerConfig(host=host, port=0, api_key=KEY), limits=limits
-    )
-    runner.start()
-    try:
+    ) as runner:
         yield runner
-    finally:
-        runner.stop()
-        worker.shutdown()
 
 
 def client(port: int | None, host: str = "127.0.0.1") -> httpx.Client:

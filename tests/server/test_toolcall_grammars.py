@@ -19,7 +19,7 @@ from app.engine.types import BadRequestError, SamplingParams
 from app.server.output import ChatOutput
 from app.server.toolcalls import BY_NAME, FORMATS, GENERIC, CallReader, lazy_grammar
 from tests.helpers.gbnf_match import GrammarMatcher
-from tests.server.test_toolcall_formats import FAMILIES, FUNCTIONS, SCHEMAS, read
+from tests.helpers.toolcall_families import FAMILIES, FUNCTIONS, SCHEMAS, read
 
 # Work per character of answer: each is looked at a bounded number of times.
 LINEAR = 40

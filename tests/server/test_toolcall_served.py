@@ -25,11 +25,11 @@ from app.engine.worker import EngineWorker
 from app.server.catalog import StaticCatalog, entry_for_file
 from app.server.config import ServerConfig
 from app.server.gateway import Gateway
-from app.server.runner import ServerRunner
 from app.server.toolcalls import BY_NAME
 from tests.helpers.scripted_model import ScriptedModel
 from tests.helpers.sdist_templates import template
-from tests.server.test_toolcall_formats import FAMILIES, TOOLS
+from tests.helpers.served import serving
+from tests.helpers.toolcall_families import FAMILIES, TOOLS
 
 ANSWERS = {
     "devstral": (
@@ -111,14 +111,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     catalog = StaticCatalog([entry_for_file(root / f"{m}.gguf", m) for m in ids])
     worker = EngineWorker(model_factory=factory())
     gateway = Gateway(worker, catalog, LoadParams(n_ctx=32768))
-    runner = ServerRunner(gateway, ServerConfig(port=0))
-    runner.start()
-    try:
+    with serving(gateway, ServerConfig(port=0)) as runner:
         url = f"http://127.0.0.1:{runner.port}"
         yield Server(url, openai.OpenAI(base_url=url + "/v1", api_key="x", max_retries=0))
-    finally:
-        runner.stop()
-        worker.shutdown()
 
 
 def ask(server: Server, model: str, **extra: Any) -> Any:

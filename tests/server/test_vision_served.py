@@ -12,9 +12,8 @@ nothing fetched) when it does not.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -27,11 +26,10 @@ from app.library.local import Library
 from app.server.catalog import LibraryCatalog
 from app.server.config import ServerConfig
 from app.server.gateway import Gateway
-from app.server.runner import ServerRunner
-from tests.commands.test_run_images import model_folder
-from tests.engine.test_vision import png
-from tests.helpers.projector import IMAGE_TOKENS
-from tests.server.test_images import data_url, image_messages
+from tests.helpers.images import data_url, image_messages, png
+from tests.helpers.net import local_http
+from tests.helpers.projector import IMAGE_TOKENS, model_folder
+from tests.helpers.served import serving
 
 PICTURE = png(32, 24)
 fetched: list[str] = []
@@ -52,16 +50,8 @@ class Handler(BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def picture_url() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/cat.png"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with local_http(Handler) as http:
+        yield f"{http.url}/cat.png"
 
 
 @pytest.fixture(scope="module")
@@ -81,14 +71,9 @@ def library(gemma_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Libra
 def serve(library: LibraryCatalog, config: ServerConfig, projectors: bool = True) -> Iterator[str]:
     worker = EngineWorker()
     gateway = Gateway(worker, library, LoadParams(n_ctx=1024), projectors=projectors)
-    runner = ServerRunner(gateway, config)
-    runner.start()
-    try:
+    with serving(gateway, config) as runner:
         assert runner.base_url is not None
         yield runner.base_url
-    finally:
-        runner.stop()
-        worker.shutdown()
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from app.tools.config import SECRET_MARK, McpConfig
 from tests.helpers.cli import ember
-from tests.tools.conftest import TIME_ARGS
+from tests.helpers.mcp_config import TIME_ARGS
 
 
 def test_add_ls_test_rm_a_stdio_server(ember_home: Path) -> None:

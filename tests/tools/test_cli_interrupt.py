@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from tests.helpers.cli import ember
-from tests.tools.conftest import SILENT, TIME_ARGS, process_alive, wait_for_file
+from tests.helpers.mcp_config import SILENT, TIME_ARGS, process_alive, wait_for_file
 
 PROMPT = "Allow get_current_time (time)? [y]es once, [a]lways, [N]o: "
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from app.tools.config import SECRET_MARK, McpConfig, ServerConfig, ToolConfigError
-from tests.tools.conftest import MemoryKeyring
+from tests.helpers.memory_keyring import MemoryKeyring
 
 CLAUDE = {
     "mcpServers": {

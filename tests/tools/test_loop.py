@@ -6,43 +6,12 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from app.engine.types import ChatMessage
 from app.tools.config import McpConfig
-from app.tools.loop import Decision, LoopHooks, ToolCall, ToolLoop
+from app.tools.loop import LoopHooks, ToolLoop
 from app.tools.manager import ToolManager
-from tests.tools.conftest import sdk_server, time_server, wait_for_file
-from tests.tools.scripted import ScriptedEngine, call_text
-
-QUESTION: list[ChatMessage] = [{"role": "user", "content": "Say hi through echo."}]
-
-
-class Asker:
-    """Answers approval questions from a list, and records them."""
-
-    def __init__(self, *answers: Decision) -> None:
-        self.answers = list(answers)
-        self.asked: list[ToolCall] = []
-
-    def __call__(self, call: ToolCall) -> Decision:
-        self.asked.append(call)
-        return self.answers.pop(0)
-
-
-def make_loop(
-    engine: ScriptedEngine, manager: ToolManager, servers: list[str], asker: Asker, **kw: object
-) -> ToolLoop:
-    return ToolLoop(
-        engine,
-        manager,
-        manager.toolbox(servers),
-        LoopHooks(approve=asker),
-        **kw,  # type: ignore[arg-type]
-    )
-
-
-def calls_made(markers: Path) -> list[str]:
-    path = markers / "calls"
-    return path.read_text().split() if path.exists() else []
+from tests.helpers.mcp_config import sdk_server, time_server, wait_for_file
+from tests.helpers.scripted_engine import ScriptedEngine, call_text
+from tests.helpers.tool_loop import QUESTION, Asker, calls_made, make_loop
 
 
 def test_allow_once_runs_the_call_and_the_model_answers_with_its_result(

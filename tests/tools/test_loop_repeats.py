@@ -23,9 +23,9 @@ from app.tools.config import McpConfig
 from app.tools.loop import LoopHooks, ToolLoop
 from app.tools.manager import ToolManager
 from app.tools.repeats import RepeatWatch, call_key
-from tests.tools.conftest import sdk_server
-from tests.tools.scripted import ScriptedEngine, call_text
-from tests.tools.test_loop import QUESTION, Asker, calls_made, make_loop
+from tests.helpers.mcp_config import sdk_server
+from tests.helpers.scripted_engine import ScriptedEngine, call_text
+from tests.helpers.tool_loop import QUESTION, Asker, calls_made, make_loop
 
 ECHO = call_text("echo", '{"text": "hi"}')
 MAX_PIECES = 2048

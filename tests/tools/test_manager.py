@@ -13,7 +13,7 @@ from app.tools.config import McpConfig, ServerConfig
 from app.tools.manager import CommandNotApprovedError, ServerStartError, ToolError, ToolManager
 from app.tools.results import MAX_RESULT_CHARS
 from app.tools.transport import MAX_MESSAGE_BYTES, STDERR_LOG_BYTES
-from tests.tools.conftest import (
+from tests.helpers.mcp_config import (
     approved,
     process_alive,
     sdk_server,
@@ -21,7 +21,7 @@ from tests.tools.conftest import (
     time_server,
     wait_for_file,
 )
-from tests.tools.servers import HUGE_CHARS, HttpServer
+from tests.helpers.mcp_servers import HUGE_CHARS, HttpServer
 
 
 def test_time_server_lists_and_calls_its_tools(config: McpConfig, manager: ToolManager) -> None:
@@ -45,9 +45,9 @@ def test_a_tool_error_is_an_output_the_model_sees(config: McpConfig, manager: To
 def test_a_command_line_not_approved_does_not_run(
     config: McpConfig, manager: ToolManager, markers: Path
 ) -> None:
-    server = ServerConfig("t", command=sys.executable, args=("-m", "tests.tools.servers"))
+    server = ServerConfig("t", command=sys.executable, args=("-m", "tests.helpers.mcp_servers"))
     config.add(server)
-    with pytest.raises(CommandNotApprovedError, match=r"would run `.*tests\.tools\.servers`"):
+    with pytest.raises(CommandNotApprovedError, match=r"would run `.*tests\.helpers\.mcp_servers`"):
         manager.list_tools("t")
     config.approve_command("t")
     changed = approved(server)

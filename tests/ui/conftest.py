@@ -1,4 +1,7 @@
-"""GUI test fixtures: the real model loaded once, a window on an isolated EMBER_HOME."""
+"""GUI test fixtures: the real model loaded once, a window on an isolated EMBER_HOME; and the
+same window on the fake engine (``fake_worker``, ``fake_window``: no model, answers streamed at
+a scripted pace), which a module tunes with ``FAKE_ENGINE = FakeEngine(...)`` or replaces by
+overriding ``fake_worker``."""
 
 from __future__ import annotations
 
@@ -18,9 +21,9 @@ from app.ui.collector import GuiCollector
 from app.ui.main_window import DEFAULT_SIZE, GEOMETRY_KEY, MainWindow
 from app.ui.services import Services, create_services
 from app.ui.theme import ThemeManager
-
-TEST_CTX = 2048
-SMALL_CTX = 512
+from tests.helpers.fake_app import FakeEngine, fake_services, load_fake, model_file, show_window
+from tests.helpers.parallel_fake import ParallelFakeWorker
+from tests.helpers.window import SMALL_CTX, TEST_CTX, loaded_worker
 
 
 @pytest.fixture(scope="session")
@@ -48,19 +51,13 @@ def _no_qt_object_off_its_thread(qtlog: Any) -> Iterator[None]:
 @pytest.fixture(scope="session")
 def gemma_worker(gemma_path: Path) -> Iterator[EngineWorker]:
     """One engine worker with the real test model loaded, shared by the GUI tests."""
-    worker = EngineWorker()
-    worker.load(str(gemma_path), LoadParams(n_ctx=TEST_CTX)).result(180)
-    yield worker
-    worker.shutdown()
+    yield from loaded_worker(gemma_path, LoadParams(n_ctx=TEST_CTX))
 
 
 @pytest.fixture(scope="session")
 def small_gemma_worker(gemma_path: Path) -> Iterator[EngineWorker]:
     """The test model with a 512-token context, for filling the context quickly."""
-    worker = EngineWorker()
-    worker.load(str(gemma_path), LoadParams(n_ctx=SMALL_CTX)).result(180)
-    yield worker
-    worker.shutdown()
+    yield from loaded_worker(gemma_path, LoadParams(n_ctx=SMALL_CTX))
 
 
 @pytest.fixture
@@ -117,3 +114,32 @@ def make_window(
 @pytest.fixture
 def window(make_window: Callable[[], MainWindow]) -> MainWindow:
     return make_window()
+
+
+@pytest.fixture
+def fake_engine(request: pytest.FixtureRequest) -> FakeEngine:
+    """How this module's fake engine and window are made: its ``FAKE_ENGINE``, or the default."""
+    engine = getattr(request.module, "FAKE_ENGINE", FakeEngine())
+    assert isinstance(engine, FakeEngine)
+    return engine
+
+
+@pytest.fixture
+def fake_worker(tmp_path: Path, fake_engine: FakeEngine) -> Iterator[ParallelFakeWorker]:
+    """The fake engine with a (fake) model loaded."""
+    worker = fake_engine.worker(**fake_engine.options)
+    load_fake(worker, model_file(tmp_path, fake_engine.model), fake_engine.n_ctx)
+    yield worker
+    worker.shutdown()
+
+
+@pytest.fixture
+def fake_window(
+    qtbot: QtBot, ember_app: QApplication, fake_worker: ParallelFakeWorker, fake_engine: FakeEngine
+) -> Iterator[MainWindow]:
+    """The real window on the fake engine, on fresh services over this test's EMBER_HOME."""
+    services = fake_services(fake_worker, max_tokens=fake_engine.max_tokens)
+    window = show_window(qtbot, services)
+    yield window
+    window.close()
+    services.close()

@@ -13,7 +13,7 @@ from pytestqt.qtbot import QtBot
 from app.engine.types import ChatRequest, Failed, Finished, SamplingParams
 from app.engine.worker import EngineWorker
 from app.ui.bridge import DEFAULT_UPDATES_PER_SECOND, EngineBridge
-from tests.ui.fake_model import fake_factory, fake_load_params
+from tests.helpers.fake_model import fake_factory, fake_load_params
 
 
 @pytest.fixture
@@ -90,7 +90,7 @@ def test_a_slow_update_leaves_the_gui_time_before_the_next(
 ) -> None:
     """The interval between updates counts from the end of the previous one: when showing an
     update takes long, the GUI still gets 1/30 s for input and painting before the next."""
-    from tests.ui.parallel_fake import ParallelFakeWorker
+    from tests.helpers.parallel_fake import ParallelFakeWorker
 
     worker = ParallelFakeWorker(tokens_per_second=2000)
     worker.load("fake.gguf", fake_load_params()).result(10)

@@ -13,17 +13,21 @@ from pytestqt.qtbot import QtBot
 from app.engine.types import EngineError
 from app.ui.engine_session import api_model_id
 from app.ui.main_window import MainWindow
-from tests.ui.fake_app import (
+from tests.helpers.fake_app import (
     WAIT_MS,
+    FakeEngine,
     ask,
     fake_services,
     load_fake,
     model_file,
     show_window,
 )
-from tests.ui.parallel_fake import ParallelFakeWorker
+from tests.helpers.parallel_fake import ParallelFakeWorker
 
 BROKEN = "This file is not a GGUF model (it does not start with 'GGUF'). Download it again."
+
+
+FAKE_ENGINE = FakeEngine(max_tokens=40)
 
 
 @pytest.fixture
@@ -32,7 +36,7 @@ def files(tmp_path: Path) -> dict[str, str]:
 
 
 @pytest.fixture
-def worker(files: dict[str, str]) -> Iterator[ParallelFakeWorker]:
+def fake_worker(files: dict[str, str]) -> Iterator[ParallelFakeWorker]:
     worker = ParallelFakeWorker(failing={files["broken"]: EngineError(BROKEN)})
     load_fake(worker, files["alpha"])
     yield worker
@@ -40,14 +44,8 @@ def worker(files: dict[str, str]) -> Iterator[ParallelFakeWorker]:
 
 
 @pytest.fixture
-def window(
-    qtbot: QtBot, ember_app: QApplication, worker: ParallelFakeWorker
-) -> Iterator[MainWindow]:
-    services = fake_services(worker, max_tokens=40)
-    window = show_window(qtbot, services)
-    yield window
-    window.close()
-    services.close()
+def window(fake_window: MainWindow) -> MainWindow:
+    return fake_window
 
 
 def _answer(qtbot: QtBot, window: MainWindow, text: str) -> str:
@@ -57,12 +55,12 @@ def _answer(qtbot: QtBot, window: MainWindow, text: str) -> str:
     return message_id
 
 
-def _loaded_ids(worker: ParallelFakeWorker) -> list[str]:
-    return [m.model_id for m in worker.loaded_models()]
+def _loaded_ids(fake_worker: ParallelFakeWorker) -> list[str]:
+    return [m.model_id for m in fake_worker.loaded_models()]
 
 
 def test_a_chat_remembers_its_model_and_opening_it_loads_it_again(
-    qtbot: QtBot, window: MainWindow, worker: ParallelFakeWorker, files: dict[str, str]
+    qtbot: QtBot, window: MainWindow, fake_worker: ParallelFakeWorker, files: dict[str, str]
 ) -> None:
     engine, store, controller = window.services.engine, window.services.store, window.controller
     answer = _answer(qtbot, window, "Asked with alpha")
@@ -79,14 +77,14 @@ def test_a_chat_remembers_its_model_and_opening_it_loads_it_again(
     assert beta_chat is not None
     assert store.get_conversation(beta_chat).model == files["beta"]
     assert store.get_conversation(alpha_chat).model == files["alpha"]  # untouched
-    qtbot.waitUntil(lambda: _loaded_ids(worker) == ["beta"], timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: _loaded_ids(fake_worker) == ["beta"], timeout=WAIT_MS)
 
     # Reopening the first chat picks its model again (and the chat settings show it).
     with qtbot.waitSignal(engine.model_loaded, timeout=WAIT_MS) as loaded:
         window.sidebar.conversation_selected.emit(alpha_chat)
     assert loaded.args[0].path == files["alpha"]
     assert window.panel.model_combo.currentData() == files["alpha"]
-    qtbot.waitUntil(lambda: _loaded_ids(worker) == ["alpha"], timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: _loaded_ids(fake_worker) == ["alpha"], timeout=WAIT_MS)
     follow_up = _answer(qtbot, window, "Again")
     assert store.get_message(follow_up).metadata["model"] == "alpha"
 
@@ -96,7 +94,7 @@ def test_a_chat_remembers_its_model_and_opening_it_loads_it_again(
 
 
 def test_a_model_that_fails_to_load_keeps_the_working_one_and_says_why(
-    qtbot: QtBot, window: MainWindow, worker: ParallelFakeWorker, files: dict[str, str]
+    qtbot: QtBot, window: MainWindow, fake_worker: ParallelFakeWorker, files: dict[str, str]
 ) -> None:
     engine, controller = window.services.engine, window.controller
     _answer(qtbot, window, "Hello")
@@ -106,7 +104,7 @@ def test_a_model_that_fails_to_load_keeps_the_working_one_and_says_why(
         window.header.picker.load(files["broken"])
     assert failed.args[0] == files["broken"]
     assert engine.loaded is not None and engine.loaded.path == files["alpha"]
-    assert _loaded_ids(worker) == [api_model_id(files["alpha"])]
+    assert _loaded_ids(fake_worker) == [api_model_id(files["alpha"])]
     banner = window.chat.banner
     assert banner.isVisible() and banner.kind == "error"
     text = banner.text.text()
@@ -139,23 +137,23 @@ def test_a_chat_whose_model_cannot_load_says_why_in_the_answer(
 
 
 def test_switching_models_mid_answer_lets_the_answer_finish_then_frees_the_old_model(
-    qtbot: QtBot, window: MainWindow, worker: ParallelFakeWorker, files: dict[str, str]
+    qtbot: QtBot, window: MainWindow, fake_worker: ParallelFakeWorker, files: dict[str, str]
 ) -> None:
     engine, controller = window.services.engine, window.controller
-    worker.tokens_per_second = 100
+    fake_worker.tokens_per_second = 100
     window.services.settings.set("sampling.max_tokens", 20_000)
     window.new_chat()
     message_id = ask(qtbot, window, "A long one, please")
     with qtbot.waitSignal(engine.model_loaded, timeout=WAIT_MS):
         window.header.picker.load(files["beta"])
     # Both are loaded while the answer is still being written with the first one.
-    assert sorted(_loaded_ids(worker)) == ["alpha", "beta"]
+    assert sorted(_loaded_ids(fake_worker)) == ["alpha", "beta"]
     answer = controller.answer
     assert answer is not None and answer.message_id == message_id
     tokens = answer.tokens
     qtbot.waitUntil(lambda: answer.tokens > tokens, timeout=WAIT_MS)
     controller.stop()
-    qtbot.waitUntil(lambda: _loaded_ids(worker) == ["beta"], timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: _loaded_ids(fake_worker) == ["beta"], timeout=WAIT_MS)
     saved = window.services.store.get_message(message_id)
     assert saved.status == "stopped" and saved.metadata["model"] == "alpha"
     assert saved.content.startswith("Sure.")

@@ -22,8 +22,8 @@ from app.config import Settings
 from app.engine.types import ChatRequest, SamplingParams
 from app.ui.collector import GuiCollector, collect_if_due, generation_due
 from app.ui.engine_session import EngineSession
-from tests.ui.fake_app import WAIT_MS, load_fake, model_file
-from tests.ui.parallel_fake import ParallelFakeWorker
+from tests.helpers.fake_app import WAIT_MS, load_fake, model_file
+from tests.helpers.parallel_fake import ParallelFakeWorker
 
 
 class _Cycle:

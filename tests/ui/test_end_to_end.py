@@ -20,7 +20,7 @@ from app.ui.nav_rail import CHATS, MODELS, SERVER
 from app.ui.toast import Toast
 from tests.helpers.hub_server import FakeHub, FakeRepo, fake_hub_env
 from tests.helpers.net import free_port
-from tests.ui.helpers import send
+from tests.helpers.window import send
 
 REPO = "google/gemma-3-270m-GGUF"
 FILE = "gemma-3-270m-Q4_K_M.gguf"
@@ -28,11 +28,9 @@ WAIT = 90_000
 
 
 @pytest.fixture
-def engine_worker() -> Iterator[EngineWorker]:
+def engine_worker(idle_worker: EngineWorker) -> EngineWorker:
     """A worker of its own with no model: this test loads what it downloads."""
-    worker = EngineWorker()
-    yield worker
-    worker.shutdown()
+    return idle_worker
 
 
 @pytest.fixture

@@ -32,9 +32,9 @@ from app.ui.models.my_models import MyModelsView
 from app.ui.settings import presets, provider_editor
 from app.ui.settings.settings_dialog import SettingsDialog
 from app.ui.task_runner import Lane, tasks
-from tests.chats.test_damage import fill, garbage, page_holding, page_size
+from tests.helpers.damaged_db import fill, garbage, page_holding, page_size
+from tests.helpers.fake_model import fake_factory, fake_load_params
 from tests.helpers.gguf_writer import write_gguf
-from tests.ui.fake_model import fake_factory, fake_load_params
 
 
 @pytest.fixture

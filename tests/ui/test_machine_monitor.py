@@ -15,9 +15,9 @@ from app.engine.monitor import GpuSample, Sampler
 from app.ui.machine_monitor import IDLE_INTERVAL_MS, WATCH_INTERVAL_MS, MachineMonitor
 from app.ui.settings.hardware_page import HardwarePage
 from app.ui.settings.settings_dialog import SettingsDialog
+from tests.helpers.fake_app import fake_services, load_fake, model_file, show_window
 from tests.helpers.machine import GB, FakeClock, FakeMachine
-from tests.ui.fake_app import fake_services, load_fake, model_file, show_window
-from tests.ui.parallel_fake import ParallelFakeWorker
+from tests.helpers.parallel_fake import ParallelFakeWorker
 
 
 class ThreadRecordingMachine(FakeMachine):

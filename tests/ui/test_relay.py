@@ -19,7 +19,7 @@ from shiboken6 import isValid
 from app.engine.types import Event, Finished, TokenizeRequest, Usage
 from app.ui.chat.context import TokenCounter
 from app.ui.relay import Relay
-from tests.ui.fake_app import WAIT_MS
+from tests.helpers.fake_app import WAIT_MS
 
 
 class _Window(QObject):

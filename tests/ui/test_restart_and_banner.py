@@ -12,8 +12,8 @@ from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
 from app.ui.main_window import MainWindow
-from tests.ui.fake_app import WAIT_MS, ask, fake_services, load_fake, model_file, show_window
-from tests.ui.parallel_fake import ParallelFakeWorker
+from tests.helpers.fake_app import WAIT_MS, ask, fake_services, load_fake, model_file, show_window
+from tests.helpers.parallel_fake import ParallelFakeWorker
 
 
 def _rect_in(window: MainWindow, widget: object) -> QRect:

@@ -13,7 +13,7 @@ from pytestqt.qtbot import QtBot
 from app.ui.errors import ErrorReporter, setup_file_logging
 from app.ui.main_window import MainWindow
 from app.ui.services import create_services
-from tests.ui.helpers import send
+from tests.helpers.window import send
 
 
 def test_restart_restores_conversation_and_layout(

@@ -17,8 +17,8 @@ from app.engine.types import ChatMessage, ChatRequest, SamplingParams
 from app.ui.engine_session import EngineSession
 from app.ui.settings.settings_dialog import SettingsDialog
 from app.ui.status_bar import StatusBar
-from tests.ui.fake_app import load_fake, model_file
-from tests.ui.parallel_fake import ParallelFakeWorker
+from tests.helpers.fake_app import load_fake, model_file
+from tests.helpers.parallel_fake import ParallelFakeWorker
 
 LONG_NAME = "Meta-Llama-3.1-70B-Instruct-abliterated-uncensored-imatrix-Q4_K_M.gguf"
 

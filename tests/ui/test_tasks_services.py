@@ -69,11 +69,11 @@ def test_start_up_removes_on_the_disk_lane_the_attached_files_a_purge_left(
     qtbot: QtBot, services: Services, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from app.chats import attachments
-    from tests.chats.test_attachments_purge import _attach, _chat_with
+    from tests.helpers.chat_attachments import attach_text, chat_with_files
 
     monkeypatch.setattr(attachments, "MAX_REMOVALS", 1)  # the purge at quit leaves the rest
-    files = [_attach(tmp_path, f"f{i}.txt", f"File number {i}.\n") for i in range(3)]
-    chat = _chat_with(services.store, *files)
+    files = [attach_text(tmp_path, f"f{i}.txt", f"File number {i}.\n") for i in range(3)]
+    chat = chat_with_files(services.store, *files)
     services.store.delete_conversation(chat)
     services.store.purge_deleted()
     assert any(f.stored.path.exists() for f in files)

@@ -16,7 +16,7 @@ from app.config import Settings
 from app.engine.types import LoadedModel, LoadParams
 from app.engine.worker import EngineWorker
 from app.ui.engine_session import EngineSession
-from tests.commands.test_run_images import model_folder
+from tests.helpers.projector import model_folder
 
 
 def test_the_app_loads_a_model_with_its_projector_and_knows_it_takes_images(

@@ -14,8 +14,8 @@ from pytestqt.qtbot import QtBot
 
 from app.ui.main_window import MainWindow
 from app.ui.shortcuts import SHORTCUTS, ShortcutsDialog, native
-from tests.ui.conformance import checks, states
-from tests.ui.conformance.conftest import ROOT
+from tests.helpers.conformance import checks, states
+from tests.helpers.conformance.shots import ROOT
 
 pytestmark = pytest.mark.gui_conformance
 

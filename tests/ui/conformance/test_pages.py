@@ -11,10 +11,10 @@ from PySide6.QtCore import QSize
 from pytestqt.qtbot import QtBot
 
 from app.ui.main_window import MainWindow
+from tests.helpers.conformance import known
+from tests.helpers.conformance.shots import SIZES, THEMES, Shots, shots_folder
+from tests.helpers.conformance.walk import walk_everything
 from tests.helpers.hub_server import FakeHub
-from tests.ui.conformance import known
-from tests.ui.conformance.conftest import SIZES, THEMES, Shots, shots_folder
-from tests.ui.conformance.walk import walk_everything
 
 pytestmark = pytest.mark.gui_conformance
 

@@ -13,10 +13,10 @@ from pytestqt.qtbot import QtBot
 
 from app.ui.main_window import MainWindow
 from app.ui.nav_rail import CHATS, MODELS, SERVER
-from tests.ui.conformance import known, states
-from tests.ui.conformance.conftest import Shots, shots_folder
-from tests.ui.conformance.walk import Walk
-from tests.ui.fake_app import ask
+from tests.helpers.conformance import known, states
+from tests.helpers.conformance.shots import Shots, shots_folder
+from tests.helpers.conformance.walk import Walk
+from tests.helpers.fake_app import ask
 
 pytestmark = pytest.mark.gui_conformance
 

@@ -1,0 +1,28 @@
+"""What the engine's tests check after a run on the real model: the context's sequences hold
+exactly what the prefix cache says they keep."""
+
+from __future__ import annotations
+
+from app.engine.llamacpp import LlamaCppModel
+from app.engine.worker import EngineWorker
+
+
+def model_of(worker: EngineWorker) -> LlamaCppModel:
+    (model,) = worker._state.models.values()
+    assert isinstance(model, LlamaCppModel)
+    return model
+
+
+def assert_no_leak(worker: EngineWorker, sliding_window: bool = True) -> None:
+    """Every sequence of the context holds exactly what the prefix cache says it keeps (and,
+    with ``sliding_window``, nothing before the model's sliding window that it may reuse)."""
+    model = model_of(worker)
+    scheduler = worker._state.schedulers[model.model_id]
+    assert not scheduler.slots
+    for entry in scheduler.cache.entries:
+        assert not entry.busy
+        assert model.seq_pos_max(entry.seq) == len(entry.tokens) - 1, entry
+        if (
+            sliding_window and entry.tokens
+        ):  # llama.cpp may have reused cells outside every sliding window
+            assert 0 <= model.seq_pos_min(entry.seq) <= max(0, len(entry.tokens) - model.n_swa)

@@ -1,0 +1,60 @@
+"""Driving the Server page: a window on a free port, the switch, waiting for the server's
+state, and whether anything still listens."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable
+
+from PySide6.QtCore import Qt
+from pytestqt.qtbot import QtBot
+
+from app.ui.main_window import MainWindow
+from app.ui.nav_rail import SERVER
+from app.ui.server.controller import ServerController
+from app.ui.server.pane import ServerPane
+
+START_TIMEOUT = 20_000
+
+
+def nothing_listens(port: int) -> bool:
+    """No server accepts connections on the port (a closed connection's TIME_WAIT may still
+    hold it, which is why this connects instead of binding)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.settimeout(5)
+        try:
+            probe.connect(("127.0.0.1", port))
+        except ConnectionRefusedError:
+            return True
+    return False
+
+
+def pane(window: MainWindow) -> ServerPane:
+    return window.server_pane
+
+
+def click_switch(qtbot: QtBot, window: MainWindow) -> None:
+    qtbot.mouseClick(pane(window).switch, Qt.MouseButton.LeftButton)
+
+
+def wait_state(qtbot: QtBot, controller: ServerController, state: str) -> None:
+    qtbot.waitUntil(lambda: controller.state == state, timeout=START_TIMEOUT)
+
+
+def start(qtbot: QtBot, window: MainWindow) -> str:
+    click_switch(qtbot, window)
+    wait_state(qtbot, window.server, "running")
+    url = window.server.base_url
+    assert url is not None
+    return url
+
+
+WAIT_MS = 120_000  # a failsafe for a busy machine, never reached when it works
+
+
+def show_server_page(make_window: Callable[[], MainWindow], port: int) -> MainWindow:
+    window = make_window()
+    window.server_pane.form.port.setValue(port)
+    window.server_pane.form.flush()
+    window.show_page(SERVER)
+    return window

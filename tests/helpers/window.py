@@ -1,0 +1,61 @@
+"""Helpers for driving the window in tests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+from pytestqt.qtbot import QtBot
+
+from app.chats.models import Message
+from app.engine.types import LoadParams
+from app.engine.worker import EngineWorker
+from app.ui.chat.message_widget import MessageWidget
+from app.ui.main_window import MainWindow
+
+ANSWER_TIMEOUT = 90_000
+LONG_PROMPT = "Count from 1 to 300, separated by commas: 1, 2, 3,"
+
+
+def type_and_send(window: MainWindow, text: str) -> None:
+    window.chat.composer.set_text(text)
+    window.chat.composer.send_button.click()
+
+
+def send(qtbot: QtBot, window: MainWindow, text: str) -> Message:
+    """Send a message and wait until its answer is finished and saved."""
+    with qtbot.waitSignal(window.controller.answer_finished, timeout=ANSWER_TIMEOUT) as blocker:
+        type_and_send(window, text)
+    message = blocker.args[0]
+    assert isinstance(message, Message)
+    return message
+
+
+def set_max_tokens(window: MainWindow, max_tokens: int) -> None:
+    """Change the open (or draft) chat's answer length through its settings panel."""
+    form = window.panel.form
+    values = form.values()
+    values["max_tokens"] = max_tokens
+    form.set_values(values)
+    window.panel.save()
+
+
+def widget(window: MainWindow, message_id: str) -> MessageWidget:
+    found = window.chat.view.widget_for(message_id)
+    assert found is not None, f"no widget for {message_id}"
+    return found
+
+
+TEST_CTX = 2048
+
+
+SMALL_CTX = 512
+
+
+def loaded_worker(gemma_path: Path, params: LoadParams) -> Iterator[EngineWorker]:
+    """An engine worker with the real test model loaded with ``params``, shut down when the
+    generator ends (a fixture's ``yield from``)."""
+    worker = EngineWorker()
+    worker.load(str(gemma_path), params).result(180)
+    yield worker
+    worker.shutdown()

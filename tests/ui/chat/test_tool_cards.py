@@ -1,0 +1,175 @@
+"""What a chat with tools shows beyond the call card: a server's command line asked about in
+the chat before it first runs (Run it / Don't run), Esc while the servers are still connecting,
+the stats of the message that called a tool, and a real server's image as a thumbnail. With a
+scripted engine and real MCP servers (mcp-server-time, the SDK-written test server)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from PySide6.QtWidgets import QLabel
+from pytestqt.qtbot import QtBot
+
+from app.tools.config import McpConfig, ServerConfig
+from app.ui.chat.tool_card import CommandCard
+from app.ui.chat.tool_message import THUMBNAIL
+from app.ui.chat.tool_turn import CommandRequest, ToolSetup
+from app.ui.main_window import MainWindow
+from tests.helpers.mcp_config import TIME_ARGS, approved, sdk_server, silent_server
+from tests.helpers.mcp_servers import PICTURE_SIZE
+from tests.helpers.scripted_engine import ScriptedEngine, call_text
+
+WAIT_MS = 120_000  # a failsafe for a busy machine, never reached when it works
+UTC_CALL = call_text("get_current_time", '{"timezone": "UTC"}')
+TIME = ServerConfig("time", command=sys.executable, args=TIME_ARGS)
+
+
+def chat_with(window: MainWindow, server: ServerConfig, engine: ScriptedEngine) -> None:
+    McpConfig().add(server)
+    window.services.settings.set("tools.max_rounds", 8)
+    window.controller.new_conversation()
+    window.controller.set_tool_setup(ToolSetup((server.name,), "auto"))
+    window.controller.answers.tools.engine = engine
+
+
+def test_a_command_line_never_run_is_asked_about_in_the_chat_and_runs_after_run_it(
+    qtbot: QtBot, make_window: Callable[[], MainWindow]
+) -> None:
+    window = make_window()
+    chat_with(window, TIME, ScriptedEngine([UTC_CALL, "Noon."]))
+    McpConfig().update("time", always_allow=frozenset({"get_current_time"}))
+    controller, panel = window.controller, window.chat.tool_panel
+    with qtbot.waitSignal(controller.tool_approval_requested, timeout=WAIT_MS) as asked:
+        window.chat.composer.send_requested.emit("What time is it?")
+    assert isinstance(asked.args[0], CommandRequest)
+    card = panel.pending()
+    assert isinstance(card, CommandCard)
+    assert card.title.text() == "Start the MCP server time?"
+    assert card.command.text() == TIME.command_line  # the exact command line
+    assert not controller.answers.tools.manager.log_path("time").exists()  # nothing ran yet
+    with qtbot.waitSignal(controller.answer_finished, timeout=WAIT_MS) as finished:
+        card.run_button.click()
+    assert finished.args[0].status == "complete" and finished.args[0].content == "Noon."
+    assert not McpConfig().get("time").needs_approval  # approved for good
+    assert [m.role for m in controller.branch] == ["user", "assistant", "tool", "assistant"]
+    assert '"timezone"' in controller.branch[2].content  # the server ran and answered
+    assert panel.cards == {}
+
+
+def test_dont_run_answers_without_that_servers_tools_and_says_so(
+    qtbot: QtBot, make_window: Callable[[], MainWindow]
+) -> None:
+    window = make_window()
+    engine = ScriptedEngine(["Without tools, I cannot tell the time."])
+    chat_with(window, TIME, engine)
+    controller, panel = window.controller, window.chat.tool_panel
+    with qtbot.waitSignal(controller.tool_approval_requested, timeout=WAIT_MS):
+        window.chat.composer.send_requested.emit("What time is it?")
+    card = panel.pending()
+    assert isinstance(card, CommandCard)
+    with qtbot.waitSignal(controller.answer_finished, timeout=WAIT_MS) as finished:
+        card.skip_button.click()
+    answer = finished.args[0]
+    assert answer.status == "complete"
+    assert answer.content == "Without tools, I cannot tell the time."
+    (request,) = engine.requests
+    assert request.tools is None
+    assert all("get_current_time" not in (m.get("content") or "") for m in request.messages)
+    assert McpConfig().get("time").needs_approval  # asked again next time
+    assert not controller.answers.tools.manager.log_path("time").exists()  # it never ran
+    assert panel.cards == {card.call.id: card} and panel.pending() is None  # a note stays
+    assert card.title.text() == "time was not started"
+    assert "goes on without time's tools" in card.state.text()
+    with qtbot.waitSignal(controller.tool_approval_requested, timeout=WAIT_MS):
+        window.chat.composer.send_requested.emit("And now?")  # a new answer: a new question
+    assert isinstance(panel.pending(), CommandCard) and card not in panel.cards.values()
+
+
+def test_esc_while_a_command_line_is_asked_about_stops_the_answer_and_runs_nothing(
+    qtbot: QtBot, make_window: Callable[[], MainWindow]
+) -> None:
+    window = make_window()
+    engine = ScriptedEngine(["never asked"])
+    chat_with(window, TIME, engine)
+    controller, panel = window.controller, window.chat.tool_panel
+    with qtbot.waitSignal(controller.tool_approval_requested, timeout=WAIT_MS):
+        window.chat.composer.send_requested.emit("What time is it?")
+    assert isinstance(panel.pending(), CommandCard)
+    with qtbot.waitSignal(controller.answer_finished, timeout=WAIT_MS) as finished:
+        controller.stop()  # what Esc does
+    assert finished.args[0].status == "stopped" and engine.requests == []
+    qtbot.waitUntil(lambda: panel.cards == {})  # no note: the answer itself was stopped
+    assert McpConfig().get("time").needs_approval
+    assert not controller.answers.tools.manager.log_path("time").exists()
+
+
+def test_esc_while_a_server_is_still_connecting_stops_the_answer_at_once(
+    qtbot: QtBot, make_window: Callable[[], MainWindow], tmp_path: Path
+) -> None:
+    window = make_window()
+    started = tmp_path / "pid"
+    engine = ScriptedEngine(["never asked"])
+    chat_with(window, silent_server("silent", started), engine)  # connecting waits out 30 s
+    controller = window.controller
+    window.chat.composer.send_requested.emit("What time is it?")
+    qtbot.waitUntil(started.exists, timeout=WAIT_MS)
+    with qtbot.waitSignal(controller.answer_finished, timeout=WAIT_MS) as finished:
+        controller.stop()  # what Esc does
+    stopped = finished.args[0]
+    assert stopped.status == "stopped" and "error" not in stopped.metadata
+    assert controller.answer is None and engine.requests == []
+    # Ready for the next question at once (this chat without the silent server).
+    controller.set_tool_setup(ToolSetup())
+    with qtbot.waitSignal(controller.answer_finished, timeout=WAIT_MS) as again:
+        window.chat.composer.send_requested.emit("Hello?")
+    assert again.args[0].status == "complete"
+
+
+def test_the_message_that_calls_a_tool_shows_the_tokens_it_produced(
+    qtbot: QtBot, make_window: Callable[[], MainWindow]
+) -> None:
+    window = make_window()
+    chat_with(window, approved(TIME), ScriptedEngine([UTC_CALL, "Noon."]))
+    McpConfig().update("time", always_allow=frozenset({"get_current_time"}))
+    controller = window.controller
+    with qtbot.waitSignal(controller.answer_finished, timeout=WAIT_MS):
+        window.chat.composer.send_requested.emit("What time is it?")
+    calling, answer = controller.branch[1], controller.branch[3]
+    assert calling.metadata["tokens"] == len(UTC_CALL)  # its own round, not 0 nor the total
+    assert calling.metadata["prompt_tokens"] == 100
+    assert answer.metadata["tokens"] == len("Noon.")
+    shown = window.chat.view.widget_for(calling.id)
+    assert shown is not None
+    assert shown.stats_label.text().startswith(f"{len(UTC_CALL)} tokens")
+    window.close()
+    again = make_window()  # reopened: the same stats
+    assert again.controller.branch[1].metadata["tokens"] == len(UTC_CALL)
+
+
+def test_an_image_from_a_real_server_is_a_thumbnail_under_the_call(
+    qtbot: QtBot, make_window: Callable[[], MainWindow], tmp_path: Path
+) -> None:
+    window = make_window()
+    pictures = sdk_server("pictures", tmp_path / "markers")
+    engine = ScriptedEngine([call_text("picture", "{}"), "A red rectangle."])
+    chat_with(window, pictures, engine)
+    McpConfig().update("pictures", always_allow=frozenset({"picture"}))
+    controller = window.controller
+    with qtbot.waitSignal(controller.answer_finished, timeout=WAIT_MS):
+        window.chat.composer.send_requested.emit("Show me a picture")
+    result = controller.branch[2]
+    assert result.role == "tool" and result.content == "A red rectangle.\n[image: image/png]"
+    (image,) = result.metadata["output"]["images"]
+    assert image["mime"] == "image/png"
+    shown = window.chat.view.widget_for(result.id)
+    assert shown is not None and shown.tool_view.toggle is not None
+    thumbnail = shown.tool_view.folded[-1]
+    assert isinstance(thumbnail, QLabel) and not thumbnail.isVisible()  # folded with the text
+    shown.tool_view.toggle.click()
+    assert thumbnail.isVisible()
+    width, height = PICTURE_SIZE
+    assert thumbnail.pixmap().width() == THUMBNAIL
+    assert thumbnail.pixmap().height() == THUMBNAIL * height // width
+    assert thumbnail.pixmap().toImage().pixelColor(5, 5).name() == "#ff0000"
