@@ -28,6 +28,7 @@ from app.engine.types import (
     LoadParams,
     ModelTooLargeError,
     SamplingParams,
+    UnloadRequest,
 )
 from app.engine.worker import EngineWorker, Job
 from app.server.catalog import StaticCatalog, entry_for_file
@@ -85,13 +86,7 @@ def worker() -> Iterator[EngineWorker]:
 @pytest.fixture
 def clean(worker: EngineWorker) -> Iterator[EngineWorker]:
     yield worker
-    worker.run(_unload_all(), 120)
-
-
-def _unload_all() -> object:
-    from app.engine.types import UnloadRequest
-
-    return UnloadRequest(None)
+    worker.run(UnloadRequest(None), 120)
 
 
 def _gateway(
