@@ -58,8 +58,9 @@ def seconds_of(value: object) -> float | None:
         if isinstance(value, float) and not math.isfinite(value):
             raise DurationError(f"{value!r} is no duration; use {USAGE}.")
         if abs(value) > MAX_SECONDS:
+            shown = f"{value:.6g}" if isinstance(value, float) else _shown(str(value))
             raise DurationError(
-                f"{_shown(str(value))} seconds is longer than Ember keeps a model for "
+                f"{shown} seconds is longer than Ember keeps a model for "
                 f"({MAX_SECONDS:.0f} s at most); use -1 to keep it loaded."
             )
         return float(value)

@@ -132,15 +132,10 @@ class Residency:
     # -- what requests and loads tell it -----------------------------------------------------
 
     def track(self, model_id: str, *, ttl: float | None, jit: bool) -> None:
-        """A model was loaded: just in time for a request (``jit``) or by the person. A model
-        tracked already keeps its time-to-live (several requests waited for its load)."""
+        """A model was loaded: just in time for a request (``jit``) or by the person."""
         with self._cond:
             self._pending.pop(model_id, None)
-            entry = self._entries.get(model_id)
-            if entry is not None and entry.jit == jit:
-                entry.last_used = self._clock()
-            else:
-                self._entries[model_id] = _Entry(self._clock(), _ttl(ttl), jit)
+            self._entries[model_id] = _Entry(self._clock(), _ttl(ttl), jit)
             self._cond.notify_all()
         self._ensure_thread()
 

@@ -353,13 +353,17 @@ class Gateway:
             # the budget: idle models loaded just in time go first (off the loop: headers)
             await asyncio.to_thread(self.residency.make_room, entry.path, params, entry.id)
             log.info("Loading %s just in time for a request", entry.id)
+            started = self._pending(entry.id) is None
             pending = self._pending(entry.id) or self.load(entry.path, entry.id, params)
+        else:
+            started = False
         try:
             loaded = await pending.wait_async()
         except EngineError:
             self.residency.load_failed(entry.id)
             raise
-        self.residency.track(loaded.model_id, ttl=self.model_ttl, jit=True)  # resolve() applies ttl
+        if started:  # the default time-to-live; resolve() applies the request's
+            self.residency.track(loaded.model_id, ttl=self.model_ttl, jit=True)
         return loaded
 
     async def models(self) -> list[ModelView]:

@@ -9,8 +9,6 @@ gateway) counts as two or three models."""
 from __future__ import annotations
 
 import asyncio
-import os
-import shutil
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -33,6 +31,7 @@ from app.engine.types import (
 from app.engine.worker import EngineWorker, Job
 from app.server.catalog import StaticCatalog, entry_for_file
 from app.server.gateway import Gateway
+from tests.helpers.model_copies import model_copies
 
 PARAMS = LoadParams(n_ctx=512, n_parallel=1)
 IDS = ("gemma-a", "gemma-b", "gemma-c")
@@ -64,16 +63,7 @@ class RecordingResidency(Residency):
 
 @pytest.fixture(scope="module")
 def files(gemma_path: Path, tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    root = tmp_path_factory.mktemp("several")
-    out = []
-    for model_id in IDS:
-        target = root / f"{model_id}.gguf"
-        try:
-            os.link(gemma_path, target)
-        except OSError:  # another file system: a copy
-            shutil.copyfile(gemma_path, target)
-        out.append(target)
-    return out
+    return model_copies(gemma_path, tmp_path_factory.mktemp("several"), IDS)
 
 
 @pytest.fixture(scope="module")
