@@ -342,6 +342,19 @@ class Residency:
                 log.exception("Checking the models' time-to-live failed")
 
 
+def ttl_setting(value: object) -> float | None:
+    """The ``server.model_ttl`` setting (or ``--model-ttl``) as a time-to-live: None keeps
+    models; a value that is no duration (a hand-edited settings file) is the default."""
+    from app.engine.durations import DurationError, seconds_of
+
+    try:
+        seconds = seconds_of(value)
+    except DurationError:
+        log.warning("server.model_ttl %r is no duration; using %s s", value, DEFAULT_JIT_TTL)
+        seconds = None
+    return _ttl(DEFAULT_JIT_TTL if seconds is None else seconds)
+
+
 def _ttl(ttl: float | None) -> float | None:
     return None if ttl is None or ttl < 0 else float(ttl)
 
