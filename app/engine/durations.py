@@ -58,9 +58,8 @@ def seconds_of(value: object) -> float | None:
         if isinstance(value, float) and not math.isfinite(value):
             raise DurationError(f"{value!r} is no duration; use {USAGE}.")
         if abs(value) > MAX_SECONDS:
-            shown = f"{value:.6g}" if isinstance(value, float) else _shown(str(value))
             raise DurationError(
-                f"{shown} seconds is longer than Ember keeps a model for "
+                f"{_number(value)} seconds is longer than Ember keeps a model for "
                 f"({MAX_SECONDS:.0f} s at most); use -1 to keep it loaded."
             )
         return float(value)
@@ -70,6 +69,12 @@ def seconds_of(value: object) -> float | None:
             raise DurationError(f"{_shown(value.strip())} is no duration; use {USAGE}.")
         return seconds
     raise DurationError(f"a {type(value).__name__} is no duration; use {USAGE}.")
+
+
+def _number(value: float) -> str:
+    """A number for a message: never ``str()`` of a huge int (Python refuses over 4,300
+    digits); comparing an int with a float is exact, so the clip is safe."""
+    return f"{float(max(-1e300, min(1e300, value))):.6g}"
 
 
 def _shown(text: str) -> str:
