@@ -145,8 +145,11 @@ class JobStream:
 class LoadHandle:
     """A load job that several requests (and threads) may wait for."""
 
-    def __init__(self, model_id: str, on_done: Callable[[LoadHandle], None]) -> None:
+    def __init__(
+        self, model_id: str, on_done: Callable[[LoadHandle], None], jit: bool = False
+    ) -> None:
         self.model_id = model_id
+        self.jit = jit  # loaded just in time for a request (the residency tracks it)
         self.job: Job | None = None
         self._on_done = on_done
         self._lock = threading.Lock()
@@ -168,6 +171,10 @@ class LoadHandle:
         for loop, future in waiters:
             with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(_settle, future, event)
+
+    @property
+    def final(self) -> FinalEvent | None:
+        return self._final
 
     def wait(self, timeout: float | None = None) -> LoadedModel:
         """Block until loaded (any thread); raises the load's EngineError."""
@@ -248,14 +255,18 @@ class Gateway:
         unloading = self.residency.unloading
         return [m for m in self.worker.loaded_models() if m.model_id not in unloading]
 
-    def load(self, path: str, model_id: str, params: LoadParams | None = None) -> LoadHandle:
+    def load(
+        self, path: str, model_id: str, params: LoadParams | None = None, *, jit: bool = False
+    ) -> LoadHandle:
         """Load a model on the worker; requests naming ``model_id`` meanwhile wait for it.
-        Any thread. Raises QueueFullError when the engine queue is full."""
+        ``jit``: for a request (it gets the default time-to-live and may be unloaded for
+        another), else as ``--model`` (kept). Any thread. Raises QueueFullError when the
+        engine queue is full."""
         with self._lock:
             pending = self._loading.get(model_id)
             if pending is not None:
                 return pending
-            handle = LoadHandle(model_id, self._on_load_done)
+            handle = LoadHandle(model_id, self._on_load_done, jit)
             self._loading[model_id] = handle
         try:
             handle.job = self.worker.submit(
@@ -264,13 +275,24 @@ class Gateway:
         except EngineError:
             with self._lock:
                 self._loading.pop(model_id, None)
+            if jit:
+                self.residency.load_failed(model_id)
             raise
         return handle
 
     def _on_load_done(self, handle: LoadHandle) -> None:
+        """On the worker thread, before the waiters hear: a model loaded just in time gets
+        its default time-to-live (tracked even when every request waiting for it is gone)."""
         with self._lock:
             if self._loading.get(handle.model_id) is handle:
                 del self._loading[handle.model_id]
+        if handle.jit:
+            final = handle.final
+            loaded = final.result if isinstance(final, Finished) else None
+            if isinstance(loaded, LoadedModel):
+                self.residency.track(loaded.model_id, ttl=self.model_ttl, jit=True)
+            else:
+                self.residency.load_failed(handle.model_id)
 
     async def resolve(
         self,
@@ -353,18 +375,8 @@ class Gateway:
             # the budget: idle models loaded just in time go first (off the loop: headers)
             await asyncio.to_thread(self.residency.make_room, entry.path, params, entry.id)
             log.info("Loading %s just in time for a request", entry.id)
-            started = self._pending(entry.id) is None
-            pending = self._pending(entry.id) or self.load(entry.path, entry.id, params)
-        else:
-            started = False
-        try:
-            loaded = await pending.wait_async()
-        except EngineError:
-            self.residency.load_failed(entry.id)
-            raise
-        if started:  # the default time-to-live; resolve() applies the request's
-            self.residency.track(loaded.model_id, ttl=self.model_ttl, jit=True)
-        return loaded
+            pending = self._pending(entry.id) or self.load(entry.path, entry.id, params, jit=True)
+        return await pending.wait_async()  # resolve() applies the request's ttl
 
     async def models(self) -> list[ModelView]:
         """The catalog's models and the loaded ones (loaded first), each file once: a library

@@ -284,3 +284,4 @@ class LoadModelRequest(_Body):
     context_length: int | None = Field(default=None, ge=1, le=1 << 24)
     # load even if the estimate says it does not fit (the app's Load anyway, --force)
     force: bool = False
+    ttl: TTL = None

@@ -239,3 +239,26 @@ def test_a_model_the_person_loaded_is_never_unloaded_by_the_budget_or_a_ttl(
     with pytest.raises(ModelTooLargeError, match="gemma-a"):
         asyncio.run(gateway.resolve("gemma-b"))
     assert _loaded(worker) == {"gemma-a"}
+
+
+def test_a_model_whose_request_went_away_mid_load_still_gets_its_ttl(
+    clean: EngineWorker, files: list[Path]
+) -> None:
+    worker, clock = clean, FakeClock()
+    residency = RecordingResidency(worker, clock=clock)
+    gateway = _gateway(worker, files, residency, ttl=60)
+
+    async def leave_while_loading() -> None:
+        request = asyncio.create_task(gateway.resolve("gemma-a"))
+        while not worker.busy:  # the load job is running
+            await asyncio.sleep(0.01)
+        request.cancel()  # the client disconnected
+        with pytest.raises(asyncio.CancelledError):
+            await request
+
+    asyncio.run(leave_while_loading())
+    worker.run(_answer("gemma-a"), 300)  # queued behind the load: it is loaded once this ends
+    (loaded,) = residency.snapshot()
+    assert loaded.model.model_id == "gemma-a" and loaded.ttl == 60 and loaded.jit
+    clock.now += 61
+    assert residency.expire_due() == ["gemma-a"]

@@ -85,7 +85,7 @@ async def load_model(request: Request, gateway: GatewayDep) -> Response:
     (otherwise that is a 400 ``model_too_large`` with the numbers and what to try)."""
     body, note = await parse(request, schemas.LoadModelRequest)
     note.model = body.model
-    loaded = await gateway.resolve(body.model, body.context_length, force=body.force)
+    loaded = await gateway.resolve(body.model, body.context_length, force=body.force, ttl=body.ttl)
     note.model = loaded.model_id
     for view in await gateway.models():
         if view.id == loaded.model_id:
