@@ -30,6 +30,7 @@ COMMANDS = {
     "pull": "download a model from the Hugging Face Hub",
     "ls": "list local models",
     "rm": "delete a downloaded model",
+    "ps": "list the models a running server has loaded, and until when",
     "providers": "manage remote servers (vLLM, Ollama, OpenAI, …) to chat through",
     "mcp": "manage MCP servers whose tools models may call",
 }

@@ -255,6 +255,14 @@ SETTINGS: dict[str, Setting] = _settings(
         "Fetch image URLs from this computer and local networks too (off: public addresses only)",
     ),
     Setting(
+        "server.model_ttl",
+        float,
+        3600.0,
+        "Seconds a model loaded for an API request stays loaded unused before it is unloaded "
+        "(0: right after its answers; negative: until Ember quits). Models you load in the app "
+        "stay loaded",
+    ),
+    Setting(
         "server.model_aliases",
         dict,
         {},

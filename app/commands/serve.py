@@ -140,8 +140,38 @@ def add_parser(sub: Any) -> None:
         help="append every request (prompts and answers too) to EMBER_HOME/logs/requests.jsonl, "
         "readable by you only",
     )
+    p.add_argument(
+        "--model-ttl",
+        type=ttl_argument,
+        default=None,
+        metavar="DURATION",
+        help="unload a model loaded for a request after it is unused this long: seconds or a "
+        "duration such as 5m or 1h30m; 0 = after its answers, -1 = never (default: the "
+        "server.model_ttl setting, 60 minutes, as LM Studio; Ollama's is 5m). A request's "
+        "ttl or keep_alive overrides it",
+    )
     add_load_flags(p)
     p.set_defaults(func=run)
+
+
+def ttl_argument(text: str) -> float:
+    """``--model-ttl``'s value in seconds (app/engine/durations.py's one parser)."""
+    from app.engine.durations import DurationError, seconds_of
+
+    try:
+        seconds = seconds_of(text)
+    except DurationError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    assert seconds is not None
+    return seconds
+
+
+def model_ttl(args: argparse.Namespace, settings: Settings) -> float | None:
+    """Seconds a model loaded just in time stays unused (None: kept)."""
+    from app.engine.residency import ttl_setting
+
+    given = args.model_ttl if args.model_ttl is not None else settings.get("server.model_ttl")
+    return ttl_setting(given)
 
 
 def server_config(args: argparse.Namespace, settings: Settings) -> ServerConfig:
@@ -258,6 +288,7 @@ def run(args: argparse.Namespace) -> int:
         ChainCatalog(static, library),
         defaults,
         max_waiting=max(1, args.max_queue),
+        model_ttl=model_ttl(args, settings),
         projectors=not getattr(args, "no_mmproj", False),
     )
     runner = ServerRunner(gateway, config)

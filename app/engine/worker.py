@@ -312,6 +312,17 @@ class EngineWorker:
         """Descriptions (LoadedModel) of the loaded models; safe from any thread."""
         return [m.describe() for m in list(self._state.models.values())]
 
+    def models_in_use(self, kinds: tuple[type, ...]) -> set[str]:
+        """Ids of the models with jobs of ``kinds`` running or waiting (a job naming no model
+        counts for the most recently loaded one). Any thread."""
+        with self._cond:
+            jobs = [j for j in (*self._queue, *self._running, self._current) if j is not None]
+            last = self._state.last_loaded
+        named = (
+            getattr(j.request, "model", None) or last for j in jobs if isinstance(j.request, kinds)
+        )
+        return {model_id for model_id in named if model_id is not None}
+
     def _on_job_cancel(self, job: Job) -> None:
         with self._cond:
             queued = job in self._queue

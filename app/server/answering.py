@@ -116,10 +116,10 @@ async def parse(request: Request, cls: type[Body]) -> tuple[Body, LogNote]:
 
 
 async def resolve(
-    gateway: Gateway, name: str | None, note: LogNote
+    gateway: Gateway, name: str | None, note: LogNote, ttl: float | None = None
 ) -> tuple[engine.LoadedModel, ModelMeta]:
     note.model = name
-    model = await gateway.resolve(name)
+    model = await gateway.resolve(name, ttl=ttl)
     note.model = model.model_id
     return model, await asyncio.to_thread(model_meta, model.path)
 
@@ -135,7 +135,7 @@ async def prepare_chat(
     # off the event loop: decoding and checking 16 images' data can take a second
     await asyncio.to_thread(convert.check_chat, body)
     await check_constraint(convert.chat_constraint(body))
-    model, meta = await resolve(gateway, body.model, note)
+    model, meta = await resolve(gateway, body.model, note, body.ttl)
     # off the event loop: the lazy tool-call grammar is converted from the tools' schemas
     # (then cached), and the template is rendered once to see if it opens reasoning
     return await asyncio.to_thread(convert.plan_chat, body, model, meta), model

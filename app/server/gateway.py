@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from app.engine import gguf
+from app.engine.residency import DEFAULT_JIT_TTL, Residency, Resident
 from app.engine.sizing import MIN_N_CTX
 from app.engine.types import (
     EngineError,
@@ -32,7 +33,6 @@ from app.engine.types import (
     QueueFullError,
     Request,
     Started,
-    UnloadRequest,
 )
 from app.engine.worker import EngineWorker, Job
 from app.server.catalog import (
@@ -78,6 +78,7 @@ class ModelView:
     context_length: int | None  # in use when loaded, else the trained length
     max_context_length: int | None
     capabilities: tuple[str, ...]
+    resident: Resident | None = None  # when loaded: its memory and when it is unloaded
 
 
 def capabilities(meta: ModelMeta, loaded: LoadedModel | None = None) -> tuple[str, ...]:
@@ -144,8 +145,11 @@ class JobStream:
 class LoadHandle:
     """A load job that several requests (and threads) may wait for."""
 
-    def __init__(self, model_id: str, on_done: Callable[[LoadHandle], None]) -> None:
+    def __init__(
+        self, model_id: str, on_done: Callable[[LoadHandle], None], jit: bool = False
+    ) -> None:
         self.model_id = model_id
+        self.jit = jit  # loaded just in time for a request (the residency tracks it)
         self.job: Job | None = None
         self._on_done = on_done
         self._lock = threading.Lock()
@@ -167,6 +171,10 @@ class LoadHandle:
         for loop, future in waiters:
             with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(_settle, future, event)
+
+    @property
+    def final(self) -> FinalEvent | None:
+        return self._final
 
     def wait(self, timeout: float | None = None) -> LoadedModel:
         """Block until loaded (any thread); raises the load's EngineError."""
@@ -207,8 +215,11 @@ class Gateway:
 
     ``catalog``: the models a request may name (None: only loaded ones). ``load_params``: how
     just-in-time loads are made. ``max_waiting``: API jobs allowed to wait in the engine queue.
-    ``keep_jit_models``: how many models loaded just in time stay loaded; loading one more
-    unloads the oldest of them (never a model the GUI or ``--model`` loaded).
+    ``residency``: which models stay loaded (app/engine/residency.py: the memory budget a
+    model loaded just in time makes room in, unloading the least recently used idle ones,
+    never a model the GUI or ``--model`` loaded; the idle time-to-live). ``model_ttl``: the
+    seconds a model loaded just in time stays unused before it is unloaded (None: kept);
+    a request's ``ttl`` / ``keep_alive`` overrides it for the model it loads or uses.
     ``projectors``: a model loaded just in time takes the vision projector its catalog entry
     names (``ember serve --no-mmproj`` turns that off).
     """
@@ -220,35 +231,42 @@ class Gateway:
         load_params: LoadParams | None = None,
         *,
         max_waiting: int = 16,
-        keep_jit_models: int = 1,
+        residency: Residency | None = None,
+        model_ttl: float | None = DEFAULT_JIT_TTL,
         projectors: bool = True,
     ) -> None:
         self.worker = worker
         self.catalog: ModelCatalog = catalog if catalog is not None else StaticCatalog()
         self.load_params = load_params or LoadParams()
         self.max_waiting = max_waiting
-        self.keep_jit_models = max(1, keep_jit_models)
+        self.residency = residency if residency is not None else Residency(worker)
+        self.model_ttl = model_ttl
         self.projectors = projectors
         self._lock = threading.Lock()
         self._waiting = 0
         self._active: set[JobStream] = set()
         self._loading: dict[str, LoadHandle] = {}
-        self._jit_ids: list[str] = []
 
     # -- models ---------------------------------------------------------------------------
 
     def loaded(self) -> list[LoadedModel]:
-        """Loaded models, the most recently loaded last. Any thread."""
-        return list(self.worker.loaded_models())
+        """Loaded models, the most recently loaded last (not those being unloaded: a request
+        for one loads it again). Any thread."""
+        unloading = self.residency.unloading
+        return [m for m in self.worker.loaded_models() if m.model_id not in unloading]
 
-    def load(self, path: str, model_id: str, params: LoadParams | None = None) -> LoadHandle:
+    def load(
+        self, path: str, model_id: str, params: LoadParams | None = None, *, jit: bool = False
+    ) -> LoadHandle:
         """Load a model on the worker; requests naming ``model_id`` meanwhile wait for it.
-        Any thread. Raises QueueFullError when the engine queue is full."""
+        ``jit``: for a request (it gets the default time-to-live and may be unloaded for
+        another), else as ``--model`` (kept). Any thread. Raises QueueFullError when the
+        engine queue is full."""
         with self._lock:
             pending = self._loading.get(model_id)
             if pending is not None:
                 return pending
-            handle = LoadHandle(model_id, self._on_load_done)
+            handle = LoadHandle(model_id, self._on_load_done, jit)
             self._loading[model_id] = handle
         try:
             handle.job = self.worker.submit(
@@ -257,23 +275,47 @@ class Gateway:
         except EngineError:
             with self._lock:
                 self._loading.pop(model_id, None)
+            if jit:
+                self.residency.load_failed(model_id)
             raise
         return handle
 
     def _on_load_done(self, handle: LoadHandle) -> None:
+        """On the worker thread, before the waiters hear: a model loaded just in time gets
+        its default time-to-live (tracked even when every request waiting for it is gone)."""
         with self._lock:
             if self._loading.get(handle.model_id) is handle:
                 del self._loading[handle.model_id]
+        if handle.jit:
+            final = handle.final
+            loaded = final.result if isinstance(final, Finished) else None
+            if isinstance(loaded, LoadedModel):
+                self.residency.track(loaded.model_id, ttl=self.model_ttl, jit=True)
+            else:
+                self.residency.load_failed(handle.model_id)
 
     async def resolve(
-        self, name: str | None, n_ctx: int | None = None, force: bool = False
+        self,
+        name: str | None,
+        n_ctx: int | None = None,
+        force: bool = False,
+        ttl: float | None = None,
     ) -> LoadedModel:
         """The loaded model a request means, loading a library model if needed (with a
         context of ``n_ctx`` tokens when given: Ollama's ``num_ctx``; a loaded model keeps its
         own; ``force``: even if the estimate says it does not fit, as ``ember serve --force``
-        does for every load). Raises APIError (no model, unknown model) or EngineError (the
-        load failed; ModelTooLargeError when refused for memory)."""
+        does for every load; ``ttl``: the request's time-to-live for a model loaded just in
+        time, seconds, 0 unloads it when idle, negative keeps it). Raises APIError (no model,
+        unknown model) or EngineError (the load failed; ModelTooLargeError when refused for
+        memory, also by the budget over the loaded models)."""
         name = (name or "").strip()
+        model = await self._resolve(name, n_ctx, force, ttl)
+        self.residency.requested(model.model_id, ttl)
+        return model
+
+    async def _resolve(
+        self, name: str, n_ctx: int | None, force: bool, ttl: float | None
+    ) -> LoadedModel:
         loaded = self.loaded()
         if not name:
             return await self._default_model(loaded)
@@ -295,7 +337,7 @@ class Gateway:
             hit = await asyncio.to_thread(_loaded_file, entry.path, loaded)
         if hit is not None:
             return hit
-        return await self._load_just_in_time(entry, n_ctx, force)
+        return await self._load_just_in_time(entry, n_ctx, force, ttl)
 
     async def _default_model(self, loaded: list[LoadedModel]) -> LoadedModel:
         if loaded:
@@ -317,37 +359,24 @@ class Gateway:
             return self._loading.get(model_id)
 
     async def _load_just_in_time(
-        self, entry: CatalogModel, n_ctx: int | None = None, force: bool = False
+        self,
+        entry: CatalogModel,
+        n_ctx: int | None = None,
+        force: bool = False,
+        ttl: float | None = None,
     ) -> LoadedModel:
         pending = self._pending(entry.id)
         if pending is None:
-            self._evict_for(entry.id)
-            log.info("Loading %s just in time for a request", entry.id)
             params = replace(self.load_params, mmproj=entry.mmproj if self.projectors else None)
             if n_ctx is not None:
                 params = replace(params, n_ctx=max(MIN_N_CTX, n_ctx))
             if force:
                 params = replace(params, force=True)
-            pending = self.load(entry.path, entry.id, params)
-            with self._lock:
-                self._jit_ids.append(entry.id)
-        try:
-            return await pending.wait_async()
-        except EngineError:
-            with self._lock:
-                if entry.id in self._jit_ids:
-                    self._jit_ids.remove(entry.id)
-            raise
-
-    def _evict_for(self, model_id: str) -> None:
-        with self._lock:
-            loaded_ids = {m.model_id for m in self.loaded()}
-            self._jit_ids = [i for i in self._jit_ids if i in loaded_ids and i != model_id]
-            evict = self._jit_ids[: max(0, len(self._jit_ids) - self.keep_jit_models + 1)]
-            del self._jit_ids[: len(evict)]
-        for old in evict:
-            log.info("Unloading %s to make room for %s", old, model_id)
-            self.worker.submit(UnloadRequest(old), _ignore)
+            # the budget: idle models loaded just in time go first (off the loop: headers)
+            await asyncio.to_thread(self.residency.make_room, entry.path, params, entry.id)
+            log.info("Loading %s just in time for a request", entry.id)
+            pending = self._pending(entry.id) or self.load(entry.path, entry.id, params, jit=True)
+        return await pending.wait_async()  # resolve() applies the request's ttl
 
     async def models(self) -> list[ModelView]:
         """The catalog's models and the loaded ones (loaded first), each file once: a library
@@ -361,6 +390,7 @@ class Gateway:
         paths = {e.path for e in entries} | {m.path for m in loaded}
         real = {p: os.path.realpath(p) for p in paths}  # each path resolved once
         views: dict[str, ModelView] = {}
+        residents = {r.model.model_id: r for r in self.residency.snapshot()}
         for m in reversed(loaded):
             entry = next((e for e in entries if e.id == m.model_id), None) or next(
                 (e for e in entries if real[e.path] == real[m.path]), None
@@ -373,6 +403,7 @@ class Gateway:
                 context_length=m.n_ctx,
                 max_context_length=m.n_ctx_train,
                 capabilities=capabilities(model_meta(m.path), m),
+                resident=residents.get(m.model_id),
             )
         loaded_files = {real[m.path] for m in loaded}
         for e in entries:
@@ -412,6 +443,7 @@ class Gateway:
                 self._waiting -= 1
                 self._active.discard(stream)
             raise
+        self.residency.touch(getattr(request, "model", None))  # the engine knows it now
         return stream
 
     def _left_queue(self) -> None:
@@ -421,6 +453,8 @@ class Gateway:
     def _finished(self, stream: JobStream) -> None:
         with self._lock:
             self._active.discard(stream)
+        if stream.job is not None:  # the idle clock starts when the answer ends
+            self.residency.touch(getattr(stream.job.request, "model", None))
 
     @property
     def active_jobs(self) -> int:

@@ -10,11 +10,35 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    field_validator,
+    model_validator,
+)
 
+from app.engine import durations
 from app.engine.media import MEDIA_MARKER
 
 TOKEN_ID = re.compile(r"[0-9]{1,10}")
+
+
+def _ttl(value: object) -> float | None:
+    try:
+        return durations.seconds_of(value)
+    except durations.DurationError as e:
+        raise ValueError(
+            f"{e} It is how long a model loaded for this request stays loaded unused "
+            "(0: unload it after the answer, -1: keep it)."
+        ) from None
+
+
+# LM Studio's ``ttl``: seconds a model loaded just in time stays loaded unused (a duration
+# such as "5m" is taken too); 0 unloads it after the answer, negative keeps it loaded.
+TTL = Annotated[float | None, BeforeValidator(_ttl)]
 
 
 class _Body(BaseModel):
@@ -155,6 +179,7 @@ class _Sampling(_Body):
     model: str | None = None
     stream: bool | None = None
     stream_options: StreamOptions | None = None
+    ttl: TTL = None
     max_tokens: int | None = Field(default=None, ge=1)
     temperature: float | None = Field(default=None, ge=0, le=2)
     top_p: float | None = Field(default=None, ge=0, le=1)
@@ -249,6 +274,7 @@ class EmbeddingRequest(_Body):
     encoding_format: Literal["float", "base64"] | None = None
     dimensions: int | None = Field(default=None, ge=1)
     user: str | None = None
+    ttl: TTL = None
 
 
 class LoadModelRequest(_Body):
@@ -258,3 +284,4 @@ class LoadModelRequest(_Body):
     context_length: int | None = Field(default=None, ge=1, le=1 << 24)
     # load even if the estimate says it does not fit (the app's Load anyway, --force)
     force: bool = False
+    ttl: TTL = None

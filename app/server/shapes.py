@@ -199,4 +199,15 @@ def model_object(view: ModelView) -> dict[str, Any]:
         "context_length": view.context_length,
         "max_context_length": view.max_context_length,
         "capabilities": list(view.capabilities),
+        **_residency(view),
     }
+
+
+def _residency(view: ModelView) -> dict[str, Any]:
+    """A loaded model's memory and time-to-live (Ember's extra fields; ``expires_at`` in
+    seconds since the epoch, null while it stays loaded)."""
+    r = view.resident
+    if r is None:
+        return {}
+    expires = None if r.expires_at is None else int(r.expires_at)
+    return {"memory_bytes": r.memory_bytes, "ttl": r.ttl, "expires_at": expires}

@@ -90,6 +90,7 @@ class MainWindow(QMainWindow):
         self.monitor = MachineMonitor(self)  # RAM, CPU, GPUs over time (Settings → Hardware)
         self.status = StatusBar(s.engine, self, monitor=self.monitor)
         self.status.attach_server(self.server)
+        self.status.attach_residency(s.residency)
         self.status.attach_answers(self.controller.answers)  # also between tool calls
         self.setStatusBar(self.status)
         self.rail = NavRail(self)

@@ -19,6 +19,7 @@ from app.attachments.embedder import Embedders
 from app.chats.store import ChatStore
 from app.config import Settings, paths
 from app.engine.providers import ProviderRegistry, RemoteRouter
+from app.engine.residency import Residency
 from app.engine.worker import EngineWorker
 from app.library.downloads import DownloadManager
 from app.library.local import Library
@@ -47,10 +48,14 @@ class Services:
     # the embedders long attached files are searched with (an embedding GGUF stays loaded
     # while it is the user's choice; close() unloads it)
     embedders: Embedders = field(default_factory=Embedders)
+    # which models stay loaded (memory budget, time-to-live): the API server's gateway and
+    # the status bar's loaded-models menu share it
+    residency: Residency = field(init=False)
 
     def __post_init__(self) -> None:
         if self.embedders.library is None:  # "auto" looks for an embedding GGUF in it
             self.embedders.library = self.library
+        self.residency = Residency(self.engine.worker)
 
     _closed: bool = field(default=False, repr=False)
 
@@ -75,6 +80,7 @@ class Services:
             *reversed(self.on_close),
             shutdown_tasks,  # before what the tasks use (library, providers, store) closes
             self.embedders.close,  # an embedding GGUF's own worker
+            self.residency.close,
             self.downloads.shutdown,
             self.router.shutdown,
         )

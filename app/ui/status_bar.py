@@ -11,6 +11,9 @@ dot amber, as for a load: it needs you), "Running NAME…", "Starting SERVER…"
 as generating while the model reads or writes (its rounds run on the engine worker directly,
 so they are not taken for an API client's).
 
+The loaded models (``attach_residency``: app/ui/loaded_models.py) sit left of the memory: "2
+models" opens a popup with each one's memory, until when it stays loaded, and Unload.
+
 The memory figure is Ember's resident memory from the app's :class:`MachineMonitor` (read off
 the GUI thread); clicking it opens Settings → Hardware, whose graphs show the machine.
 
@@ -43,8 +46,10 @@ from app.ui.machine_monitor import MachineMonitor
 from app.ui.server.switch import ToggleSwitch
 
 if TYPE_CHECKING:
+    from app.engine.residency import Residency
     from app.server.status import ServerStatus
     from app.ui.chat.answers import AnswerRunner
+    from app.ui.loaded_models import LoadedModelsButton
     from app.ui.server.controller import ServerController
 
 API_POLL_MS = 500
@@ -191,6 +196,7 @@ class StatusBar(QStatusBar):
         self.server_toggle.switch.clicked.connect(self._on_server_switch_clicked)
         self.server: ServerController | None = None
         self.answers: AnswerRunner | None = None
+        self.loaded_models: LoadedModelsButton | None = None
         self.addPermanentWidget(self.memory_label)
         self.addPermanentWidget(self.memory_separator)
         self.addPermanentWidget(self.server_toggle)
@@ -222,6 +228,16 @@ class StatusBar(QStatusBar):
         controller.status_changed.connect(self._on_server_status_changed)
         self.server_toggle.switch.setEnabled(True)
         self._on_server_status_changed(controller.status)
+
+    def attach_residency(self, residency: Residency) -> None:
+        """Show the loaded models (a button left of the memory figure). Once."""
+        if self.loaded_models is not None:
+            return
+        from app.ui.loaded_models import LoadedModelsButton
+
+        self.loaded_models = LoadedModelsButton(self.engine, residency, self)
+        self.loaded_models.unloaded.connect(self.refresh_memory)
+        self.insertPermanentWidget(1, self.loaded_models)  # after the state (index 0)
 
     def attach_answers(self, runner: AnswerRunner) -> None:
         """Say what the chats' answers do, also between the rounds of one with tools.

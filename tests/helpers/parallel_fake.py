@@ -106,6 +106,12 @@ class ParallelFakeWorker(EngineWorker):
     def loaded_models(self) -> list[Any]:
         return list(self._models.values())
 
+    def models_in_use(self, kinds: tuple[type, ...]) -> set[str]:
+        with self._steps:
+            named = [getattr(a.job.request, "model", None) for a in self._answers]
+        latest = next(reversed(self._models), None)
+        return {model_id for model_id in (m or latest for m in named) if model_id is not None}
+
     def submit(self, request: Request, sink: Sink | None = None) -> Job:
         job = Job(request, sink)
         with self._steps:

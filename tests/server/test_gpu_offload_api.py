@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from app.engine.gguf import GGUFInfo, read_gguf
+from app.engine.residency import Resident
 from app.engine.sizing import AUTO_GPU_LAYERS
 from app.engine.types import LoadedModel, LoadParams
 from app.engine.worker import EngineWorker
@@ -36,6 +37,11 @@ def _loaded(n_gpu_layers: int, asked: int = AUTO_GPU_LAYERS) -> LoadedModel:
     )
 
 
+def _resident(loaded: LoadedModel) -> Resident:
+    # memory 0: llama.cpp did not say and there is no file to estimate from: the file's size
+    return Resident(loaded, 0, busy=False, ttl=None, expires_at=None, jit=False)
+
+
 @pytest.fixture(scope="module")
 def gemma(gemma_path: Path) -> GGUFInfo:
     return read_gguf(gemma_path)
@@ -44,8 +50,9 @@ def gemma(gemma_path: Path) -> GGUFInfo:
 def test_size_vram_counts_the_layers_llama_cpp_was_given(gemma: GGUFInfo) -> None:
     entry = CatalogModel("gemma", "/m/gemma.gguf", size_bytes=SIZE)
     # automatic, resolved to none (no GPU, or nothing fit): nothing in VRAM, though -2 != 0
-    assert ps_entry("gemma", entry, _loaded(0), gemma)["size_vram"] == 0
-    assert ps_entry("gemma", entry, _loaded(19), gemma)["size_vram"] == SIZE  # all + output
+    assert ps_entry("gemma", entry, _resident(_loaded(0)), gemma)["size_vram"] == 0
+    all_layers = ps_entry("gemma", entry, _resident(_loaded(19)), gemma)
+    assert all_layers["size_vram"] == all_layers["size"] == SIZE  # all + output
     assert size_vram(SIZE, _loaded(19, asked=-1), gemma) == SIZE
     assert size_vram(SIZE, _loaded(0, asked=-1), gemma) == 0  # "all" asked, the CPU took over
     assert size_vram(SIZE, _loaded(9), gemma) == SIZE * 9 // 19

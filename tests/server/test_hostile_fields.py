@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
+from app.engine import durations
 from app.engine.worker import EngineWorker
 from app.library.local import Library
 from app.server.catalog import LibraryCatalog
@@ -92,8 +93,8 @@ class _CountingPattern:
 def test_a_huge_keep_alive_is_refused_before_it_is_scanned(
     value: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    counting = _CountingPattern(convert._DURATION_PIECE)
-    monkeypatch.setattr(convert, "_DURATION_PIECE", counting)
+    counting = _CountingPattern(durations._DURATION_PIECE)
+    monkeypatch.setattr(durations, "_DURATION_PIECE", counting)
     with pytest.raises(Exception) as caught:
         convert.keep_alive_seconds(value)
     assert f"of {len(value)} characters" in str(caught.value)
@@ -101,8 +102,8 @@ def test_a_huge_keep_alive_is_refused_before_it_is_scanned(
 
 
 def test_durations_are_parsed_piece_by_piece(monkeypatch: pytest.MonkeyPatch) -> None:
-    counting = _CountingPattern(convert._DURATION_PIECE)
-    monkeypatch.setattr(convert, "_DURATION_PIECE", counting)
+    counting = _CountingPattern(durations._DURATION_PIECE)
+    monkeypatch.setattr(durations, "_DURATION_PIECE", counting)
     assert convert.keep_alive_seconds("1h30m") == 5400
     assert counting.calls == 2
     assert convert.keep_alive_seconds(" -1 ") == -1
@@ -133,7 +134,7 @@ def test_a_huge_keep_alive_is_a_400_and_health_answers_meanwhile(
     attacker.join()
     for r in answers:
         assert r.status_code == 400, r.text
-        assert "Invalid 'keep_alive' of 30001 characters" in r.json()["error"]
+        assert "Invalid 'keep_alive': a value of 30001 characters" in r.json()["error"]
 
 
 # ---- files outside the library ---------------------------------------------------------------

@@ -38,6 +38,7 @@ def chat_body(
     for message in body.messages:
         messages += _messages(message)
     data: dict[str, Any] = {"model": model, "messages": messages, "stream": stream}
+    data["ttl"] = body.ttl
     if body.tools:
         data["tools"] = [_tool(t) for t in body.tools]
     if body.tool_choice is not None:

@@ -13,6 +13,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from app.server.schemas import TTL
+
 MAX_STOP_SEQUENCES = 16  # the engine's limit (the OpenAI routes' too)
 MAX_STOP_CHARS = 1000  # a stop string is matched against every token: kept short
 TOOL_NAME = r"^[A-Za-z0-9_\-]{1,128}$"
@@ -189,6 +191,7 @@ class Metadata(_Body):
 
 class CountTokensRequest(_Body):
     model: str
+    ttl: TTL = None
     messages: list[Message] = Field(min_length=1)
     system: str | list[TextBlock] | None = None
     tools: list[Tool] | None = None

@@ -133,11 +133,15 @@ def require_model_name(name: str) -> None:
 
 
 async def resolve(
-    gateway: Gateway, name: str, note: LogNote, num_ctx: int | None = None
+    gateway: Gateway,
+    name: str,
+    note: LogNote,
+    num_ctx: int | None = None,
+    keep_alive: float | None = None,
 ) -> tuple[LoadedModel, CatalogModel, float]:
     """The loaded model ``name`` means (loading it if needed, with a ``num_ctx``-token
-    context when given), its entry, and the seconds the load took (0 when it was loaded
-    already)."""
+    context when given; ``keep_alive`` seconds, parsed, its time-to-live), its entry, and the
+    seconds the load took (0 when it was loaded already)."""
     require_model_name(name)
     note.model = name
     found = await asyncio.to_thread(lookup, gateway, name)
@@ -145,7 +149,7 @@ async def resolve(
         raise not_found(name)
     started = time.perf_counter()
     try:
-        model = await gateway.resolve(found.entry.id, num_ctx)
+        model = await gateway.resolve(found.entry.id, num_ctx, ttl=keep_alive)
     except APIError as e:
         if e.status == 404:
             raise not_found(name) from None

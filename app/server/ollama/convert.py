@@ -8,11 +8,11 @@ A value the OpenAI schema refuses is answered with the Ollama name of the field
 from __future__ import annotations
 
 import json
-import re
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from app.engine import durations
 from app.server import schemas as openai
 from app.server.errors import APIError, from_validation_errors
 from app.server.ollama.images import image_parts, keep_decoded
@@ -43,48 +43,20 @@ _OPTION_FIELDS = {
     },
 }
 Body = TypeVar("Body", bound=BaseModel)
-# one piece of a Go duration ("1h30m" is two), matched only where the previous one ended: a
-# scan over the whole text retried the digits at every start, quadratic in their number
-_DURATION_PIECE = re.compile(r"(-?\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
-MAX_DURATION_CHARS = 64  # "-9223372036.854775807s" is 22; a longer duration is no duration
-_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
 def keep_alive_seconds(value: KeepAlive) -> float | None:
     """Ollama's ``keep_alive``: seconds (a number, or a Go duration such as "5m" or "1h30m");
-    negative means for good; None when not given. A 400 for anything else."""
-    if value is None:
-        return None
-    if isinstance(value, int | float):
-        return float(value)
-    text = value.strip()
-    seconds = _duration(text) if len(text) <= MAX_DURATION_CHARS else None
-    if seconds is None:
-        shown = repr(text) if len(text) <= MAX_DURATION_CHARS else f"of {len(text)} characters"
+    0 unloads after the request, negative keeps the model loaded; None when not given. A 400
+    for anything else (app/engine/durations.py's one parser)."""
+    try:
+        return durations.seconds_of(value)
+    except durations.DurationError as e:
         raise APIError(
             400,
-            f'Invalid \'keep_alive\' {shown}. Use a duration such as "5m" or "30s", 0 to '
-            "unload the model after the request, or -1 to keep it loaded.",
+            f"Invalid 'keep_alive': {e} 0 unloads the model after the request, -1 keeps it loaded.",
             param="keep_alive",
-        )
-    return seconds
-
-
-def _duration(text: str) -> float | None:
-    """A number of seconds, or a Go duration's pieces added up; None if it is neither.
-    Linear in ``text`` (each piece is matched once, where the previous one ended)."""
-    try:
-        return float(text)
-    except ValueError:
-        pass
-    total, at = 0.0, 0
-    while at < len(text):
-        piece = _DURATION_PIECE.match(text, at)
-        if piece is None:
-            return None
-        total += float(piece[1]) * _UNIT_SECONDS[piece[2]]
-        at = piece.end()
-    return total if text else None
+        ) from None
 
 
 def unloads(value: KeepAlive) -> bool:

@@ -84,12 +84,14 @@ async def tags(request: Request) -> Response:
 
 
 def _ps(gateway: Gateway) -> list[dict[str, Any]]:
+    residents = {r.model.model_id: r for r in gateway.residency.snapshot()}
     seen: set[str] = set()
     out = []
     for m in named(gateway):  # a model's own name comes before its aliases
-        if m.loaded is not None and m.loaded.model_id not in seen:
-            seen.add(m.loaded.model_id)
-            out.append(shapes.ps_entry(m.name, m.entry, m.loaded, shapes.header(m.entry.path)))
+        resident = residents.get(m.loaded.model_id) if m.loaded is not None else None
+        if resident is not None and resident.model.model_id not in seen:
+            seen.add(resident.model.model_id)
+            out.append(shapes.ps_entry(m.name, m.entry, resident, shapes.header(m.entry.path)))
     return out
 
 
@@ -146,7 +148,7 @@ async def _load_or_unload(
         if found.loaded is not None:
             await unload(gateway, found.loaded.model_id)
         return JSONResponse({**head, **empty, "done_reason": "unload", "done": True})
-    await resolve(gateway, name, note, num_ctx)
+    await resolve(gateway, name, note, num_ctx, convert.keep_alive_seconds(keep_alive))
     return JSONResponse({**head, **empty, "done_reason": "load", "done": True})
 
 
@@ -168,7 +170,7 @@ def _after(request: Request, model_id: str, keep_alive: KeepAlive) -> Any:
 async def chat(request: Request) -> Response:
     started = time.perf_counter()
     body, note = await parse(request, ChatBody)
-    convert.keep_alive_seconds(body.keep_alive)  # a 400 before anything is loaded
+    keep_alive = convert.keep_alive_seconds(body.keep_alive)  # a 400 before any load
     if not body.messages:
         return await _load_or_unload(
             request, body.model, body.keep_alive, note, "message", num_ctx=_num_ctx(body.options)
@@ -178,7 +180,9 @@ async def chat(request: Request) -> Response:
     openai_convert.check_chat(openai_body)
     await check_constraint(_as_format(openai_convert.chat_constraint(openai_body)))
     gateway = gateway_of(request)
-    model, _entry, load_seconds = await resolve(gateway, body.model, note, _num_ctx(body.options))
+    model, _entry, load_seconds = await resolve(
+        gateway, body.model, note, _num_ctx(body.options), keep_alive
+    )
     plan = await asyncio.to_thread(_plan_chat, openai_body, model)
     answer = ChatAnswer(body.model, started, load_seconds, plan)
     after = _after(request, model.model_id, body.keep_alive)
@@ -210,7 +214,7 @@ def _as_format(constraint: openai_convert.Constraint) -> openai_convert.Constrai
 async def generate(request: Request) -> Response:
     started = time.perf_counter()
     body, note = await parse(request, GenerateBody)
-    convert.keep_alive_seconds(body.keep_alive)
+    keep_alive = convert.keep_alive_seconds(body.keep_alive)
     convert.check_generate(body)
     if not body.prompt and body.suffix is None:
         return await _load_or_unload(
@@ -224,7 +228,7 @@ async def generate(request: Request) -> Response:
         grammar, schema = convert.completion_format(body.format)
         await check_constraint((grammar, schema, "format"))
         model, _entry, load_seconds = await resolve(
-            gateway, body.model, note, _num_ctx(body.options)
+            gateway, body.model, note, _num_ctx(body.options), keep_alive
         )
         meta = await asyncio.to_thread(model_meta, model.path)
         job = openai_convert.completion_request(completion, prompt, model, meta)
@@ -239,7 +243,7 @@ async def generate(request: Request) -> Response:
         openai_convert.check_chat(openai_body)
         await check_constraint(_as_format(openai_convert.chat_constraint(openai_body)))
         model, _entry, load_seconds = await resolve(
-            gateway, body.model, note, _num_ctx(body.options)
+            gateway, body.model, note, _num_ctx(body.options), keep_alive
         )
         plan = await asyncio.to_thread(_plan_chat, openai_body, model)
         answer = GenerateAnswer(body.model, started, load_seconds, plan)
@@ -253,13 +257,13 @@ async def generate(request: Request) -> Response:
 
 
 async def _embed(
-    request: Request, name: str, inputs: list[str], note: LogNote
+    request: Request, name: str, inputs: list[str], note: LogNote, keep_alive: float | None
 ) -> tuple[list[list[float]], engine.Finished, float]:
     texts = openai_convert.embedding_inputs(
         openai_schemas.EmbeddingRequest(input=inputs, model=name)
     )
     gateway = gateway_of(request)
-    model, _entry, load_seconds = await resolve(gateway, name, note)
+    model, _entry, load_seconds = await resolve(gateway, name, note, None, keep_alive)
     stream = gateway.submit(engine.EmbeddingRequest(texts, model.model_id))
     _texts, final = await collect(stream, request)
     note.prompt_tokens = final.usage.prompt_tokens
@@ -289,13 +293,13 @@ def _shorten(vectors: list[list[float]], dimensions: int | None) -> list[list[fl
 async def embed(request: Request) -> Response:
     started = time.perf_counter()
     body, note = await parse(request, EmbedBody)
-    convert.keep_alive_seconds(body.keep_alive)
+    keep_alive = convert.keep_alive_seconds(body.keep_alive)
     inputs = [body.input] if isinstance(body.input, str) else list(body.input or [])
     if not inputs:
-        await resolve(gateway_of(request), body.model, note)
+        await resolve(gateway_of(request), body.model, note, None, keep_alive)
         return JSONResponse({"model": body.model, "embeddings": []})
     require_model_name(body.model)
-    vectors, final, load_seconds = await _embed(request, body.model, inputs, note)
+    vectors, final, load_seconds = await _embed(request, body.model, inputs, note, keep_alive)
     return JSONResponse(
         {
             "model": body.model,
@@ -310,10 +314,10 @@ async def embed(request: Request) -> Response:
 @router.post("/api/embeddings", response_model=None)
 async def embeddings(request: Request) -> Response:
     body, note = await parse(request, EmbeddingsBody)
-    convert.keep_alive_seconds(body.keep_alive)
+    keep_alive = convert.keep_alive_seconds(body.keep_alive)
     if not body.prompt:
-        await resolve(gateway_of(request), body.model, note)
+        await resolve(gateway_of(request), body.model, note, None, keep_alive)
         return JSONResponse({"embedding": []})
     require_model_name(body.model)
-    vectors, _final, _load = await _embed(request, body.model, [body.prompt], note)
+    vectors, _final, _load = await _embed(request, body.model, [body.prompt], note, keep_alive)
     return JSONResponse({"embedding": vectors[0]})

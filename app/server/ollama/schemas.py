@@ -10,9 +10,19 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    model_validator,
+)
 
-KeepAlive = float | str | None
+# seconds or a duration ("5m"); strict: ``true`` is no number of seconds (app/engine/durations.py
+# reads the value)
+KeepAlive = StrictFloat | StrictInt | StrictStr | None
 Format = Literal["", "json"] | dict[str, Any] | None
 INT32 = 2**31 - 1
 

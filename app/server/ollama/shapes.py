@@ -14,6 +14,7 @@ from typing import Any
 
 from app.engine import gguf
 from app.engine.reasoning import reasoning_format
+from app.engine.residency import Resident
 from app.engine.types import Finished, LoadedModel
 from app.server.catalog import CatalogModel
 
@@ -95,16 +96,22 @@ def tag_entry(name: str, entry: CatalogModel, info: gguf.GGUFInfo | None) -> dic
 
 
 def ps_entry(
-    name: str, entry: CatalogModel, loaded: LoadedModel, info: gguf.GGUFInfo | None
+    name: str, entry: CatalogModel, resident: Resident, info: gguf.GGUFInfo | None
 ) -> dict[str, Any]:
+    """One loaded model as Ollama's ``/api/ps`` lists it: ``size`` is the memory it holds
+    (weights, KV cache, buffers), ``expires_at`` when its time-to-live runs out."""
+    loaded = resident.model
+    size = resident.memory_bytes or entry.size_bytes
+    vram = loaded.allocated_gpu if loaded.allocated_gpu > 0 else size_vram(size, loaded, info)
+    expires = resident.expires_at
     return {
         "name": name,
         "model": name,
-        "size": entry.size_bytes,
+        "size": size,
         "digest": digest(entry),
         "details": details(entry, info),
-        "expires_at": LOADED_FOR_GOOD,
-        "size_vram": size_vram(entry.size_bytes, loaded, info),
+        "expires_at": LOADED_FOR_GOOD if expires is None else iso(expires),
+        "size_vram": vram,
         "context_length": loaded.n_ctx,
     }
 

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Discriminator, Field, Tag, field_validator
 
-from app.server.schemas import _Body
+from app.server.schemas import TTL, _Body
 
 RESPONSE_ID = re.compile(r"resp_[A-Za-z0-9]{1,64}")
 MAX_NAME_CHARS = 256  # function names and call ids
@@ -211,6 +211,7 @@ def without_tags(errors: list[Any]) -> list[Any]:
 
 class ResponsesRequest(_Body):
     model: str | None = None
+    ttl: TTL = None
     input: Input
     instructions: str | None = None
     previous_response_id: str | None = None

@@ -74,6 +74,7 @@ def chat_body(
         messages.insert(0, {"role": "system", "content": body.instructions})
     fields: dict[str, Any] = {
         "model": body.model,
+        "ttl": body.ttl,
         "messages": messages,
         "stream": body.stream,
         "max_completion_tokens": body.max_output_tokens,

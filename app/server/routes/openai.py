@@ -85,7 +85,7 @@ async def load_model(request: Request, gateway: GatewayDep) -> Response:
     (otherwise that is a 400 ``model_too_large`` with the numbers and what to try)."""
     body, note = await parse(request, schemas.LoadModelRequest)
     note.model = body.model
-    loaded = await gateway.resolve(body.model, body.context_length, force=body.force)
+    loaded = await gateway.resolve(body.model, body.context_length, force=body.force, ttl=body.ttl)
     note.model = loaded.model_id
     for view in await gateway.models():
         if view.id == loaded.model_id:
@@ -176,7 +176,7 @@ async def completions(request: Request, gateway: GatewayDep) -> Response:
     body, note = await parse(request, schemas.CompletionRequest)
     prompt = convert.check_completion(body)
     await check_constraint((body.grammar, None, "grammar"))
-    model, meta = await resolve(gateway, body.model, note)
+    model, meta = await resolve(gateway, body.model, note, body.ttl)
     engine_request = convert.completion_request(body, prompt, model, meta)
     env = shapes.Envelope("cmpl-", "text_completion", model, int(time.time()))
     answer = _CompletionAnswer(env, body.include_usage)
@@ -205,7 +205,7 @@ async def embeddings(request: Request, gateway: GatewayDep) -> Response:
         return remote
     body, note = await parse(request, schemas.EmbeddingRequest)
     inputs = convert.embedding_inputs(body)
-    model, _meta = await resolve(gateway, body.model, note)
+    model, _meta = await resolve(gateway, body.model, note, body.ttl)
     stream = gateway.submit(engine.EmbeddingRequest(inputs, model.model_id))
     _texts, final = await collect(stream, request)
     vectors: list[list[float]] = final.result

@@ -61,6 +61,7 @@ KEYS = (
     "server.cors_origins",
     "server.model_aliases",
     "server.ollama_port",
+    "server.model_ttl",
 )
 
 
@@ -130,6 +131,12 @@ class ServerController(QObject):
         """The config the next start uses: the saved settings."""
         return ServerConfig.from_settings(self.settings)
 
+    def model_ttl(self) -> float | None:
+        """Seconds a model loaded for a request stays unused (None: kept)."""
+        from app.engine.residency import ttl_setting
+
+        return ttl_setting(self.settings.get("server.model_ttl"))
+
     def ollama_port(self) -> int:
         """The extra port for Ollama's clients the next start opens (0: none)."""
         return int(self.settings.get("server.ollama_port") or 0)
@@ -167,6 +174,8 @@ class ServerController(QObject):
                 self.settings.set(key, value)
                 changed = True
         if changed:
+            if self.gateway is not None:  # for the next model loaded for a request
+                self.gateway.model_ttl = self.model_ttl()
             self.config_changed.emit()
 
     def set_image_urls(self, on: bool) -> None:
@@ -258,6 +267,8 @@ class ServerController(QObject):
                     services.engine.worker,
                     LibraryCatalog(services.library),
                     load_params(services.settings),
+                    residency=services.residency,
+                    model_ttl=self.model_ttl(),
                 )
                 self.runner = ServerRunner(
                     self.gateway,

@@ -31,6 +31,7 @@ from app.server.aliases import MAX_ALIAS_CHARS, MAX_ALIASES, aliases_text
 from app.server.ollama import OLLAMA_PORT
 from app.ui import icons, theme
 from app.ui.server.controller import ALL_INTERFACES, LOOPBACK, ServerController
+from app.ui.server.model_ttl_field import ModelTtlField
 
 SAVE_DELAY_MS = 350
 
@@ -177,6 +178,9 @@ class ServerSettingsForm(QWidget):
                 self,
             )
         )
+        layout.addSpacing(10)
+        self.model_ttl = ModelTtlField(controller, self)
+        layout.addWidget(self.model_ttl)
         layout.addSpacing(10)
         layout.addWidget(self._label("API key"))
         layout.addLayout(key_row)

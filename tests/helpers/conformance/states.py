@@ -15,6 +15,7 @@ from pytestqt.qtbot import QtBot
 
 from app.config import paths
 from app.server.requestlog import RequestRecord
+from app.ui.loaded_models import LoadedModelsButton
 from app.ui.main_window import MainWindow
 from app.ui.nav_rail import CHATS, MODELS, SERVER
 from app.ui.toast import Toast
@@ -41,6 +42,17 @@ def capitals(rivers: dict[str, list[str]]) -> list[str]:
 | --- | --- |
 | Prague | Vltava |
 """
+
+
+def loaded_models_button(window: MainWindow) -> LoadedModelsButton:
+    """The status bar's loaded models, once it knows the fake model is loaded."""
+    button = window.status.loaded_models
+    assert button is not None
+    deadline = time.monotonic() + WAIT_MS / 1000
+    while not button.residents and time.monotonic() < deadline:
+        QApplication.processEvents()
+        time.sleep(0.01)
+    return button
 
 
 def settle() -> None:

@@ -102,6 +102,12 @@ def walk_everything(
     walk.look("model picker", picker.menu)
     picker.menu.close()
 
+    button = states.loaded_models_button(window)
+    button.open_popup()
+    qtbot.waitUntil(lambda: bool(button.popup.unload_buttons), timeout=states.WAIT_MS)
+    walk.look("loaded models", button.popup)
+    button.popup.close()
+
     states.search_discover(qtbot, window)
     walk.look("discover's results")
     states.open_discover_repo(qtbot, window)

@@ -63,6 +63,19 @@ def model_picker(window: MainWindow) -> tuple[Callable[[], QWidget], Callable[[]
     return open_, close
 
 
+def loaded_models(window: MainWindow) -> tuple[Callable[[], QWidget], Callable[[], None]]:
+    button = states.loaded_models_button(window)
+
+    def open_() -> QWidget:
+        button.open_popup()
+        return button.popup
+
+    def close() -> None:
+        button.popup.close()
+
+    return open_, close
+
+
 def page(name: str) -> Callable[[MainWindow], tuple[Callable[[], QWidget], Callable[[], None]]]:
     def make(window: MainWindow) -> tuple[Callable[[], QWidget], Callable[[], None]]:
         def open_() -> QWidget:
@@ -105,6 +118,7 @@ OPENERS = {
     "chat settings": chat_settings,
     "sidebar": sidebar,
     "model picker": model_picker,
+    "loaded models": loaded_models,
     "models page": page(MODELS),
     "server page": page(SERVER),
     "settings": settings,  # issue 23, finding 1: it could not be opened a second time
