@@ -7,8 +7,8 @@ import json
 from typing import Any
 
 from app.cli import COMMANDS
-from app.commands.resolve import default_library
-from app.engine.gguf import human_bytes
+from app.engine.gguf_format import human_bytes
+from app.library.user_library import default_library
 from app.safe_text import terminal_text
 
 

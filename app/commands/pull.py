@@ -11,9 +11,10 @@ from typing import Any
 
 from app.cli import COMMANDS
 from app.config import paths
-from app.engine.gguf import human_bytes
+from app.engine.gguf_format import human_bytes
 from app.library import hub
-from app.library.downloads import Download, DownloadEvent, DownloadManager, DownloadState
+from app.library.download_state import Download, DownloadEvent, DownloadState
+from app.library.downloads import DownloadManager
 
 
 def add_parser(sub: Any) -> None:

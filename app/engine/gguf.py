@@ -22,8 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from app.engine.ggml_types import FILE_TYPES, FTYPE_GUESSED, GGML_TYPES, GGMLType, ggml_type
-from app.engine.gguf_format import format_info, human_bytes
+from app.engine.ggml_types import FILE_TYPES, FTYPE_GUESSED, GGML_TYPES, GGMLType
 from app.engine.gguf_reader import (
     ARRAY,
     SCALAR_FORMATS,
@@ -38,24 +37,7 @@ from app.engine.gguf_reader import (
     Reader,
 )
 
-__all__ = [
-    "ArrayInfo",
-    "GGMLType",
-    "GGUFCorruptError",
-    "GGUFError",
-    "GGUFInfo",
-    "GGUFNeedMoreData",
-    "GGUFNotFoundError",
-    "GGUFTruncatedError",
-    "GGUFUnsupportedError",
-    "NotGGUFError",
-    "TensorInfo",
-    "format_info",
-    "ggml_type",
-    "human_bytes",
-    "parse_gguf_bytes",
-    "read_gguf",
-]
+__all__ = ["ArrayInfo", "GGUFInfo", "TensorInfo", "parse_gguf_bytes", "read_gguf"]
 
 GGUF_MAGIC: Final = b"GGUF"
 DEFAULT_ALIGNMENT: Final = 32

@@ -58,7 +58,6 @@ from app.engine.remote_wire import (
     normalize_base_url,
     request_body,
     retry_after_seconds,
-    sampling_fields,
     tool_call_delta,
     usage_of,
 )
@@ -86,23 +85,7 @@ __all__ = [
     "LIST_TIMEOUT",
     "NON_STREAM_READ_TIMEOUT",
     "ProbeResult",
-    "RemoteAuthError",
-    "RemoteBadRequestError",
-    "RemoteConnectionLostError",
-    "RemoteContextOverflowError",
     "RemoteEngine",
-    "RemoteError",
-    "RemoteModelNotFoundError",
-    "RemoteRateLimitError",
-    "RemoteServerError",
-    "RemoteTimeoutError",
-    "RemoteUnreachableError",
-    "error_message",
-    "iter_sse_data",
-    "normalize_base_url",
-    "request_body",
-    "retry_after_seconds",
-    "sampling_fields",
 ]
 
 log = logging.getLogger(__name__)

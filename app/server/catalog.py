@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Protocol
 from app.engine.gguf import EMBEDDING_ARCHITECTURES
 
 if TYPE_CHECKING:
-    from app.library.local import Library, LocalModel
+    from app.library.local import Library
+    from app.library.local_files import LocalModel
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +112,7 @@ def check_deletable(catalog: ModelCatalog, model_id: str) -> None:
 def delete(catalog: ModelCatalog, model_id: str) -> None:
     """Delete a library model's files. Raises CatalogError saying why not (not Ember's file,
     not in the library)."""
-    from app.library.local import LibraryError
+    from app.library.local_files import LibraryError
 
     for inner in getattr(catalog, "catalogs", (catalog,)):
         if isinstance(inner, LibraryCatalog) and inner.library.get(model_id) is not None:
@@ -230,7 +231,7 @@ class LibraryCatalog:
         return found if found is not None else by_name(self, name)
 
     def _resolve(self, name: str) -> CatalogModel | None:
-        from app.library.local import AmbiguousModelError, LibraryError
+        from app.library.local_files import AmbiguousModelError, LibraryError
 
         with self._lock:
             models = self._scan(self.rescan_after)

@@ -20,14 +20,10 @@ import httpx
 from starlette.background import BackgroundTask
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from app.engine.providers import (
-    Provider,
-    ProviderRegistry,
-    format_remote_id,
-    parse_remote_id,
-)
-from app.engine.remote import normalize_base_url
+from app.engine.provider_ids import format_remote_id, parse_remote_id
+from app.engine.providers import Provider, ProviderRegistry
 from app.engine.remote_limits import AnswerTooLargeError, aiter_lines_capped, aread_capped
+from app.engine.remote_wire import normalize_base_url
 from app.server.errors import APIError, error_body
 
 log = logging.getLogger(__name__)

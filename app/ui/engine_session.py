@@ -30,7 +30,8 @@ from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
 from app.config import Settings, paths
 from app.engine.load_settings import load_params
-from app.engine.providers import RemoteRouter, is_remote_id
+from app.engine.provider_ids import is_remote_id
+from app.engine.providers import RemoteRouter
 from app.engine.types import (
     ChatRequest,
     EngineCrashedError,

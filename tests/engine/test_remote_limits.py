@@ -10,9 +10,9 @@ from collections.abc import Iterator
 import pytest
 
 from app.engine import remote_limits
-from app.engine.remote import RemoteEngine, RemoteServerError
-from app.engine.sampling import SamplingParams
-from app.engine.types import ChatMessage, ChatRequest, Failed
+from app.engine.remote import RemoteEngine
+from app.engine.remote_errors import RemoteServerError
+from app.engine.types import ChatMessage, ChatRequest, Failed, SamplingParams
 from tests.helpers.endless_upstream import EndlessUpstream
 
 MB = 1024 * 1024

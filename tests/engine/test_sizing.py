@@ -17,8 +17,8 @@ from app.config import Settings
 from app.engine import sizing
 from app.engine.fit import fit_check
 from app.engine.gguf import GGUFInfo, parse_gguf_bytes, read_gguf
-from app.engine.llamacpp import choose_n_ctx
 from app.engine.load_settings import load_params as settings_load_params
+from app.engine.model_file import choose_n_ctx
 from app.engine.types import FORCE_HINT, LoadParams, OutOfMemoryError
 from app.library.hub import ModelFile, RemoteFile
 from app.ui.models import fit

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from app.config import paths
-from app.library.downloads import Download, DownloadEvent, DownloadManager, DownloadState
+from app.library.download_state import Download, DownloadEvent, DownloadState
+from app.library.downloads import DownloadManager
 from tests.helpers.gguf_writer import gguf_bytes
 from tests.helpers.hub_server import FakeHub, FakeRepo, fake_hub_env
 

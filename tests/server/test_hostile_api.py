@@ -31,7 +31,7 @@ from app.server.config import ServerConfig
 from app.server.forward import RemoteForwarder
 from app.server.gateway import Gateway
 from app.server.ollama.answers import _Pieces
-from app.server.output import Piece
+from app.server.pieces import Piece
 from app.server.runner import ServerRunner
 from app.server.toolcalls import HERMES
 from tests.server.conftest import MODEL_ID, N_CTX, Served

@@ -7,8 +7,9 @@ import threading
 from pathlib import Path
 
 from app.engine.types import ChatMessage
+from app.tools.choices import Decision
 from app.tools.config import McpConfig
-from app.tools.loop import Decision, LoopHooks, ToolCall, ToolLoop
+from app.tools.loop import LoopHooks, ToolCall, ToolLoop
 from app.tools.manager import ToolManager
 from tests.tools.conftest import sdk_server, time_server, wait_for_file
 from tests.tools.scripted import ScriptedEngine, call_text

@@ -32,8 +32,9 @@ from PySide6.QtWidgets import (
 )
 
 from app.config import Settings
-from app.library import hub
-from app.library.downloads import Download, DownloadManager
+from app.library import hub, hub_errors
+from app.library.download_state import Download
+from app.library.downloads import DownloadManager
 from app.library.hub import RepoFiles, RepoSummary
 from app.ui import icons
 from app.ui.models import fit
@@ -289,7 +290,9 @@ class RepoDetail(QWidget):
         return done
 
     def _show_error(self, error: BaseException | None) -> None:
-        message = str(error) if isinstance(error, hub.HubError) else f"Unexpected error: {error}"
+        message = (
+            str(error) if isinstance(error, hub_errors.HubError) else f"Unexpected error: {error}"
+        )
         self.state.show_state("error", "Can't open this repository", message, "Try again")
         self.stack.setCurrentWidget(self.state)
 
