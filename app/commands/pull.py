@@ -112,8 +112,10 @@ class _ProgressBar:
             return
         if not self._started and d.total_bytes:
             self._started = True
-            print(f"Downloading {d.repo_id}/{d.filename} ({human_bytes(d.total_bytes)})",
-                  file=sys.stderr)  # fmt: skip
+            print(
+                f"Downloading {d.repo_id}/{d.filename} ({human_bytes(d.total_bytes)})",
+                file=sys.stderr,
+            )
         now = time.monotonic()
         if not self.tty or (now - self._last < 0.1 and not d.state.is_final):
             return

@@ -48,11 +48,13 @@ def format_info(info: GGUFInfo) -> list[tuple[str, str]]:
         ("Attention heads", number(info.head_count)),
         ("KV heads", kv_text),
         ("Embedding size", number(info.embedding_length)),
-        ("Sliding window", number(info.sliding_window, " tokens") if info.sliding_window
-         else "none"),
+        (
+            "Sliding window",
+            number(info.sliding_window, " tokens") if info.sliding_window else "none",
+        ),
         ("Tokenizer", info.tokenizer_model or "unknown"),
         ("Vocabulary", number(info.vocab_size, " tokens")),
         ("Chat template", "present" if info.chat_template else "none - fallback used"),
         ("FIM support", "yes" if info.has_fim else "no"),
         ("File size", size_text),
-    ]  # fmt: skip
+    ]

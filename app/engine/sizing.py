@@ -247,9 +247,10 @@ def _gpu_bytes(info: GGUFInfo, layer_kv: list[int], n_gpu_layers: int) -> int:
     for tensor in info.tensors:
         layer = _layer_of(tensor.name)
         on_gpu = (
-            layer >= first if layer is not None else n_gpu_layers > n_layer
-            and tensor.name.startswith("output")
-        )  # fmt: skip
+            layer >= first
+            if layer is not None
+            else n_gpu_layers > n_layer and tensor.name.startswith("output")
+        )
         total += tensor.n_bytes if on_gpu else 0
     return total
 

@@ -251,9 +251,13 @@ class StateFiles:
             for item in data.get("parts", []):
                 safe_repo_path(item["filename"])
                 part = Part(
-                    item["filename"], int(item["size"]), item.get("sha256"), item.get("blob_id"),
-                    item.get("etag"), bool(item.get("verified")),
-                )  # fmt: skip
+                    item["filename"],
+                    int(item["size"]),
+                    item.get("sha256"),
+                    item.get("blob_id"),
+                    item.get("etag"),
+                    bool(item.get("verified")),
+                )
                 job.parts.append(part)
             saved = data.get("state")
             job.state = (

@@ -86,9 +86,17 @@ _SORT_FIELDS: Final[dict[str, str]] = {
     "updated": "lastModified",
 }
 _SEARCH_EXPAND: Final = (
-    "author", "downloads", "likes", "lastModified", "createdAt", "tags", "trendingScore", "gguf",
-    "gated", "pipeline_tag",
-)  # fmt: skip
+    "author",
+    "downloads",
+    "likes",
+    "lastModified",
+    "createdAt",
+    "tags",
+    "trendingScore",
+    "gguf",
+    "gated",
+    "pipeline_tag",
+)
 _TIMEOUT: Final = 20.0
 HEADER_INITIAL: Final = 256 * 1024
 HEADER_MAX: Final = 64 * 1024 * 1024

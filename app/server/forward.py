@@ -116,14 +116,18 @@ class RemoteForwarder:
             raise APIError(502, str(e), code="upstream_too_large", type="server_error") from None
         except httpx.HTTPError as e:
             raise APIError(
-                502, f"{provider.name} stopped answering mid-answer ({type(e).__name__}).",
-                code="provider_unreachable", type="server_error",
-            ) from None  # fmt: skip
+                502,
+                f"{provider.name} stopped answering mid-answer ({type(e).__name__}).",
+                code="provider_unreachable",
+                type="server_error",
+            ) from None
         except (ValueError, RecursionError):
             raise APIError(
-                502, f"{provider.name} answered with something that is not JSON.",
-                code="bad_upstream", type="server_error",
-            ) from None  # fmt: skip
+                502,
+                f"{provider.name} answered with something that is not JSON.",
+                code="bad_upstream",
+                type="server_error",
+            ) from None
         finally:
             await response.aclose()
         if isinstance(data, dict) and "model" in data:
