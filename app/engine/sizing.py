@@ -32,7 +32,14 @@ from app.engine.ggml_types import GGMLType, ggml_type
 from app.engine.gguf import GGUFInfo
 from app.engine.gguf_format import human_bytes
 from app.engine.speculation import draft_rows
-from app.engine.types import CACHED_SEQUENCES, FORCE_HINT, LoadParams, ModelTooLargeError
+from app.engine.types import (
+    CACHED_SEQUENCES,
+    DEFAULT_KV_CACHE_TYPE,
+    DEFAULT_N_BATCH,
+    FORCE_HINT,
+    LoadParams,
+    ModelTooLargeError,
+)
 
 # The context a model gets when the user does not choose one: enough for real conversations,
 # small enough to load quickly; capped by the trained length and by free memory.
@@ -83,10 +90,10 @@ def estimate_memory(
     info: GGUFInfo,
     n_ctx: int,
     *,
-    cache_type_k: str = "f16",
-    cache_type_v: str = "f16",
+    cache_type_k: str = DEFAULT_KV_CACHE_TYPE,
+    cache_type_v: str = DEFAULT_KV_CACHE_TYPE,
     n_gpu_layers: int = 0,
-    n_batch: int = 512,
+    n_batch: int = DEFAULT_N_BATCH,
     n_seq: int = 1,
     flash_attn: bool = False,
     swa_full: bool = True,
@@ -142,9 +149,9 @@ def max_context_for_memory(
     info: GGUFInfo,
     available_bytes: int,
     *,
-    cache_type_k: str = "f16",
-    cache_type_v: str = "f16",
-    n_batch: int = 512,
+    cache_type_k: str = DEFAULT_KV_CACHE_TYPE,
+    cache_type_v: str = DEFAULT_KV_CACHE_TYPE,
+    n_batch: int = DEFAULT_N_BATCH,
     n_seq: int = 1,
     flash_attn: bool = False,
     swa_full: bool = True,
