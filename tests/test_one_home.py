@@ -22,6 +22,8 @@ HOMES = {
     "DEFAULT_N_BATCH": "app/engine/types.py",
     "DEFAULT_KV_CACHE_TYPE": "app/engine/types.py",
     "DEFAULT_PARALLEL": "app/engine/types.py",
+    # the id of a model file no one named: the app's loads, `ember serve FILE`, the library
+    "file_model_id": "app/library/quant.py",
 }
 
 
@@ -72,3 +74,14 @@ def test_the_settings_and_the_cli_load_with_load_params_defaults() -> None:
         load.cache_type_k,
         load.n_parallel,
     )
+
+
+def test_a_model_file_outside_the_library_has_one_id(tmp_path: Path) -> None:
+    from app.config import paths
+    from app.library.quant import file_model_id
+    from app.server.catalog import entry_for_file
+
+    split = tmp_path / "Model-Q4_K_M-00001-of-00002.gguf"
+    assert entry_for_file(split).id == file_model_id(split, paths().models_dir) == "Model-Q4_K_M"
+    inside = paths().models_dir / "alice" / "repo" / "m.gguf"
+    assert entry_for_file(inside).id == "alice/repo/m.gguf"

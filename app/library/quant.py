@@ -7,9 +7,11 @@ free text, so everything here is a best guess that returns ``None`` rather than 
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Final
 
 # Roughly by bits per weight, smallest first: the order files are listed in.
@@ -171,6 +173,17 @@ def model_stem(filename: str) -> str:
     if split is not None:
         return split.base
     return name[:-5] if name.lower().endswith(".gguf") else name
+
+
+def file_model_id(path: str | Path, models_dir: Path) -> str:
+    """The id a model file goes by when no one named it (the API, the app, the library): inside
+    Ember's models folder its path there (``owner/repo/file.gguf``, as ``ember ls`` shows it), so
+    the id does not depend on who loaded it; any other file its name (:func:`model_stem`), never
+    its full path, which API clients would see."""
+    for candidate, base in ((Path(path), models_dir), (Path(path).resolve(), models_dir.resolve())):
+        with contextlib.suppress(ValueError):
+            return candidate.relative_to(base).as_posix()
+    return model_stem(Path(path).name)
 
 
 @dataclass(frozen=True, slots=True)

@@ -128,17 +128,19 @@ def delete(catalog: ModelCatalog, model_id: str) -> None:
 
 
 def entry_for_file(path: str | Path, model_id: str | None = None) -> CatalogModel:
-    """A catalog entry for a model file outside the library; its id is the file's stem."""
+    """A catalog entry for a model file outside the library; its id (unless given) is
+    :func:`~app.library.quant.file_model_id`'s."""
     p = Path(path).expanduser()
     try:
         st = p.stat()
         size, created = st.st_size, int(st.st_mtime)
     except OSError:
         size, created = 0, 0
-    from app.library.quant import parse_quant
+    from app.config import paths
+    from app.library.quant import file_model_id, parse_quant
 
     return CatalogModel(
-        id=model_id or p.name.removesuffix(".gguf"),
+        id=model_id or file_model_id(p, paths().models_dir),
         path=str(p.resolve()) if p.exists() else str(p),
         size_bytes=size,
         created=created,

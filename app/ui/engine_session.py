@@ -19,7 +19,6 @@ remote model (``select_remote``) leaves the local model loaded: switching back c
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
 from collections import deque
@@ -48,7 +47,7 @@ from app.engine.types import (
 )
 from app.engine.worker import EngineWorker, Job, Sink
 from app.library.projectors import projector_beside
-from app.library.quant import model_stem
+from app.library.quant import file_model_id, model_stem
 from app.ui.bridge import EngineBridge, JobHandle
 from app.ui.header.remote_models import RemoteCatalog
 
@@ -66,11 +65,7 @@ def api_model_id(path: str) -> str:
     Ember downloaded or imported keeps its library id (``owner/repo/file.gguf``, as ``ember
     ls`` shows it), so the id does not depend on who loaded it; any other file goes by its
     name, never its full path."""
-    models_dir = paths().models_dir
-    for candidate, base in ((Path(path), models_dir), (Path(path).resolve(), models_dir.resolve())):
-        with contextlib.suppress(ValueError):
-            return candidate.relative_to(base).as_posix()
-    return model_name(path)
+    return file_model_id(path, paths().models_dir)
 
 
 def model_name(path: str) -> str:
