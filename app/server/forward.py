@@ -202,6 +202,7 @@ def _upstream_error(
     status: int, content: bytes, provider: str, response: httpx.Response
 ) -> Response:
     """Keep the provider's OpenAI-shaped error; wrap anything else in that shape."""
+    kind = "invalid_request_error" if status < 500 else "server_error"
     headers = {}
     if "retry-after" in response.headers:
         headers["Retry-After"] = response.headers["retry-after"]
@@ -211,20 +212,11 @@ def _upstream_error(
         data = None
     if isinstance(data, dict) and isinstance(data.get("error"), dict):
         err = data["error"]
-        err.setdefault("type", "invalid_request_error" if status < 500 else "server_error")
+        err.setdefault("type", kind)
         err.setdefault("param", None)
         err.setdefault("code", None)
         return JSONResponse({"error": err}, status_code=status, headers=headers)
     text = content.decode("utf-8", errors="replace").strip()[:500] or response.reason_phrase
-    return JSONResponse(
-        {
-            "error": {
-                "message": f"{provider} answered {status}: {text}",
-                "type": "invalid_request_error" if status < 500 else "server_error",
-                "param": None,
-                "code": None,
-            }
-        },
-        status_code=status,
-        headers=headers,
-    )
+    return APIError(
+        status, f"{provider} answered {status}: {text}", type=kind, headers=headers
+    ).response()
