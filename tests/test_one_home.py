@@ -24,7 +24,17 @@ HOMES = {
     "DEFAULT_PARALLEL": "app/engine/types.py",
     # the id of a model file no one named: the app's loads, `ember serve FILE`, the library
     "file_model_id": "app/library/quant.py",
+    # refusing a request before any route runs, in the shape of its API family
+    "send_refusal": "app/server/protocols.py",
+    "refusal_body": "app/server/protocols.py",
+    "error_body": "app/server/errors.py",
+    # bytes in words: a limit in MiB, a size in decimal units (no module defines its own "MB")
+    "MIB": "app/engine/gguf_format.py",
+    "mib_text": "app/engine/gguf_format.py",
+    "human_bytes": "app/engine/gguf_format.py",
 }
+# names that must have no home at all: they meant two different things
+NO_HOME = ("MB",)
 
 
 def _definitions(tree: ast.Module) -> set[str]:
@@ -46,6 +56,15 @@ def test_each_rule_is_defined_in_its_one_home() -> None:
         for name in _definitions(ast.parse(path.read_text(encoding="utf-8"))) & set(defined):
             defined[name].append(path.relative_to(ROOT).as_posix())
     assert defined == {name: [home] for name, home in HOMES.items()}
+
+
+def test_no_module_defines_an_ambiguous_name() -> None:
+    found = [
+        (path.relative_to(ROOT).as_posix(), name)
+        for path in sorted((ROOT / "app").rglob("*.py"))
+        for name in _definitions(ast.parse(path.read_text(encoding="utf-8"))) & set(NO_HOME)
+    ]
+    assert not found
 
 
 def test_the_engine_uses_the_one_available_memory() -> None:

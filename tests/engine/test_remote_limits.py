@@ -48,7 +48,9 @@ def chat() -> ChatRequest:
 def test_an_endless_answer_fails_the_job(endless: EndlessUpstream, engine: RemoteEngine) -> None:
     final = engine.submit(chat(), stream=False).wait(WAIT)
     assert isinstance(final, Failed) and isinstance(final.error, RemoteServerError)
-    assert final.error.message == "endless answered more than 2 MB; Ember reads at most 2 MB of it."
+    assert (
+        final.error.message == "endless answered more than 2 MiB; Ember reads at most 2 MiB of it."
+    )
     endless.hung_up.wait()
     assert endless.written < 2 * MB + SOCKET_SLACK
 

@@ -69,7 +69,7 @@ def test_an_endless_answer_is_a_502_naming_the_provider(
     error = raised.value
     assert error.status_code == 502
     assert error.code == "upstream_too_large" and error.type == "server_error"
-    assert "- endless answered more than 2 MB; Ember reads at most 2 MB" in error.message
+    assert "- endless answered more than 2 MiB; Ember reads at most 2 MiB" in error.message
     endless.hung_up.wait()  # Ember stopped reading and closed the connection
     assert endless.written < 2 * MB + SOCKET_SLACK
     # the server is still up, and forwards a normal answer
