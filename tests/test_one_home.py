@@ -32,6 +32,11 @@ HOMES = {
     "MIB": "app/engine/gguf_format.py",
     "mib_text": "app/engine/gguf_format.py",
     "human_bytes": "app/engine/gguf_format.py",
+    # two plans, one name each: what a load would do; which turns of a chat fit the context
+    "plan_load": "app/engine/sizing.py",
+    "LoadPlan": "app/engine/sizing.py",
+    "plan_context": "app/engine/fitting.py",
+    "ContextPlan": "app/engine/fitting.py",
 }
 # names that must have no home at all: they meant two different things
 NO_HOME = ("MB",)

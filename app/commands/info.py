@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     info = inspect_model_file(str(path))
     params = load_params(args)
     free = available_memory()
-    plan = sizing.plan_context(info, params, free)  # the rule `ember run` loads by
+    plan = sizing.plan_load(info, params, free)  # the rule `ember run` loads by
     est = plan.estimate
     offload = sizing.plan_offload(info, plan.n_ctx, params, backends.gpu_memory())
     if args.json:

@@ -2,7 +2,7 @@
 
 - The memory model: what llama.cpp allocates for a model at a context (weights, KV cache,
   compute buffers), read from the GGUF header alone (:func:`estimate_memory`).
-- The context a load uses (:func:`plan_context`): the user's context if memory allows it (else
+- The context a load uses (:func:`plan_load`): the user's context if memory allows it (else
   an error naming what would fit); without one, the trained length capped at ``DEFAULT_N_CTX``
   and then by memory, and an error only when not even ``MIN_N_CTX`` tokens fit.
 - The verdict shown before a download or a load (:func:`fit_check`, :func:`fit_for_load`):
@@ -317,8 +317,8 @@ def default_context(info: GGUFInfo) -> int:
 
 
 @dataclass(frozen=True, slots=True)
-class ContextPlan:
-    """What a load with some settings would do: see :func:`plan_context`."""
+class LoadPlan:
+    """What a load with some settings would do: see :func:`plan_load`."""
 
     n_ctx: int  # the context the load uses; when it cannot load, the one it was refused at
     automatic: bool  # no context was asked for: the default capped by memory
@@ -350,10 +350,10 @@ class ContextPlan:
         return self.n_ctx
 
 
-def plan_context(info: GGUFInfo, params: LoadParams, available: int) -> ContextPlan:
+def plan_load(info: GGUFInfo, params: LoadParams, available: int) -> LoadPlan:
     """The context a load of ``info`` with ``params`` would use given ``available`` bytes,
     the memory it needs there, the largest context that fits, and the out-of-memory error
-    the load would raise (never raised here; :meth:`ContextPlan.check` raises it)."""
+    the load would raise (never raised here; :meth:`LoadPlan.check` raises it)."""
     trained = trained_context(info)
     fits = max_context(info, params, available)
     if params.n_ctx:
@@ -371,12 +371,12 @@ def plan_context(info: GGUFInfo, params: LoadParams, available: int) -> ContextP
                 f"{human_bytes(need.total_bytes)}, {human_bytes(available)} is free; "
                 f"{hint}. {FORCE_HINT}"
             )
-        return ContextPlan(params.n_ctx, False, trained, need, available, fits, error)
+        return LoadPlan(params.n_ctx, False, trained, need, available, fits, error)
     n_ctx = min(default_context(info), fits)
     # A model trained on fewer than MIN_N_CTX tokens loads with all of them when they fit.
     if n_ctx >= min(MIN_N_CTX, trained):
         need = estimate(info, n_ctx, params)
-        return ContextPlan(n_ctx, True, trained, need, available, fits)
+        return LoadPlan(n_ctx, True, trained, need, available, fits)
     smallest = min(MIN_N_CTX, trained)
     need = estimate(info, smallest, params)
     error = (
@@ -385,7 +385,7 @@ def plan_context(info: GGUFInfo, params: LoadParams, available: int) -> ContextP
         f"Close other programs, pick a smaller quantization or put fewer layers on the GPU. "
         f"{FORCE_HINT}"
     )
-    return ContextPlan(smallest, True, trained, need, available, fits, error)
+    return LoadPlan(smallest, True, trained, need, available, fits, error)
 
 
 # --- how many layers go to the GPU ----------------------------------------------------------
