@@ -37,9 +37,11 @@ HOMES = {
     "LoadPlan": "app/engine/sizing.py",
     "plan_context": "app/engine/fitting.py",
     "ContextPlan": "app/engine/fitting.py",
+    # a job noticing its cancel in its own thread: the engine's public errors live in types.py
+    "JobCancelledError": "app/engine/types.py",
 }
 # names that must have no home at all: they meant two different things
-NO_HOME = ("MB",)
+NO_HOME = ("MB", "CancelledError", "EmbeddingCancelledError")
 
 
 def _definitions(tree: ast.Module) -> set[str]:

@@ -45,8 +45,8 @@ from app.engine.types import (
     ChatRequest,
     CompletionRequest,
     ContextOverflowError,
-    EmbeddingCancelledError,
     EngineError,
+    JobCancelledError,
     LoadedModel,
     LoadParams,
     ProjectorError,
@@ -513,14 +513,14 @@ class LlamaCppModel:
             total = np.zeros(n_embd, dtype=np.float64)
             for start in range(0, len(tokens), EMBED_CHUNK):
                 if cancelled():
-                    raise EmbeddingCancelledError
+                    raise JobCancelledError
                 chunk = tokens[start : start + EMBED_CHUNK]
                 batch.clear()
                 batch.add(0, chunk, start, output_last=False)
                 batch.logits[: batch.n] = 1
                 code = int(native.llama_decode(ctx, batch.ready()))
                 if code == 2 or (code != 0 and cancelled()):
-                    raise EmbeddingCancelledError
+                    raise JobCancelledError
                 if code != 0:
                     raise EngineError(f"llama.cpp could not compute the embedding (code {code}).")
                 rows = native.llama_get_embeddings(ctx)

@@ -43,7 +43,7 @@ from app.engine.remote_errors import (
     RemoteTimeoutError,
     RemoteUnreachableError,
 )
-from app.engine.remote_job import Call, CancelledError, Progress
+from app.engine.remote_job import Call, Progress
 from app.engine.remote_limits import (
     AnswerTooLargeError,
     iter_lines_capped,
@@ -71,6 +71,7 @@ from app.engine.types import (
     Failed,
     FinalEvent,
     Finished,
+    JobCancelledError,
     Request,
     Started,
 )
@@ -265,7 +266,7 @@ class RemoteEngine:
         final: FinalEvent
         try:
             if job.cancelled.is_set():
-                raise CancelledError
+                raise JobCancelledError
             job.emit(Started(job.id))
             self._generate(call, progress, stream)
             final = Finished(
@@ -306,7 +307,7 @@ class RemoteEngine:
                 return
             attempt += 1
             if call.job.cancelled.wait(delay):
-                raise CancelledError
+                raise JobCancelledError
 
     def _attempt(
         self,
@@ -349,7 +350,7 @@ class RemoteEngine:
                 raise RemoteServerError(str(e)) from None
             except httpx.HTTPError as e:
                 if call.job.cancelled.is_set():
-                    raise CancelledError from e
+                    raise JobCancelledError from e
                 raise self._transport_error(e, progress) from e
         return None
 
@@ -384,7 +385,7 @@ class RemoteEngine:
     def _read_stream(self, call: Call, progress: Progress, response: httpx.Response) -> None:
         for data in iter_sse_data(iter_lines_capped(response, self.label)):
             if call.job.cancelled.is_set():
-                raise CancelledError
+                raise JobCancelledError
             if data.strip() == "[DONE]":
                 progress.done = True
                 return

@@ -424,8 +424,9 @@ class ProjectorError(EngineError):
     code = "projector"
 
 
-class EmbeddingCancelledError(Exception):
-    """An embedding job was cancelled (the worker turns it into a "cancelled" Finished)."""
+class JobCancelledError(Exception):
+    """A job noticed, in the thread doing its work, that it was cancelled (an embedding on the
+    engine thread, a remote model's stream): whoever runs it answers a "cancelled" Finished."""
 
 
 # ---- the engine seam: what the worker and its scheduler need of a loaded model ---------------

@@ -61,7 +61,7 @@ def test_an_endless_stream_line_fails_the_job(
     endless.mode = "sse"
     final = engine.submit(chat()).wait(WAIT)
     assert isinstance(final, Failed) and isinstance(final.error, RemoteServerError)
-    assert "endless answered more than 0.5 MB in one line of its stream" in final.error.message
+    assert "endless answered more than 0.5 MiB in one line of its stream" in final.error.message
     endless.hung_up.wait()
     assert endless.written < MB // 2 + SOCKET_SLACK
 
@@ -75,7 +75,7 @@ def test_an_endless_error_body_is_cut(endless: EndlessUpstream, engine: RemoteEn
 
 
 def test_an_endless_model_list_is_refused(endless: EndlessUpstream, engine: RemoteEngine) -> None:
-    with pytest.raises(RemoteServerError, match="endless answered more than 2 MB"):
+    with pytest.raises(RemoteServerError, match="endless answered more than 2 MiB"):
         engine.list_models()
     endless.hung_up.wait()
 

@@ -101,7 +101,7 @@ def test_an_endless_stream_line_ends_the_stream_with_an_error_event(
         )
         with pytest.raises(openai.APIError) as raised:
             list(stream)
-    assert "endless answered more than 0.5 MB in one line of its stream" in raised.value.message
+    assert "endless answered more than 0.5 MiB in one line of its stream" in raised.value.message
     endless.hung_up.wait()
     assert endless.written < MB // 2 + SOCKET_SLACK
 
