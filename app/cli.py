@@ -130,9 +130,9 @@ def _setup_logging(verbose: bool) -> None:
 
 def _user_errors() -> tuple[type[Exception], ...]:
     from app.engine.types import EngineError
-    from app.library.downloads import DownloadError
-    from app.library.hub import HubError
-    from app.library.local import LibraryError
+    from app.library.download_state import DownloadError
+    from app.library.hub_errors import HubError
+    from app.library.local_files import LibraryError
 
     return (EngineError, HubError, LibraryError, DownloadError, OSError, ValueError, LookupError)
 

@@ -194,13 +194,16 @@ SETTINGS: dict[str, Setting] = _settings(
         "device's name as Settings → Hardware lists it ('Vulkan0')",
     ),
     Setting("load.n_threads", int, 0, "CPU threads (0: one per physical core)"),
-    Setting("load.n_batch", int, 512, "Prompt processing batch size"),
+    Setting("load.n_batch", int, _LOAD.n_batch, "Prompt processing batch size"),
     Setting("load.flash_attn", bool, _LOAD.flash_attn, "Use flash attention where supported"),
-    Setting("load.use_mmap", bool, True, "Memory-map the model file"),
-    Setting("load.use_mlock", bool, False, "Lock the model in RAM"),
-    Setting("load.cache_type", str, "f16", "KV cache type (f16, q8_0, q4_0)"),
+    Setting("load.use_mmap", bool, _LOAD.use_mmap, "Memory-map the model file"),
+    Setting("load.use_mlock", bool, _LOAD.use_mlock, "Lock the model in RAM"),
+    Setting("load.cache_type", str, _LOAD.cache_type_k, "KV cache type (f16, q8_0, q4_0)"),
     Setting(
-        "load.parallel", int, 4, "Parallel answers: how many answers are written at the same time"
+        "load.parallel",
+        int,
+        _LOAD.n_parallel,
+        "Parallel answers: how many answers are written at the same time",
     ),
     Setting(
         "load.cache_ram_mb",

@@ -1,7 +1,8 @@
 """Modules with one job each stay small enough to read whole: under ``LIMIT`` lines.
 
 A module that grows past it is split by job (as downloads.py became download_state/_http/_files
-and gguf.py became gguf_reader/ggml_types/gguf_format), with its import path kept.
+and gguf.py became gguf_reader/ggml_types/gguf_format); importers then import each name from its
+new home (no re-export shims: tests/test_private_imports.py).
 """
 
 from __future__ import annotations
@@ -10,6 +11,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 LIMIT = 600
+# A coherent module whose one job does not split may reach COHERENT_LIMIT (docs/ARCHITECTURE.md
+# names them and why): module -> its one job.
+COHERENT_LIMIT = 800
+COHERENT = {"app/chats/store.py": "ChatStore: every write transaction of the chat database"}
 # Over the limit today, each being split by whoever works on it: a ceiling that may only go
 # down. Remove an entry once its module is under LIMIT.
 KNOWN_OVER: dict[str, int] = {}
@@ -24,24 +29,31 @@ def _sizes() -> dict[str, int]:
 
 def test_every_module_is_under_the_limit() -> None:
     too_long = {
-        name: lines for name, lines in _sizes().items() if lines > KNOWN_OVER.get(name, LIMIT)
+        name: lines
+        for name, lines in _sizes().items()
+        if lines > KNOWN_OVER.get(name, COHERENT_LIMIT if name in COHERENT else LIMIT)
     }
     assert not too_long, f"split these by job into modules under {LIMIT} lines: {too_long}"
 
 
-def test_the_modules_split_by_job_keep_their_import_paths() -> None:
-    """Importers of the old modules keep working: the split-out names are re-exported."""
-    from app.engine import gguf, providers, remote
-    from app.library import downloads, hub, local
+def test_no_lines_are_saved_with_fmt_skip() -> None:
+    """``# fmt: skip`` keeps a table aligned, not a module under the limit: none outside the ui
+    (removed there when the ui split lands)."""
+    skipped = [
+        f"{path.relative_to(ROOT).as_posix()}:{number}"
+        for path in sorted((ROOT / "app").rglob("*.py"))
+        if not path.relative_to(ROOT).as_posix().startswith("app/ui/")
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if "fmt: skip" in line or "fmt: off" in line
+    ]
+    assert not skipped
 
-    for module, names in {
-        gguf: ("GGUFInfo", "GGUFError", "GGUFNeedMoreData", "ggml_type", "human_bytes"),
-        downloads: ("DownloadManager", "Download", "DownloadEvent", "DownloadState"),
-        hub: ("HubError", "GatedRepoError", "UnsafeNameError", "fetch_header", "ModelFile"),
-        remote: ("RemoteEngine", "RemoteAuthError", "iter_sse_data", "normalize_base_url"),
-        providers: ("ProviderRegistry", "RemoteRouter", "parse_remote_id", "PRESETS"),
-        local: ("Library", "LocalModel", "LibraryError", "read_manifest", "update_manifest"),
-    }.items():
-        missing = [n for n in names if not hasattr(module, n)]
-        assert not missing, f"{module.__name__} lost {missing}"
-        assert set(names) <= set(module.__all__), module.__name__
+
+def test_the_library_split_keeps_its_import_paths() -> None:
+    """Importers of ``app.library.local`` keep working until the library split lands (then they
+    import each name from its home, as tests/test_private_imports.py asks of every module)."""
+    from app.library import local
+
+    names = ("Library", "LocalModel", "LibraryError", "read_manifest", "update_manifest")
+    missing = [n for n in names if not hasattr(local, n)]
+    assert not missing, f"{local.__name__} lost {missing}"

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from app.attachments.errors import AttachmentCancelledError, TooLargeError
+from app.engine.gguf_format import MIB
 
 Progress = Callable[[int, int], None]
 """Called with (done, total) as a long job advances (bytes, pages or characters)."""
@@ -22,18 +23,15 @@ class CancelFlag(Protocol):
     def is_set(self) -> bool: ...
 
 
-MB = 1_000_000  # decimal, as sizes are shown (app.engine.gguf_format.human_bytes)
-
-
 @dataclass(frozen=True, slots=True)
 class Limits:
     """What a file may cost, so a hostile file cannot eat the memory: its size on disk, the
     text read out of it, a PDF's pages and a .docx's uncompressed document part."""
 
-    max_bytes: int = 128 * MB
+    max_bytes: int = 128 * MIB
     max_chars: int = 64_000_000
     max_pages: int = 5000
-    max_xml_bytes: int = 64 * MB
+    max_xml_bytes: int = 64 * MIB
 
 
 DEFAULT_LIMITS = Limits()

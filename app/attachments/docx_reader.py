@@ -19,7 +19,7 @@ from xml.etree import ElementTree as ET
 
 from app.attachments.document import Job, Section
 from app.attachments.errors import AttachmentError, CorruptFileError, TooLargeError
-from app.engine.gguf_format import human_bytes
+from app.engine.gguf_format import human_bytes, mib_text
 
 W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 FEED = 1_000_000  # XML bytes parsed between progress reports and cancel checks
@@ -48,11 +48,11 @@ def _part(zf: zipfile.ZipFile, name: str, job: Job) -> bytes | None:
         return None
     limit = job.limits.max_xml_bytes
     if info.file_size > limit:
-        raise TooLargeError(job.name, f"{human_bytes(info.file_size)} of text", human_bytes(limit))
+        raise TooLargeError(job.name, f"{human_bytes(info.file_size)} of text", mib_text(limit))
     with zf.open(info) as f:
         data = f.read(limit + 1)
     if len(data) > limit:
-        raise TooLargeError(job.name, f"over {human_bytes(limit)} of text", human_bytes(limit))
+        raise TooLargeError(job.name, f"over {mib_text(limit)} of text", mib_text(limit))
     if b"\x00" in data or b"<!DOCTYPE" in data or b"<!ENTITY" in data:
         raise CorruptFileError(job.name, "a .docx document")
     return data

@@ -23,7 +23,6 @@ from pathlib import Path
 
 from app.attachments.document import (
     DEFAULT_LIMITS,
-    MB,
     CancelFlag,
     Document,
     Job,
@@ -38,7 +37,7 @@ from app.attachments.errors import (
     UnsupportedFormatError,
 )
 from app.attachments.opening import open_regular
-from app.engine.gguf_format import human_bytes
+from app.engine.gguf_format import MIB, human_bytes, mib_text
 
 
 def _words(names: str) -> frozenset[str]:
@@ -57,7 +56,7 @@ TEXT = _words(
     " .sass .less .vue .svelte .gradle .cmake .mk .dockerfile .proto .graphql .tf .nix"
 )
 IMAGES = frozenset({".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp", ".tif", ".tiff"})
-READ_STEP = 4 * MB  # bytes read (and decoded) between progress reports and cancel checks
+READ_STEP = 4 * MIB  # bytes read (and decoded) between progress reports and cancel checks
 
 
 def supported(path: Path) -> bool:
@@ -111,7 +110,7 @@ def _read(path: Path, job: Job) -> bytes:
         with open_regular(path) as f:  # a FIFO or a device is refused before it is read
             size = os.fstat(f.fileno()).st_size
             if size > limit:
-                raise TooLargeError(job.name, human_bytes(size), human_bytes(limit))
+                raise TooLargeError(job.name, human_bytes(size), mib_text(limit))
             parts: list[bytes] = []
             done = 0
             job.step(0, size)

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import json
-import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, cast
 
 from app.chats.models import Conversation, Message, Role, Status
-from app.chats.transfer import ImportedConversation
 
 CONVERSATION_COLUMNS = (
     "c.id, c.title, c.created_at, c.updated_at, c.model, c.system_prompt, c.settings, "
@@ -65,48 +63,3 @@ def message_from_row(row: Sequence[Any]) -> Message:
         sibling_index=row[9],
         sibling_count=row[10],
     )
-
-
-def insert_imported(
-    conn: sqlite3.Connection, imported: ImportedConversation, new_id: Callable[[], str]
-) -> str:
-    """Write an imported conversation with new ids (importing twice gives two copies); its id.
-    Times, branches, sibling order and the branch on screen are kept."""
-    conversation_id = new_id()
-    new_ids = {message.old_id: new_id() for message in imported.messages}
-    conn.execute(
-        "INSERT INTO conversations (id, title, created_at, updated_at, model, "
-        "system_prompt, settings) VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (
-            conversation_id,
-            imported.title,
-            imported.created_at,
-            imported.updated_at,
-            imported.model,
-            imported.system_prompt,
-            dumps(imported.settings, "conversation.settings"),
-        ),
-    )
-    conn.executemany(
-        "INSERT INTO messages (id, conversation_id, parent_id, role, content, "
-        "created_at, status, metadata) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        [
-            (
-                new_ids[message.old_id],
-                conversation_id,
-                None if message.old_parent_id is None else new_ids[message.old_parent_id],
-                message.role,
-                message.content,
-                message.created_at,
-                message.status,
-                dumps(message.metadata, "metadata"),
-            )
-            for message in imported.messages
-        ],
-    )
-    leaf = imported.current_leaf_old_id
-    conn.execute(
-        "UPDATE conversations SET current_leaf_id = ? WHERE id = ?",
-        (None if leaf is None else new_ids[leaf], conversation_id),
-    )
-    return conversation_id

@@ -48,7 +48,6 @@ from app.chats.rows import (
     MESSAGE_COLUMNS,
     conversation_from_row,
     dumps,
-    insert_imported,
     message_from_row,
 )
 
@@ -506,10 +505,54 @@ class ChatStore:
         """
         imported = transfer.parse_import(data)
         with self._write() as conn:
-            conversation_id = insert_imported(conn, imported, _new_id)
+            conversation_id = self._insert_imported(conn, imported)
             return self._get_conversation(conn, conversation_id)
 
     # -- helpers (caller holds the lock) ----------------------------------------------------------
+
+    def _insert_imported(
+        self, conn: sqlite3.Connection, imported: transfer.ImportedConversation
+    ) -> str:
+        """Write an imported conversation with new ids (importing twice gives two copies); its id.
+        Times, branches, sibling order and the branch on screen are kept."""
+        conversation_id = _new_id()
+        new_ids = {message.old_id: _new_id() for message in imported.messages}
+        conn.execute(
+            "INSERT INTO conversations (id, title, created_at, updated_at, model, "
+            "system_prompt, settings) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (
+                conversation_id,
+                imported.title,
+                imported.created_at,
+                imported.updated_at,
+                imported.model,
+                imported.system_prompt,
+                dumps(imported.settings, "conversation.settings"),
+            ),
+        )
+        conn.executemany(
+            "INSERT INTO messages (id, conversation_id, parent_id, role, content, "
+            "created_at, status, metadata) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (
+                    new_ids[message.old_id],
+                    conversation_id,
+                    None if message.old_parent_id is None else new_ids[message.old_parent_id],
+                    message.role,
+                    message.content,
+                    message.created_at,
+                    message.status,
+                    dumps(message.metadata, "metadata"),
+                )
+                for message in imported.messages
+            ],
+        )
+        leaf = imported.current_leaf_old_id
+        conn.execute(
+            "UPDATE conversations SET current_leaf_id = ? WHERE id = ?",
+            (None if leaf is None else new_ids[leaf], conversation_id),
+        )
+        return conversation_id
 
     def _get_conversation(self, conn: sqlite3.Connection, conversation_id: str) -> Conversation:
         row = conn.execute(

@@ -16,8 +16,8 @@ from typing import Any
 from app.cli import COMMANDS, CliError
 from app.commands.options import add_load_flags, load_params
 from app.commands.resolve import resolve_model
-from app.engine import backends, gguf, sizing
-from app.engine.llamacpp import inspect_model_file
+from app.engine import backends, gguf_format, sizing
+from app.engine.model_file import inspect_model_file
 from app.engine.sizing import available_memory
 from app.safe_text import terminal_text
 
@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     info = inspect_model_file(str(path))
     params = load_params(args)
     free = available_memory()
-    plan = sizing.plan_context(info, params, free)  # the rule `ember run` loads by
+    plan = sizing.plan_load(info, params, free)  # the rule `ember run` loads by
     est = plan.estimate
     offload = sizing.plan_offload(info, plan.n_ctx, params, backends.gpu_memory())
     if args.json:
@@ -97,14 +97,14 @@ def run(args: argparse.Namespace) -> int:
         where += f", shortened from {sizing.default_context(info)} to fit free memory"
     elif not plan.automatic and plan.n_ctx > plan.trained:
         where += f", more than the trained {plan.trained}"
-    rows = [("File", str(path)), *gguf.format_info(info)]
+    rows = [("File", str(path)), *gguf_format.format_info(info)]
     rows += [
         ("Context", f"{plan.n_ctx} tokens ({where})"),
-        (f"Memory at {plan.n_ctx} ctx", gguf.human_bytes(est.total_bytes)),
-        ("  weights", gguf.human_bytes(est.weights_bytes)),
-        (f"  KV cache ({params.cache_type_k})", gguf.human_bytes(est.kv_cache_bytes)),
-        ("  compute", gguf.human_bytes(est.compute_bytes)),
-        ("Free memory", gguf.human_bytes(free)),
+        (f"Memory at {plan.n_ctx} ctx", gguf_format.human_bytes(est.total_bytes)),
+        ("  weights", gguf_format.human_bytes(est.weights_bytes)),
+        (f"  KV cache ({params.cache_type_k})", gguf_format.human_bytes(est.kv_cache_bytes)),
+        ("  compute", gguf_format.human_bytes(est.compute_bytes)),
+        ("Free memory", gguf_format.human_bytes(free)),
         ("Largest context that fits", f"{plan.max_context} tokens" if plan.max_context else "none"),
         ("Fits", "yes" if plan.fits else f"no — {plan.error}"),
         ("Runs on", offload.describe()),

@@ -7,8 +7,8 @@ import json
 from typing import Any
 
 from app.cli import COMMANDS
-from app.commands.resolve import default_library
-from app.engine.gguf import human_bytes
+from app.engine.gguf_format import human_bytes
+from app.library.user_library import default_library
 from app.safe_text import terminal_text
 
 
@@ -28,12 +28,17 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         rows = [
             {
-                "id": m.id, "name": m.name, "path": str(m.path), "size": m.size,
-                "source": m.source, "quant": m.quant,
-                "context_length": m.info.context_length if m.info else None, "error": m.error,
+                "id": m.id,
+                "name": m.name,
+                "path": str(m.path),
+                "size": m.size,
+                "source": m.source,
+                "quant": m.quant,
+                "context_length": m.info.context_length if m.info else None,
+                "error": m.error,
             }
             for m in models
-        ]  # fmt: skip
+        ]
         print(json.dumps(rows, indent=2))
         return 0
     if not models:

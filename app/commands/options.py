@@ -12,6 +12,8 @@ from app.cli import CliError
 from app.engine.sizing import AUTO_GPU_LAYERS, DEVICE_AUTO, DEVICE_CPU
 from app.engine.types import (
     DEFAULT_CACHE_RAM_MB,
+    DEFAULT_KV_CACHE_TYPE,
+    DEFAULT_N_BATCH,
     DEFAULT_PARALLEL,
     KVCacheType,
     LoadParams,
@@ -52,7 +54,9 @@ def add_load_flags(p: argparse.ArgumentParser) -> None:
         help="where layers may be offloaded: auto (default: every GPU llama.cpp finds), cpu, "
         "or one device as `ember info --hardware` lists it (Vulkan0)",
     )
-    g.add_argument("--batch", type=int, default=512, metavar="N", help="prompt batch size")
+    g.add_argument(
+        "--batch", type=int, default=DEFAULT_N_BATCH, metavar="N", help="prompt batch size"
+    )
     g.add_argument(
         "--mmproj",
         type=Path,
@@ -100,7 +104,7 @@ def add_load_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--kv-type",
         choices=get_args(KVCacheType),
-        default="f16",
+        default=DEFAULT_KV_CACHE_TYPE,
         help="KV cache type (q8_0 halves its memory)",
     )
 

@@ -12,15 +12,14 @@ import sys
 from typing import Any
 
 from app.cli import COMMANDS, CliError
-from app.engine.providers import (
+from app.engine.provider_ids import (
     PRESETS,
-    ProviderRegistry,
     RemoteModelId,
     format_remote_id,
-    make_provider,
     parse_remote_id,
     validate_provider_name,
 )
+from app.engine.providers import ProviderRegistry, make_provider
 
 
 def add_parser(sub: Any) -> None:
@@ -190,17 +189,17 @@ def run_remote(args: argparse.Namespace) -> int:
                 f"Chatting with {target.model} on {target.provider} ({engine.base_url}). "
                 "Type /help for help, /bye to leave."
             )
-            return run_cmd._interactive(engine, banner, sampling, args)
+            return run_cmd.chat_loop(engine, banner, sampling, args)
         if args.raw:
             request: ChatRequest | CompletionRequest = CompletionRequest(
                 args.prompt, sampling, model=target.model
             )
         else:
-            messages = run_cmd._start_messages(args.system)
+            messages = run_cmd.start_messages(args.system)
             messages.append({"role": "user", "content": args.prompt})
             request = ChatRequest(messages, sampling, model=target.model)
-        final = run_cmd._stream(engine.submit(request), sys.stdout)
-        run_cmd._finish_line(final, args.json)
+        final = run_cmd.stream_answer(engine.submit(request), sys.stdout)
+        run_cmd.finish_line(final, args.json)
         return 0 if isinstance(final, Finished) else 1
     finally:
         engine.shutdown()

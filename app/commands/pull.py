@@ -11,9 +11,10 @@ from typing import Any
 
 from app.cli import COMMANDS
 from app.config import paths
-from app.engine.gguf import human_bytes
+from app.engine.gguf_format import human_bytes
 from app.library import hub
-from app.library.downloads import Download, DownloadEvent, DownloadManager, DownloadState
+from app.library.download_state import Download, DownloadEvent, DownloadState
+from app.library.downloads import DownloadManager
 
 
 def add_parser(sub: Any) -> None:
@@ -111,8 +112,10 @@ class _ProgressBar:
             return
         if not self._started and d.total_bytes:
             self._started = True
-            print(f"Downloading {d.repo_id}/{d.filename} ({human_bytes(d.total_bytes)})",
-                  file=sys.stderr)  # fmt: skip
+            print(
+                f"Downloading {d.repo_id}/{d.filename} ({human_bytes(d.total_bytes)})",
+                file=sys.stderr,
+            )
         now = time.monotonic()
         if not self.tty or (now - self._last < 0.1 and not d.state.is_final):
             return

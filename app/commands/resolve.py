@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from app.library.local import Library, LibraryError
-from app.library.local import NoMatchingModelError as LibraryModelNotFound
+from app.library.local import Library
+from app.library.local_files import LibraryError
 from app.library.user_library import default_library
 
 # owner/repo, optionally :QUANT or :FILENAME — the shape `ember pull` accepts.
@@ -33,4 +33,4 @@ def resolve_model(name: str, library: Library | None = None) -> Path:
     return model.path
 
 
-__all__ = ["LibraryModelNotFound", "default_library", "looks_like_hub_spec", "resolve_model"]
+__all__ = ["looks_like_hub_spec", "resolve_model"]

@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from app.cli import COMMANDS
-from app.commands.resolve import default_library
+from app.library.user_library import default_library
 from app.safe_text import terminal_text
 
 

@@ -18,7 +18,7 @@ from app.commands.options import (
     model_load_params,
     sampling_params,
 )
-from app.commands.resolve import LibraryModelNotFound, looks_like_hub_spec, resolve_model
+from app.commands.resolve import looks_like_hub_spec, resolve_model
 from app.commands.run_images import (
     no_projector_message,
     read_images,
@@ -46,6 +46,7 @@ from app.engine.types import (
     TokenizeRequest,
 )
 from app.engine.worker import EngineWorker, Job, Sink
+from app.library.local_files import NoMatchingModelError
 from app.safe_text import terminal_text
 from app.tools.choices import TOOL_CHOICES
 
@@ -178,9 +179,11 @@ def run(args: argparse.Namespace) -> int:
             print(f"ember: {loaded.notice}", file=sys.stderr, flush=True)
         if args.prompt is not None:
             if args.raw:
-                final = _stream(worker.submit(CompletionRequest(args.prompt, sampling)), sys.stdout)
+                final = stream_answer(
+                    worker.submit(CompletionRequest(args.prompt, sampling)), sys.stdout
+                )
             else:
-                messages = _start_messages(args.system)
+                messages = start_messages(args.system)
                 content = args.prompt
                 if documents:
                     content = _with_attachments(worker, loaded, documents, args, sampling)
@@ -193,8 +196,8 @@ def run(args: argparse.Namespace) -> int:
                     final = run_with_tools(worker, loaded, messages, sampling, args)
                 else:
                     request = ChatRequest(messages, sampling, images=images)
-                    final = _stream(worker.submit(request), sys.stdout)
-            _finish_line(final, args.json)
+                    final = stream_answer(worker.submit(request), sys.stdout)
+            finish_line(final, args.json)
             return 0 if isinstance(final, Finished) else 1
         banner = (
             f"Chatting with {loaded.model_id} ({loaded.n_ctx} tokens of context, on "
@@ -202,12 +205,12 @@ def run(args: argparse.Namespace) -> int:
             "Type /help for help, /bye to leave."
         )
         if args.mcp is None:
-            return _interactive(worker, banner, sampling, args, ContextFitter(worker, loaded))
+            return chat_loop(worker, banner, sampling, args, ContextFitter(worker, loaded))
         from app.commands.mcp import TerminalTools
 
         tools = TerminalTools(worker, loaded, sampling, args)
         try:
-            return _interactive(
+            return chat_loop(
                 worker, banner, sampling, args, ContextFitter(worker, loaded), tools=tools
             )
         finally:
@@ -298,7 +301,7 @@ def _local_model(name: str) -> Path:
     command goes from nothing to chatting."""
     try:
         return resolve_model(name)
-    except LibraryModelNotFound:
+    except NoMatchingModelError:
         if not looks_like_hub_spec(name):
             raise
         from app.commands.pull import pull
@@ -310,16 +313,16 @@ def _is_remote(model: str) -> bool:
     """PROVIDER::MODEL (and not an existing file that happens to contain ``::``)."""
     if "::" not in model or Path(model).exists():
         return False
-    from app.engine.providers import is_remote_id
+    from app.engine.provider_ids import is_remote_id
 
     return is_remote_id(model)
 
 
-def _start_messages(system: str) -> list[ChatMessage]:
+def start_messages(system: str) -> list[ChatMessage]:
     return [{"role": "system", "content": system}] if system else []
 
 
-def _stream(job: Job, out: TextIO) -> FinalEvent:
+def stream_answer(job: Job, out: TextIO) -> FinalEvent:
     """Print deltas as they come; Ctrl+C cancels the job and still returns its final event."""
     events = job.events()
     while True:
@@ -333,7 +336,7 @@ def _stream(job: Job, out: TextIO) -> FinalEvent:
             job.cancel()
 
 
-def _finish_line(final: FinalEvent, as_json: bool) -> None:
+def finish_line(final: FinalEvent, as_json: bool) -> None:
     sys.stdout.write("\n")
     if isinstance(final, Failed):
         print(f"ember: error: {final.error}", file=sys.stderr)
@@ -424,7 +427,7 @@ def _fitted(
     return plan.messages
 
 
-def _interactive(
+def chat_loop(
     worker: _Engine,
     banner: str,
     sampling: SamplingParams,
@@ -436,7 +439,7 @@ def _interactive(
     if sys.stdin.isatty():
         import readline  # noqa: F401  (line editing and history for input())
     print(banner, file=sys.stderr)
-    messages = _start_messages(args.system)
+    messages = start_messages(args.system)
     while True:
         line = _read_line(">>> ")
         if line is None or line.strip() == "/bye":
@@ -448,7 +451,7 @@ def _interactive(
             print(HELP, file=sys.stderr)
             continue
         if text == "/clear":
-            messages = _start_messages(args.system)
+            messages = start_messages(args.system)
             print("Conversation cleared.", file=sys.stderr)
             continue
         messages.append({"role": "user", "content": text})
@@ -459,11 +462,11 @@ def _interactive(
         if tools is not None:  # the model may call tools: their messages stay in the chat
             result = tools.answer(sent)
             messages += result.messages
-            _finish_line(result.final, args.json)
+            finish_line(result.final, args.json)
             continue
-        final = _stream(worker.submit(ChatRequest(sent, sampling)), sys.stdout)
+        final = stream_answer(worker.submit(ChatRequest(sent, sampling)), sys.stdout)
         answer = (
             final.result if isinstance(final, Finished) and isinstance(final.result, str) else ""
         )
         messages.append({"role": "assistant", "content": answer})
-        _finish_line(final, args.json)
+        finish_line(final, args.json)

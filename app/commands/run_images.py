@@ -15,6 +15,7 @@ from typing import Final
 
 from app.attachments.opening import open_regular
 from app.cli import CliError
+from app.engine.gguf_format import human_bytes, mib_text
 from app.engine.image_bounds import MAX_IMAGE_BYTES, MAX_IMAGES, ImageError, inspect_image
 from app.engine.media import MEDIA_MARKER
 
@@ -49,8 +50,8 @@ def read_images(paths: Sequence[Path]) -> tuple[bytes, ...]:
                 if len(data) > MAX_IMAGE_BYTES:
                     size = os.fstat(f.fileno()).st_size
                     raise CliError(
-                        f"{path}: the image is {size / 1e6:.1f} MB; images up to "
-                        f"{MAX_IMAGE_BYTES / 1e6:.0f} MB are accepted. Save it smaller (or as "
+                        f"{path}: the image is {human_bytes(size)}; images up to "
+                        f"{mib_text(MAX_IMAGE_BYTES)} are accepted. Save it smaller (or as "
                         "JPEG) and attach it again."
                     )
         except FileNotFoundError:

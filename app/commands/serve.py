@@ -240,7 +240,7 @@ def read_key_file(path: Path) -> str:
 
 
 def _library_catalog() -> ModelCatalog:
-    from app.commands.resolve import default_library
+    from app.library.user_library import default_library
 
     return LibraryCatalog(default_library())
 

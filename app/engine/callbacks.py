@@ -1,19 +1,55 @@
 """The callbacks llama.cpp calls back into Ember with, from its compute threads: the abort flag
-polled between graph nodes, and the eval callback that ends an embedding's graph early."""
+polled between graph nodes, the eval callback that ends an embedding's graph early, and the log
+callback that routes llama.cpp's messages to Python logging (set by :func:`load_llama_cpp`,
+the one place that imports llama_cpp for the engine)."""
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import logging
 import sys
 import threading
 from typing import Any
 
+from app.engine import memory_breakdown
 
-def _llama_cpp() -> Any:
-    from app.engine.llamacpp import _llama_cpp as load
+_native_log = logging.getLogger("llama.cpp")
+# What llama.cpp logs as errors when our abort flag stops a decode (GGML_STATUS_ABORTED, and
+# llama_decode's own "2: aborted"): a cancel, not a fault
+_ABORTED_STATUS = ("compute status: 1", "failed with error 1", "failed to decode, ret = 2")
+_log_callbacks: list[Any] = []  # keeps the ctypes callback alive: C holds only a pointer
 
-    return load()
+
+def load_llama_cpp() -> Any:
+    """Import llama_cpp lazily: importing it loads the native library (slow, and ``ember
+    --version`` or the API's schema generation should not need it)."""
+    import llama_cpp
+
+    if not _log_callbacks:
+        _route_native_logs(llama_cpp)
+    return llama_cpp
+
+
+def _route_native_logs(llama_cpp: Any) -> None:
+    """llama.cpp writes to stderr by default, which would litter ``ember run``'s output.
+    Send its messages to Python logging instead: errors as warnings, the rest as debug.
+    (ggml's levels: 1 debug, 2 info, 3 warn, 4 error, 5 continues the previous message.)"""
+    last = [logging.DEBUG]
+
+    @llama_cpp.llama_log_callback
+    def forward(level: int, text: bytes, _user_data: Any) -> None:
+        py_level = last[0] if level == 5 else logging.WARNING if level == 4 else logging.DEBUG
+        last[0] = py_level
+        message = text.decode("utf-8", errors="replace").rstrip()
+        if py_level == logging.WARNING and message.endswith(_ABORTED_STATUS):
+            py_level = logging.DEBUG  # a decode stopped by our abort flag: a cancel, not a fault
+        if message:
+            _native_log.log(py_level, "%s", message)
+            memory_breakdown.hear(message)
+
+    _log_callbacks.append(forward)
+    llama_cpp.llama_log_set(forward, ctypes.c_void_p(0))
 
 
 class AbortFlag:
@@ -25,7 +61,7 @@ class AbortFlag:
     """
 
     def __init__(self) -> None:
-        llama_cpp = _llama_cpp()
+        llama_cpp = load_llama_cpp()
         self._buf = ctypes.create_string_buffer(2)
         self._py_flag = threading.Event()
         strlen = _find_strlen()

@@ -27,19 +27,10 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from app.engine import gbnf
-from app.engine.gbnf import MAX_NESTING as MAX_GRAMMAR_NESTING
-from app.engine.gbnf import MAX_REPEAT as MAX_GRAMMAR_REPEAT
 from app.engine.triggers import check_triggers
 from app.engine.types import BadRequestError, SamplingParams
 
-__all__ = [
-    "MAX_GRAMMAR_NESTING",
-    "MAX_GRAMMAR_REPEAT",
-    "Grammar",
-    "check_gbnf",
-    "grammar_for",
-    "schema_rules",
-]
+__all__ = ["Grammar", "check_gbnf", "grammar_for", "schema_rules"]
 
 MAX_SCHEMA_BYTES: Final = 64 * 1024  # the schema as JSON
 MAX_SCHEMA_DEPTH: Final = 32  # nested objects/arrays in the schema document

@@ -146,7 +146,7 @@ def fit_for_load(
         result = fit_check(info, n_ctx, available_ram, params=params)
     if result.level != "wont_fit" or not automatic:
         return replace(result, automatic=automatic)
-    plan = sizing.plan_context(info, params, result.available_bytes)
+    plan = sizing.plan_load(info, params, result.available_bytes)
     if not plan.fits:
         return replace(result, automatic=True)
     message = (

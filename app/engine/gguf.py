@@ -22,8 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from app.engine.ggml_types import FILE_TYPES, FTYPE_GUESSED, GGML_TYPES, GGMLType, ggml_type
-from app.engine.gguf_format import format_info, human_bytes
+from app.engine.ggml_types import FILE_TYPES, FTYPE_GUESSED, GGML_TYPES, GGMLType
 from app.engine.gguf_reader import (
     ARRAY,
     SCALAR_FORMATS,
@@ -38,24 +37,7 @@ from app.engine.gguf_reader import (
     Reader,
 )
 
-__all__ = [
-    "ArrayInfo",
-    "GGMLType",
-    "GGUFCorruptError",
-    "GGUFError",
-    "GGUFInfo",
-    "GGUFNeedMoreData",
-    "GGUFNotFoundError",
-    "GGUFTruncatedError",
-    "GGUFUnsupportedError",
-    "NotGGUFError",
-    "TensorInfo",
-    "format_info",
-    "ggml_type",
-    "human_bytes",
-    "parse_gguf_bytes",
-    "read_gguf",
-]
+__all__ = ["ArrayInfo", "GGUFInfo", "TensorInfo", "parse_gguf_bytes", "read_gguf"]
 
 GGUF_MAGIC: Final = b"GGUF"
 DEFAULT_ALIGNMENT: Final = 32
@@ -510,10 +492,9 @@ def _size_label(parameter_count: int) -> str | None:
     if parameter_count <= 0:
         return None
     scale, suffix = next(
-        ((s, x) for s, x in ((10**12, "T"), (10**9, "B"), (10**6, "M"))
-         if parameter_count >= s),
+        ((s, x) for s, x in ((10**12, "T"), (10**9, "B"), (10**6, "M")) if parameter_count >= s),
         (10**3, "K"),
-    )  # fmt: skip
+    )
     value = parameter_count / scale
     digits = max(2 - len(str(round(value))), 0)
     return f"{value:.{digits}f}{suffix}"
@@ -533,11 +514,17 @@ def _vocab_size(
 
 
 _FIM_KEYS: Final = (
-    ("tokenizer.ggml.fim_pre_token_id", "tokenizer.ggml.fim_suf_token_id",
-     "tokenizer.ggml.fim_mid_token_id"),
-    ("tokenizer.ggml.prefix_token_id", "tokenizer.ggml.suffix_token_id",
-     "tokenizer.ggml.middle_token_id"),
-)  # fmt: skip
+    (
+        "tokenizer.ggml.fim_pre_token_id",
+        "tokenizer.ggml.fim_suf_token_id",
+        "tokenizer.ggml.fim_mid_token_id",
+    ),
+    (
+        "tokenizer.ggml.prefix_token_id",
+        "tokenizer.ggml.suffix_token_id",
+        "tokenizer.ggml.middle_token_id",
+    ),
+)
 
 
 def _has_fim(metadata: dict[str, Any]) -> bool:

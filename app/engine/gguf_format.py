@@ -1,11 +1,24 @@
-"""A GGUF header and byte counts in words, for ``ember info``, the app and messages."""
+"""A GGUF header and byte counts in words, for ``ember info``, the app and messages.
+
+One unit rule: a byte limit (a request body, an answer read from a provider, an attached file,
+an image) is set in MiB (:data:`MIB`) and said in MiB (:func:`mib_text`); the size of a thing
+(a model, a file) is said in decimal units (:func:`human_bytes`), as the Hub and LM Studio do.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:  # gguf re-exports this module's functions, so it is not imported here
     from app.engine.gguf import GGUFInfo
+
+
+MIB: Final = 1024 * 1024
+
+
+def mib_text(n: int) -> str:
+    """A byte limit in words: ``32 MiB``, ``0.25 MiB``."""
+    return f"{n / MIB:g} MiB"
 
 
 def human_bytes(n: int) -> str:
@@ -48,11 +61,13 @@ def format_info(info: GGUFInfo) -> list[tuple[str, str]]:
         ("Attention heads", number(info.head_count)),
         ("KV heads", kv_text),
         ("Embedding size", number(info.embedding_length)),
-        ("Sliding window", number(info.sliding_window, " tokens") if info.sliding_window
-         else "none"),
+        (
+            "Sliding window",
+            number(info.sliding_window, " tokens") if info.sliding_window else "none",
+        ),
         ("Tokenizer", info.tokenizer_model or "unknown"),
         ("Vocabulary", number(info.vocab_size, " tokens")),
         ("Chat template", "present" if info.chat_template else "none - fallback used"),
         ("FIM support", "yes" if info.has_fim else "no"),
         ("File size", size_text),
-    ]  # fmt: skip
+    ]

@@ -14,8 +14,19 @@ _MAX_STRING: Final = 1 << 30  # 1 GiB: no real key, value or token comes close
 _CHUNK: Final = 1 << 20  # read the header in 1 MiB chunks
 
 # GGUF metadata value types.
-SCALAR_FORMATS: Final = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?",
-                          10: "Q", 11: "q", 12: "d"}  # fmt: skip
+SCALAR_FORMATS: Final = {
+    0: "B",
+    1: "b",
+    2: "H",
+    3: "h",
+    4: "I",
+    5: "i",
+    6: "f",
+    7: "?",
+    10: "Q",
+    11: "q",
+    12: "d",
+}
 STRING: Final = 8
 ARRAY: Final = 9
 

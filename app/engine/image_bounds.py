@@ -19,9 +19,10 @@ import struct
 import zlib
 from dataclasses import dataclass
 
+from app.engine.gguf_format import MIB, human_bytes, mib_text
 from app.engine.types import BadRequestError
 
-MAX_IMAGE_BYTES = 20 * 1024 * 1024
+MAX_IMAGE_BYTES = 20 * MIB
 MAX_IMAGE_SIDE = 8192
 MAX_IMAGE_PIXELS = 24_000_000  # 72 MB once decoded to RGB
 MAX_IMAGES = 16  # per prompt
@@ -83,7 +84,7 @@ def inspect_image(
         raise ImageError("The image is empty. Attach a PNG or JPEG file.")
     if len(data) > max_bytes:
         raise ImageError(
-            f"The image is {len(data) / 1e6:.1f} MB; images up to {max_bytes / 1e6:.0f} MB "
+            f"The image is {human_bytes(len(data))}; images up to {mib_text(max_bytes)} "
             "are accepted. Save it smaller (or as JPEG) and attach it again."
         )
     if data.startswith(PNG_SIGNATURE):
@@ -205,7 +206,7 @@ def _check_png_data(data: bytes, width: int, height: int) -> None:
                     if inflated > limit:
                         raise ImageError(
                             f"The PNG image's pixel data inflates to more than the "
-                            f"{limit / 1e6:.1f} MB its {width}x{height} pixels need; it is "
+                            f"{human_bytes(limit)} its {width}x{height} pixels need; it is "
                             "damaged or made to exhaust memory. Save it again."
                         )
                     piece = inflater.unconsumed_tail

@@ -31,7 +31,7 @@ import psutil
 from app.engine import backends, memory_breakdown, sizing
 from app.engine.backends import gpu_memory  # a module global: tests patch it here
 from app.engine.batch import Batch
-from app.engine.callbacks import AbortFlag, StopAtHiddenStates
+from app.engine.callbacks import AbortFlag, StopAtHiddenStates, load_llama_cpp
 from app.engine.load_settings import kv_cache_type_id, set_load_mode
 from app.engine.media import MEDIA_MARKER, NO_PROJECTOR, MediaPrompt, image_prompt
 from app.engine.model_file import choose_n_ctx, inspect_model_file
@@ -45,8 +45,8 @@ from app.engine.types import (
     ChatRequest,
     CompletionRequest,
     ContextOverflowError,
-    EmbeddingCancelledError,
     EngineError,
+    JobCancelledError,
     LoadedModel,
     LoadParams,
     ProjectorError,
@@ -58,52 +58,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# The context rule lives in app.engine.sizing (shared with `ember info` and the fit badges);
-# re-exported here for existing callers.
-DEFAULT_N_CTX = sizing.DEFAULT_N_CTX
-MIN_N_CTX = sizing.MIN_N_CTX
-SWA_FULL = sizing.SWA_FULL
 # Tokens per decode of the embedding context: its logits buffer is n_vocab x this many floats.
 EMBED_CHUNK = 128
 # Most tokens one embedding input may have (the embedding context's KV cache is this long).
 EMBED_MAX_TOKENS = 8192
-
-_native_log = logging.getLogger("llama.cpp")
-# What llama.cpp logs as errors when our abort flag stops a decode (GGML_STATUS_ABORTED, and
-# llama_decode's own "2: aborted"): a cancel, not a fault
-_ABORTED_STATUS = ("compute status: 1", "failed with error 1", "failed to decode, ret = 2")
-_log_callbacks: list[Any] = []  # keeps the ctypes callback alive: C holds only a pointer
-
-
-def _llama_cpp() -> Any:
-    """Import llama_cpp lazily: importing it loads the native library (slow, and ``ember
-    --version`` or the API's schema generation should not need it)."""
-    import llama_cpp
-
-    if not _log_callbacks:
-        _route_native_logs(llama_cpp)
-    return llama_cpp
-
-
-def _route_native_logs(llama_cpp: Any) -> None:
-    """llama.cpp writes to stderr by default, which would litter ``ember run``'s output.
-    Send its messages to Python logging instead: errors as warnings, the rest as debug.
-    (ggml's levels: 1 debug, 2 info, 3 warn, 4 error, 5 continues the previous message.)"""
-    last = [logging.DEBUG]
-
-    @llama_cpp.llama_log_callback
-    def forward(level: int, text: bytes, _user_data: Any) -> None:
-        py_level = last[0] if level == 5 else logging.WARNING if level == 4 else logging.DEBUG
-        last[0] = py_level
-        message = text.decode("utf-8", errors="replace").rstrip()
-        if py_level == logging.WARNING and message.endswith(_ABORTED_STATUS):
-            py_level = logging.DEBUG  # a decode stopped by our abort flag: a cancel, not a fault
-        if message:
-            _native_log.log(py_level, "%s", message)
-            memory_breakdown.hear(message)
-
-    _log_callbacks.append(forward)
-    llama_cpp.llama_log_set(forward, ctypes.c_void_p(0))
 
 
 def default_threads() -> int:
@@ -168,7 +126,7 @@ class LlamaCppModel:
         self._embed_ctx: Any = None
         self.projector: Projector | None = None  # the vision projector, when loaded with one
         self.embed_stop: StopAtHiddenStates | None = None  # the embedding context's eval callback
-        self._native = native = _llama_cpp().llama_cpp
+        self._native = native = load_llama_cpp().llama_cpp
         _init_backend(native)
         # Where the layers go: the automatic count resolved with the GPUs llama.cpp lists
         self._gpus = gpu_memory()
@@ -338,7 +296,7 @@ class LlamaCppModel:
         )
         c.type_k = kv_cache_type_id(params.cache_type_k)
         c.type_v = kv_cache_type_id(params.cache_type_v)
-        c.swa_full = SWA_FULL
+        c.swa_full = sizing.SWA_FULL
         c.kv_unified = True
         c.no_perf = True
         return c
@@ -555,14 +513,14 @@ class LlamaCppModel:
             total = np.zeros(n_embd, dtype=np.float64)
             for start in range(0, len(tokens), EMBED_CHUNK):
                 if cancelled():
-                    raise EmbeddingCancelledError
+                    raise JobCancelledError
                 chunk = tokens[start : start + EMBED_CHUNK]
                 batch.clear()
                 batch.add(0, chunk, start, output_last=False)
                 batch.logits[: batch.n] = 1
                 code = int(native.llama_decode(ctx, batch.ready()))
                 if code == 2 or (code != 0 and cancelled()):
-                    raise EmbeddingCancelledError
+                    raise JobCancelledError
                 if code != 0:
                     raise EngineError(f"llama.cpp could not compute the embedding (code {code}).")
                 rows = native.llama_get_embeddings(ctx)

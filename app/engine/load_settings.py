@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Final, get_args
 
 from app.engine.ggml_types import ggml_type
-from app.engine.types import KVCacheType, LoadParams
+from app.engine.types import DEFAULT_KV_CACHE_TYPE, KVCacheType, LoadParams
 
 if TYPE_CHECKING:
     from app.config import Settings
@@ -27,7 +27,6 @@ KV_CACHE_CHOICES: Final[dict[KVCacheType, str]] = {
     "q8_0": "q8_0 (half the memory)",
     "q4_0": "q4_0 (a quarter)",
 }
-DEFAULT_KV_CACHE_TYPE: Final[KVCacheType] = "f16"
 
 
 def kv_cache_type(value: object) -> KVCacheType:

@@ -23,7 +23,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-MIB = 1024 * 1024
+from app.engine.gguf_format import MIB
+
 _LINE = re.compile(
     r"^\s*[\w~]+:\s+(?P<device>[\w.-]+)\s+(?P<kind>model|KV|output|compute|RS)\s+buffer size"
     r"\s*=\s*(?P<mib>[0-9]+(?:\.[0-9]+)?)\s*MiB\s*$"

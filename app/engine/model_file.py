@@ -36,8 +36,8 @@ def choose_n_ctx(info: gguf.GGUFInfo, params: LoadParams, available: int) -> int
     """The context to load with: the user's choice if memory allows, else the default capped
     by the trained length and by memory. Raises ModelTooLargeError naming what would fit
     (unless ``params.force``).
-    The rule itself is :func:`app.engine.sizing.plan_context`."""
-    plan = sizing.plan_context(info, params, available)
+    The rule itself is :func:`app.engine.sizing.plan_load`."""
+    plan = sizing.plan_load(info, params, available)
     n_ctx = plan.check(force=params.force)
     if not plan.fits:
         log.warning("Loading anyway (forced) although it may not fit: %s", plan.error)

@@ -37,40 +37,29 @@ from typing import Any, Protocol
 from app.config import atomic_write_text, paths
 from app.engine.provider_ids import (
     PRESETS,
-    REMOTE_ID_SEPARATOR,
-    Preset,
-    RemoteModelId,
     format_remote_id,
-    is_remote_id,
     parse_remote_id,
     validate_provider_name,
 )
-from app.engine.remote import RemoteEngine, normalize_base_url
+from app.engine.remote import RemoteEngine
+from app.engine.remote_wire import normalize_base_url
 from app.engine.types import BadRequestError, ChatRequest, CompletionRequest, EngineError, Request
 from app.engine.worker import Job, Sink
 
 __all__ = [
     "KEYRING_SERVICE",
-    "PRESETS",
-    "REMOTE_ID_SEPARATOR",
     "FileSecrets",
     "KeyringSecrets",
-    "Preset",
     "Provider",
     "ProviderError",
     "ProviderKeyError",
     "ProviderNotFoundError",
     "ProviderRegistry",
-    "RemoteModelId",
     "RemoteRouter",
     "SecretStore",
     "engine_for",
-    "format_remote_id",
-    "is_remote_id",
     "keyring_usable",
     "make_provider",
-    "parse_remote_id",
-    "validate_provider_name",
 ]
 
 log = logging.getLogger(__name__)

@@ -43,7 +43,7 @@ from app.engine.remote_errors import (
     RemoteTimeoutError,
     RemoteUnreachableError,
 )
-from app.engine.remote_job import Call, CancelledError, Progress
+from app.engine.remote_job import Call, Progress
 from app.engine.remote_limits import (
     AnswerTooLargeError,
     iter_lines_capped,
@@ -58,7 +58,6 @@ from app.engine.remote_wire import (
     normalize_base_url,
     request_body,
     retry_after_seconds,
-    sampling_fields,
     tool_call_delta,
     usage_of,
 )
@@ -72,6 +71,7 @@ from app.engine.types import (
     Failed,
     FinalEvent,
     Finished,
+    JobCancelledError,
     Request,
     Started,
 )
@@ -86,23 +86,7 @@ __all__ = [
     "LIST_TIMEOUT",
     "NON_STREAM_READ_TIMEOUT",
     "ProbeResult",
-    "RemoteAuthError",
-    "RemoteBadRequestError",
-    "RemoteConnectionLostError",
-    "RemoteContextOverflowError",
     "RemoteEngine",
-    "RemoteError",
-    "RemoteModelNotFoundError",
-    "RemoteRateLimitError",
-    "RemoteServerError",
-    "RemoteTimeoutError",
-    "RemoteUnreachableError",
-    "error_message",
-    "iter_sse_data",
-    "normalize_base_url",
-    "request_body",
-    "retry_after_seconds",
-    "sampling_fields",
 ]
 
 log = logging.getLogger(__name__)
@@ -282,7 +266,7 @@ class RemoteEngine:
         final: FinalEvent
         try:
             if job.cancelled.is_set():
-                raise CancelledError
+                raise JobCancelledError
             job.emit(Started(job.id))
             self._generate(call, progress, stream)
             final = Finished(
@@ -323,7 +307,7 @@ class RemoteEngine:
                 return
             attempt += 1
             if call.job.cancelled.wait(delay):
-                raise CancelledError
+                raise JobCancelledError
 
     def _attempt(
         self,
@@ -366,7 +350,7 @@ class RemoteEngine:
                 raise RemoteServerError(str(e)) from None
             except httpx.HTTPError as e:
                 if call.job.cancelled.is_set():
-                    raise CancelledError from e
+                    raise JobCancelledError from e
                 raise self._transport_error(e, progress) from e
         return None
 
@@ -401,7 +385,7 @@ class RemoteEngine:
     def _read_stream(self, call: Call, progress: Progress, response: httpx.Response) -> None:
         for data in iter_sse_data(iter_lines_capped(response, self.label)):
             if call.job.cancelled.is_set():
-                raise CancelledError
+                raise JobCancelledError
             if data.strip() == "[DONE]":
                 progress.done = True
                 return

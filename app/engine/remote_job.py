@@ -14,10 +14,6 @@ from app.engine.types import FinishReason, Timings, Usage
 from app.engine.worker import Job
 
 
-class CancelledError(Exception):
-    """Raised inside a job's thread once it notices its job was cancelled."""
-
-
 @dataclass(slots=True)
 class Progress:
     """What a job has received so far; the source of its final event's usage and timings."""

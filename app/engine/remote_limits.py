@@ -19,13 +19,14 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import TYPE_CHECKING
 
+from app.engine.gguf_format import MIB, mib_text
+
 if TYPE_CHECKING:
     import httpx
 
-MB = 1024 * 1024
-MAX_ANSWER_BYTES = 32 * MB
-MAX_ERROR_BYTES = 1 * MB
-MAX_SSE_LINE_BYTES = 8 * MB
+MAX_ANSWER_BYTES = 32 * MIB
+MAX_ERROR_BYTES = 1 * MIB
+MAX_SSE_LINE_BYTES = 8 * MIB
 
 
 class AnswerTooLargeError(Exception):
@@ -34,7 +35,7 @@ class AnswerTooLargeError(Exception):
     def __init__(self, provider: str, limit: int, where: str = "") -> None:
         self.provider = provider
         self.limit = limit
-        size = f"{limit / MB:g} MB"
+        size = mib_text(limit)
         super().__init__(
             f"{provider} answered more than {size}{where}; Ember reads at most {size} of it."
         )

@@ -116,10 +116,13 @@ class Sampler:
                 add(native.llama_sampler_init_logit_bias(n_vocab, len(s.logit_bias), bias))
             add(
                 native.llama_sampler_init_penalties(
-                    n_vocab, s.repeat_last_n, s.repeat_penalty, s.frequency_penalty,
+                    n_vocab,
+                    s.repeat_last_n,
+                    s.repeat_penalty,
+                    s.frequency_penalty,
                     s.presence_penalty,
                 )
-            )  # fmt: skip
+            )
             # the chain's samplers before the grammar's place (which raise or lower logits);
             # the ones after it choose among the candidates left
             self._n_pre = int(native.llama_sampler_chain_n(self._chain))
@@ -316,9 +319,11 @@ class Sampler:
             small["logit"] = scores[allowed]
             small["p"] = 0.0
             few = native.llama_token_data_array(
-                small.ctypes.data_as(ctypes.POINTER(native.llama_token_data)), len(small), -1,
+                small.ctypes.data_as(ctypes.POINTER(native.llama_token_data)),
+                len(small),
+                -1,
                 False,
-            )  # fmt: skip
+            )
             for i in range(self._n_pre, int(native.llama_sampler_chain_n(chain))):
                 sampler = native.llama_sampler_chain_get(chain, i)
                 native.llama_sampler_apply(sampler, ctypes.byref(few))

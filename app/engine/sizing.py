@@ -2,7 +2,7 @@
 
 - The memory model: what llama.cpp allocates for a model at a context (weights, KV cache,
   compute buffers), read from the GGUF header alone (:func:`estimate_memory`).
-- The context a load uses (:func:`plan_context`): the user's context if memory allows it (else
+- The context a load uses (:func:`plan_load`): the user's context if memory allows it (else
   an error naming what would fit); without one, the trained length capped at ``DEFAULT_N_CTX``
   and then by memory, and an error only when not even ``MIN_N_CTX`` tokens fit.
 - The verdict shown before a download or a load (:func:`fit_check`, :func:`fit_for_load`):
@@ -32,7 +32,14 @@ from app.engine.ggml_types import GGMLType, ggml_type
 from app.engine.gguf import GGUFInfo
 from app.engine.gguf_format import human_bytes
 from app.engine.speculation import draft_rows
-from app.engine.types import CACHED_SEQUENCES, FORCE_HINT, LoadParams, ModelTooLargeError
+from app.engine.types import (
+    CACHED_SEQUENCES,
+    DEFAULT_KV_CACHE_TYPE,
+    DEFAULT_N_BATCH,
+    FORCE_HINT,
+    LoadParams,
+    ModelTooLargeError,
+)
 
 # The context a model gets when the user does not choose one: enough for real conversations,
 # small enough to load quickly; capped by the trained length and by free memory.
@@ -83,10 +90,10 @@ def estimate_memory(
     info: GGUFInfo,
     n_ctx: int,
     *,
-    cache_type_k: str = "f16",
-    cache_type_v: str = "f16",
+    cache_type_k: str = DEFAULT_KV_CACHE_TYPE,
+    cache_type_v: str = DEFAULT_KV_CACHE_TYPE,
     n_gpu_layers: int = 0,
-    n_batch: int = 512,
+    n_batch: int = DEFAULT_N_BATCH,
     n_seq: int = 1,
     flash_attn: bool = False,
     swa_full: bool = True,
@@ -142,9 +149,9 @@ def max_context_for_memory(
     info: GGUFInfo,
     available_bytes: int,
     *,
-    cache_type_k: str = "f16",
-    cache_type_v: str = "f16",
-    n_batch: int = 512,
+    cache_type_k: str = DEFAULT_KV_CACHE_TYPE,
+    cache_type_v: str = DEFAULT_KV_CACHE_TYPE,
+    n_batch: int = DEFAULT_N_BATCH,
     n_seq: int = 1,
     flash_attn: bool = False,
     swa_full: bool = True,
@@ -247,9 +254,10 @@ def _gpu_bytes(info: GGUFInfo, layer_kv: list[int], n_gpu_layers: int) -> int:
     for tensor in info.tensors:
         layer = _layer_of(tensor.name)
         on_gpu = (
-            layer >= first if layer is not None else n_gpu_layers > n_layer
-            and tensor.name.startswith("output")
-        )  # fmt: skip
+            layer >= first
+            if layer is not None
+            else n_gpu_layers > n_layer and tensor.name.startswith("output")
+        )
         total += tensor.n_bytes if on_gpu else 0
     return total
 
@@ -309,8 +317,8 @@ def default_context(info: GGUFInfo) -> int:
 
 
 @dataclass(frozen=True, slots=True)
-class ContextPlan:
-    """What a load with some settings would do: see :func:`plan_context`."""
+class LoadPlan:
+    """What a load with some settings would do: see :func:`plan_load`."""
 
     n_ctx: int  # the context the load uses; when it cannot load, the one it was refused at
     automatic: bool  # no context was asked for: the default capped by memory
@@ -342,10 +350,10 @@ class ContextPlan:
         return self.n_ctx
 
 
-def plan_context(info: GGUFInfo, params: LoadParams, available: int) -> ContextPlan:
+def plan_load(info: GGUFInfo, params: LoadParams, available: int) -> LoadPlan:
     """The context a load of ``info`` with ``params`` would use given ``available`` bytes,
     the memory it needs there, the largest context that fits, and the out-of-memory error
-    the load would raise (never raised here; :meth:`ContextPlan.check` raises it)."""
+    the load would raise (never raised here; :meth:`LoadPlan.check` raises it)."""
     trained = trained_context(info)
     fits = max_context(info, params, available)
     if params.n_ctx:
@@ -363,12 +371,12 @@ def plan_context(info: GGUFInfo, params: LoadParams, available: int) -> ContextP
                 f"{human_bytes(need.total_bytes)}, {human_bytes(available)} is free; "
                 f"{hint}. {FORCE_HINT}"
             )
-        return ContextPlan(params.n_ctx, False, trained, need, available, fits, error)
+        return LoadPlan(params.n_ctx, False, trained, need, available, fits, error)
     n_ctx = min(default_context(info), fits)
     # A model trained on fewer than MIN_N_CTX tokens loads with all of them when they fit.
     if n_ctx >= min(MIN_N_CTX, trained):
         need = estimate(info, n_ctx, params)
-        return ContextPlan(n_ctx, True, trained, need, available, fits)
+        return LoadPlan(n_ctx, True, trained, need, available, fits)
     smallest = min(MIN_N_CTX, trained)
     need = estimate(info, smallest, params)
     error = (
@@ -377,7 +385,7 @@ def plan_context(info: GGUFInfo, params: LoadParams, available: int) -> ContextP
         f"Close other programs, pick a smaller quantization or put fewer layers on the GPU. "
         f"{FORCE_HINT}"
     )
-    return ContextPlan(smallest, True, trained, need, available, fits, error)
+    return LoadPlan(smallest, True, trained, need, available, fits, error)
 
 
 # --- how many layers go to the GPU ----------------------------------------------------------

@@ -20,6 +20,8 @@ FinishReason = Literal["stop", "length", "cancelled", "error", "tool_calls"]
 _job_ids = itertools.count(1)
 
 DEFAULT_PARALLEL = 4  # answers decoded together by default (llama-server's and LM Studio's 4)
+DEFAULT_N_BATCH = 512  # prompt tokens per decode (llama.cpp's default)
+DEFAULT_KV_CACHE_TYPE: KVCacheType = "f16"  # the KV cache's type unless one is chosen
 # Idle sequences kept beside the generating ones, each holding a recent prompt's KV cache
 CACHED_SEQUENCES = 8
 # RAM kept for evicted conversations' KV cache by default (llama-server's --cache-ram: 8192)
@@ -40,7 +42,7 @@ class LoadParams:
     n_gpu_layers: int = -2
     n_threads: int | None = None
     n_threads_batch: int | None = None
-    n_batch: int = 512
+    n_batch: int = DEFAULT_N_BATCH
     n_ubatch: int = 512
     # On: llama.cpp's "auto" (used where the backend has it, as llama-server does). Its CPU
     # kernel skips the cells a sequence may not see (the other conversations kept in the
@@ -49,8 +51,8 @@ class LoadParams:
     flash_attn: bool = True
     use_mmap: bool = True
     use_mlock: bool = False
-    cache_type_k: KVCacheType = "f16"
-    cache_type_v: KVCacheType = "f16"
+    cache_type_k: KVCacheType = DEFAULT_KV_CACHE_TYPE
+    cache_type_v: KVCacheType = DEFAULT_KV_CACHE_TYPE
     chat_template: str | None = None  # overrides the template in the GGUF metadata
     n_parallel: int = (
         DEFAULT_PARALLEL  # answers decoded together (sequence slots sharing one context)
@@ -422,8 +424,9 @@ class ProjectorError(EngineError):
     code = "projector"
 
 
-class EmbeddingCancelledError(Exception):
-    """An embedding job was cancelled (the worker turns it into a "cancelled" Finished)."""
+class JobCancelledError(Exception):
+    """A job noticed, in the thread doing its work, that it was cancelled (an embedding on the
+    engine thread, a remote model's stream): whoever runs it answers a "cancelled" Finished."""
 
 
 # ---- the engine seam: what the worker and its scheduler need of a loaded model ---------------

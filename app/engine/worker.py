@@ -35,7 +35,6 @@ from app.engine.types import (
     BadRequestError,
     ChatRequest,
     CompletionRequest,
-    EmbeddingCancelledError,
     EmbeddingRequest,
     EngineCrashedError,
     EngineError,
@@ -43,6 +42,7 @@ from app.engine.types import (
     Failed,
     FinalEvent,
     Finished,
+    JobCancelledError,
     LoadParams,
     LoadProgress,
     LoadRequest,
@@ -490,7 +490,7 @@ class EngineWorker:
     def _do_embed(self, job: Job, model: Model, r: EmbeddingRequest) -> FinalEvent:
         try:
             vectors, count = model.embed(r.inputs, r.normalize, job.cancelled.is_set)
-        except EmbeddingCancelledError:
+        except JobCancelledError:
             return Finished(job.id, "cancelled")
         return Finished(job.id, "stop", Usage(count), result=vectors)
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from app.engine.gguf import human_bytes
+from app.engine.gguf_format import human_bytes
 from app.library.download_state import (
     DownloadError,
     InsufficientSpaceError,
@@ -31,7 +31,7 @@ from app.library.hub import (
     safe_repo_path,
     validate_repo_id,
 )
-from app.library.local import now_iso, update_manifest
+from app.library.local_files import now_iso, update_manifest
 from app.library.quant import split_name
 
 _CHUNK_REHASH: Final = 8 * 1024 * 1024

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from app.config import private_opener
-from app.library import hub
+from app.library import hub, hub_errors
 from app.library.download_files import Hashing
 from app.library.download_state import (
     DownloadError,
@@ -166,7 +166,7 @@ def http_error(
     status = response.status_code
     code = response.headers.get("X-Error-Code")
     if code == "GatedRepo":
-        return hub.gated_message(repo_id, hub.hub_endpoint(endpoint), token_sent, status)
+        return hub_errors.gated_message(repo_id, hub.hub_endpoint(endpoint), token_sent, status)
     if status in (401, 403):
         if response.headers.get("X-Error-Message") == "Invalid credentials in Authorization header":
             return "The Hub rejected your Hugging Face token (401). Check HF_TOKEN and try again."

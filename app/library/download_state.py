@@ -22,7 +22,7 @@ from typing import Any, Final, Literal
 
 from app.config import atomic_write_text
 from app.library.hub import safe_repo_path, validate_repo_id
-from app.library.local import now_iso
+from app.library.local_files import now_iso
 
 log = logging.getLogger(__name__)
 
@@ -251,9 +251,13 @@ class StateFiles:
             for item in data.get("parts", []):
                 safe_repo_path(item["filename"])
                 part = Part(
-                    item["filename"], int(item["size"]), item.get("sha256"), item.get("blob_id"),
-                    item.get("etag"), bool(item.get("verified")),
-                )  # fmt: skip
+                    item["filename"],
+                    int(item["size"]),
+                    item.get("sha256"),
+                    item.get("blob_id"),
+                    item.get("etag"),
+                    bool(item.get("verified")),
+                )
                 job.parts.append(part)
             saved = data.get("state")
             job.state = (

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Final
 from huggingface_hub import constants as hf_constants
 
 from app.config import make_private_dirs
-from app.library import hub
+from app.library import hub, hub_errors
 from app.library.download_files import (
     Hashing,
     check_space,
@@ -56,7 +56,6 @@ from app.library.download_state import (
     DownloadEvent,
     DownloadState,
     EventKind,
-    InsufficientSpaceError,
     Job,
     Part,
     RetryableError,
@@ -65,8 +64,9 @@ from app.library.download_state import (
     Subscriber,
     snapshot,
 )
-from app.library.hub import HubError, ModelFile, Token, safe_repo_path, validate_repo_id
-from app.library.local import read_manifest
+from app.library.hub import ModelFile, Token, safe_repo_path, validate_repo_id
+from app.library.hub_errors import HubError
+from app.library.local_files import read_manifest
 
 if TYPE_CHECKING:
     import httpx
@@ -74,17 +74,7 @@ if TYPE_CHECKING:
 # httpx and huggingface_hub's file_download are imported by the first download, not with this
 # module: the app's window imports it and should not pay for them (tests/test_imports.py).
 
-__all__ = [
-    "DEFAULT_BACKOFF",
-    "Download",
-    "DownloadError",
-    "DownloadEvent",
-    "DownloadManager",
-    "DownloadState",
-    "EventKind",
-    "InsufficientSpaceError",
-    "Subscriber",
-]
+__all__ = ["DEFAULT_BACKOFF", "DownloadManager"]
 
 log = logging.getLogger(__name__)
 
@@ -452,7 +442,7 @@ class DownloadManager:
                         job.repo_id, job.revision, endpoint=self._endpoint, token=self._token
                     )
                 )
-            except (hub.HubUnreachableError, hub.HubResponseError) as e:
+            except (hub_errors.HubUnreachableError, hub_errors.HubResponseError) as e:
                 raise RetryableError("the Hub did not answer", final=str(e)) from e
 
         self._with_retries(job, f"Reading {job.repo_id}", read_index)

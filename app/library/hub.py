@@ -25,22 +25,14 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 from huggingface_hub import constants
 
-from app.engine.gguf import GGUFInfo, GGUFNeedMoreData, human_bytes, parse_gguf_bytes
+from app.engine.gguf import GGUFInfo, parse_gguf_bytes
+from app.engine.gguf_format import human_bytes
+from app.engine.gguf_reader import GGUFNeedMoreData
 from app.library.hub_errors import (
-    GatedRepoError,
     HeaderTooLargeError,
-    HubAuthError,
-    HubError,
     HubResponseError,
-    HubUnreachableError,
-    RemoteFileNotFoundError,
-    RepoNotFoundError,
-    RevisionNotFoundError,
     UnsafeNameError,
-    gated_message,
     hub_errors,
-    transport_reason,
-    unreachable_message,
 )
 from app.library.quant import (
     is_projector,
@@ -59,28 +51,16 @@ if TYPE_CHECKING:
 __all__ = [
     "HEADER_INITIAL",
     "HEADER_MAX",
-    "GatedRepoError",
-    "HeaderTooLargeError",
-    "HubAuthError",
-    "HubError",
-    "HubResponseError",
-    "HubUnreachableError",
     "ModelFile",
     "RemoteFile",
-    "RemoteFileNotFoundError",
     "RepoFiles",
     "RepoIndex",
-    "RepoNotFoundError",
     "RepoSummary",
-    "RevisionNotFoundError",
     "Sort",
     "Token",
-    "UnsafeNameError",
     "fetch_header",
-    "gated_message",
     "group_gguf_files",
     "hub_endpoint",
-    "hub_errors",
     "hub_headers",
     "is_safe_repo_path",
     "list_gguf_files",
@@ -89,8 +69,6 @@ __all__ = [
     "safe_repo_path",
     "search_models",
     "strip_front_matter",
-    "transport_reason",
-    "unreachable_message",
     "validate_repo_id",
 ]
 
@@ -108,9 +86,17 @@ _SORT_FIELDS: Final[dict[str, str]] = {
     "updated": "lastModified",
 }
 _SEARCH_EXPAND: Final = (
-    "author", "downloads", "likes", "lastModified", "createdAt", "tags", "trendingScore", "gguf",
-    "gated", "pipeline_tag",
-)  # fmt: skip
+    "author",
+    "downloads",
+    "likes",
+    "lastModified",
+    "createdAt",
+    "tags",
+    "trendingScore",
+    "gguf",
+    "gated",
+    "pipeline_tag",
+)
 _TIMEOUT: Final = 20.0
 HEADER_INITIAL: Final = 256 * 1024
 HEADER_MAX: Final = 64 * 1024 * 1024

@@ -66,7 +66,7 @@ __all__ = [
     "read_manifest",
     "update_manifest",
 ]
-from app.library.quant import model_stem, parse_quant, quant_sort_key, split_name
+from app.library.quant import file_model_id, model_stem, parse_quant, quant_sort_key, split_name
 
 log = logging.getLogger(__name__)
 
@@ -330,7 +330,7 @@ class Library:
     def _describe(self, found: _Found, cache: _MetadataCache) -> LocalModel:
         first = found.parts[0]
         owned = found.source in ("ember", "imported")
-        model_id = first.relative_to(self.models_dir).as_posix() if owned else str(first)
+        model_id = file_model_id(first, self.models_dir) if owned else str(first)
         size = 0
         for part in found.parts:
             with contextlib.suppress(OSError):

@@ -7,27 +7,90 @@ free text, so everything here is a best guess that returns ``None`` rather than 
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Final
 
 # Roughly by bits per weight, smallest first: the order files are listed in.
 QUANT_ORDER: Final[tuple[str, ...]] = (
-    "IQ1_S", "IQ1_M", "TQ1_0", "Q1_0", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ2_M", "TQ2_0", "Q2_0",
-    "Q2_K_S", "Q2_K", "Q2_K_L", "Q2_K_XL", "IQ3_XXS", "IQ3_XS", "IQ3_S", "IQ3_M", "Q3_K_S",
-    "Q3_K", "Q3_K_M", "Q3_K_L", "Q3_K_XL", "IQ4_XS", "IQ4_NL", "Q4_0", "Q4_0_4_4", "Q4_0_4_8",
-    "Q4_0_8_8", "Q4_1", "MXFP4", "Q4_K_S", "Q4_K", "Q4_K_M", "Q4_K_L", "Q4_K_XL", "Q5_0", "Q5_1",
-    "Q5_K_S", "Q5_K", "Q5_K_M", "Q5_K_L", "Q5_K_XL", "Q6_K", "Q6_K_L", "Q6_K_XL", "Q8_0",
-    "Q8_K_XL", "BF16", "F16", "F32",
-)  # fmt: skip
+    "IQ1_S",
+    "IQ1_M",
+    "TQ1_0",
+    "Q1_0",
+    "IQ2_XXS",
+    "IQ2_XS",
+    "IQ2_S",
+    "IQ2_M",
+    "TQ2_0",
+    "Q2_0",
+    "Q2_K_S",
+    "Q2_K",
+    "Q2_K_L",
+    "Q2_K_XL",
+    "IQ3_XXS",
+    "IQ3_XS",
+    "IQ3_S",
+    "IQ3_M",
+    "Q3_K_S",
+    "Q3_K",
+    "Q3_K_M",
+    "Q3_K_L",
+    "Q3_K_XL",
+    "IQ4_XS",
+    "IQ4_NL",
+    "Q4_0",
+    "Q4_0_4_4",
+    "Q4_0_4_8",
+    "Q4_0_8_8",
+    "Q4_1",
+    "MXFP4",
+    "Q4_K_S",
+    "Q4_K",
+    "Q4_K_M",
+    "Q4_K_L",
+    "Q4_K_XL",
+    "Q5_0",
+    "Q5_1",
+    "Q5_K_S",
+    "Q5_K",
+    "Q5_K_M",
+    "Q5_K_L",
+    "Q5_K_XL",
+    "Q6_K",
+    "Q6_K_L",
+    "Q6_K_XL",
+    "Q8_0",
+    "Q8_K_XL",
+    "BF16",
+    "F16",
+    "F32",
+)
 _RANK: Final = {q: i for i, q in enumerate(QUANT_ORDER)}
 
 # What `ember pull REPO` picks when no quantization is named: the usual best balance first.
 DEFAULT_PREFERENCE: Final[tuple[str, ...]] = (
-    "Q4_K_M", "Q4_K_XL", "Q4_K_S", "Q4_K_L", "IQ4_XS", "Q4_0", "IQ4_NL", "Q5_K_M", "Q5_K_S",
-    "MXFP4", "Q6_K", "Q8_0", "Q3_K_L", "Q3_K_M", "IQ3_M", "Q3_K_XL", "BF16", "F16",
-)  # fmt: skip
+    "Q4_K_M",
+    "Q4_K_XL",
+    "Q4_K_S",
+    "Q4_K_L",
+    "IQ4_XS",
+    "Q4_0",
+    "IQ4_NL",
+    "Q5_K_M",
+    "Q5_K_S",
+    "MXFP4",
+    "Q6_K",
+    "Q8_0",
+    "Q3_K_L",
+    "Q3_K_M",
+    "IQ3_M",
+    "Q3_K_XL",
+    "BF16",
+    "F16",
+)
 
 _QUANT_RE: Final = re.compile(
     r"(?<![A-Za-z0-9])("
@@ -110,6 +173,17 @@ def model_stem(filename: str) -> str:
     if split is not None:
         return split.base
     return name[:-5] if name.lower().endswith(".gguf") else name
+
+
+def file_model_id(path: str | Path, models_dir: Path) -> str:
+    """The id a model file goes by when no one named it (the API, the app, the library): inside
+    Ember's models folder its path there (``owner/repo/file.gguf``, as ``ember ls`` shows it), so
+    the id does not depend on who loaded it; any other file its name (:func:`model_stem`), never
+    its full path, which API clients would see."""
+    for candidate, base in ((Path(path), models_dir), (Path(path).resolve(), models_dir.resolve())):
+        with contextlib.suppress(ValueError):
+            return candidate.relative_to(base).as_posix()
+    return model_stem(Path(path).name)
 
 
 @dataclass(frozen=True, slots=True)

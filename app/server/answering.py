@@ -25,7 +25,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.responses import Response
 
 from app.engine import types as engine
-from app.engine.providers import REMOTE_ID_SEPARATOR, is_remote_id
+from app.engine.provider_ids import REMOTE_ID_SEPARATOR, is_remote_id
 from app.engine.types import Delta, Event, Failed, Finished
 from app.server import convert, schemas
 from app.server.catalog import ModelMeta

@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Protocol
 from app.engine.gguf import EMBEDDING_ARCHITECTURES
 
 if TYPE_CHECKING:
-    from app.library.local import Library, LocalModel
+    from app.library.local import Library
+    from app.library.local_files import LocalModel
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +112,7 @@ def check_deletable(catalog: ModelCatalog, model_id: str) -> None:
 def delete(catalog: ModelCatalog, model_id: str) -> None:
     """Delete a library model's files. Raises CatalogError saying why not (not Ember's file,
     not in the library)."""
-    from app.library.local import LibraryError
+    from app.library.local_files import LibraryError
 
     for inner in getattr(catalog, "catalogs", (catalog,)):
         if isinstance(inner, LibraryCatalog) and inner.library.get(model_id) is not None:
@@ -127,17 +128,19 @@ def delete(catalog: ModelCatalog, model_id: str) -> None:
 
 
 def entry_for_file(path: str | Path, model_id: str | None = None) -> CatalogModel:
-    """A catalog entry for a model file outside the library; its id is the file's stem."""
+    """A catalog entry for a model file outside the library; its id (unless given) is
+    :func:`~app.library.quant.file_model_id`'s."""
     p = Path(path).expanduser()
     try:
         st = p.stat()
         size, created = st.st_size, int(st.st_mtime)
     except OSError:
         size, created = 0, 0
-    from app.library.quant import parse_quant
+    from app.config import paths
+    from app.library.quant import file_model_id, parse_quant
 
     return CatalogModel(
-        id=model_id or p.name.removesuffix(".gguf"),
+        id=model_id or file_model_id(p, paths().models_dir),
         path=str(p.resolve()) if p.exists() else str(p),
         size_bytes=size,
         created=created,
@@ -230,7 +233,7 @@ class LibraryCatalog:
         return found if found is not None else by_name(self, name)
 
     def _resolve(self, name: str) -> CatalogModel | None:
-        from app.library.local import AmbiguousModelError, LibraryError
+        from app.library.local_files import AmbiguousModelError, LibraryError
 
         with self._lock:
             models = self._scan(self.rescan_after)

@@ -6,6 +6,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from app.engine.gguf_format import MIB
+
 if TYPE_CHECKING:
     from app.config import Settings
 
@@ -33,7 +35,7 @@ class ServerConfig:
     cors_origins: tuple[str, ...] = ()
     allowed_hosts: tuple[str, ...] = ()  # extra Host names accepted on a loopback bind
     # room for one image of the engine's 20 MiB cap as a base64 data URL (about 27 MiB)
-    max_body_bytes: int = 32 * 1024 * 1024
+    max_body_bytes: int = 32 * MIB
     graceful_timeout: float = 3.0  # seconds open connections get to finish when stopping
     log_file: Path | None = None  # also append the request log here (JSON lines)
     log_body_chars: int = 4000  # request/response bodies kept per log entry

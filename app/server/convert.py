@@ -60,7 +60,7 @@ def _check_prompt_size(chars: int, messages: int, model: LoadedModel, param: str
     )
 
 
-def _check_common(body: schemas._Sampling) -> None:
+def _check_common(body: schemas.SamplingBody) -> None:
     """Checks shared by chat and completions that pydantic cannot make alone."""
     if body.n is not None and body.n > 1:
         raise APIError(
@@ -74,7 +74,7 @@ def _check_common(body: schemas._Sampling) -> None:
         )
 
 
-def _check_vocabulary(body: schemas._Sampling, meta: ModelMeta) -> None:
+def _check_vocabulary(body: schemas.SamplingBody, meta: ModelMeta) -> None:
     if body.logit_bias and meta.vocab_size:
         for key in body.logit_bias:
             if int(key) >= meta.vocab_size:
@@ -88,7 +88,7 @@ def _check_vocabulary(body: schemas._Sampling, meta: ModelMeta) -> None:
 
 
 def sampling(
-    body: schemas._Sampling,
+    body: schemas.SamplingBody,
     *,
     max_tokens: int | None,
     grammar: str | None = None,

@@ -20,14 +20,10 @@ import httpx
 from starlette.background import BackgroundTask
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from app.engine.providers import (
-    Provider,
-    ProviderRegistry,
-    format_remote_id,
-    parse_remote_id,
-)
-from app.engine.remote import normalize_base_url
+from app.engine.provider_ids import format_remote_id, parse_remote_id
+from app.engine.providers import Provider, ProviderRegistry
 from app.engine.remote_limits import AnswerTooLargeError, aiter_lines_capped, aread_capped
+from app.engine.remote_wire import normalize_base_url
 from app.server.errors import APIError, error_body
 
 log = logging.getLogger(__name__)
@@ -120,14 +116,18 @@ class RemoteForwarder:
             raise APIError(502, str(e), code="upstream_too_large", type="server_error") from None
         except httpx.HTTPError as e:
             raise APIError(
-                502, f"{provider.name} stopped answering mid-answer ({type(e).__name__}).",
-                code="provider_unreachable", type="server_error",
-            ) from None  # fmt: skip
+                502,
+                f"{provider.name} stopped answering mid-answer ({type(e).__name__}).",
+                code="provider_unreachable",
+                type="server_error",
+            ) from None
         except (ValueError, RecursionError):
             raise APIError(
-                502, f"{provider.name} answered with something that is not JSON.",
-                code="bad_upstream", type="server_error",
-            ) from None  # fmt: skip
+                502,
+                f"{provider.name} answered with something that is not JSON.",
+                code="bad_upstream",
+                type="server_error",
+            ) from None
         finally:
             await response.aclose()
         if isinstance(data, dict) and "model" in data:
@@ -202,6 +202,7 @@ def _upstream_error(
     status: int, content: bytes, provider: str, response: httpx.Response
 ) -> Response:
     """Keep the provider's OpenAI-shaped error; wrap anything else in that shape."""
+    kind = "invalid_request_error" if status < 500 else "server_error"
     headers = {}
     if "retry-after" in response.headers:
         headers["Retry-After"] = response.headers["retry-after"]
@@ -211,20 +212,11 @@ def _upstream_error(
         data = None
     if isinstance(data, dict) and isinstance(data.get("error"), dict):
         err = data["error"]
-        err.setdefault("type", "invalid_request_error" if status < 500 else "server_error")
+        err.setdefault("type", kind)
         err.setdefault("param", None)
         err.setdefault("code", None)
         return JSONResponse({"error": err}, status_code=status, headers=headers)
     text = content.decode("utf-8", errors="replace").strip()[:500] or response.reason_phrase
-    return JSONResponse(
-        {
-            "error": {
-                "message": f"{provider} answered {status}: {text}",
-                "type": "invalid_request_error" if status < 500 else "server_error",
-                "param": None,
-                "code": None,
-            }
-        },
-        status_code=status,
-        headers=headers,
-    )
+    return APIError(
+        status, f"{provider} answered {status}: {text}", type=kind, headers=headers
+    ).response()

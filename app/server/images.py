@@ -26,6 +26,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
+from app.engine.gguf_format import human_bytes, mib_text
 from app.engine.image_bounds import MAX_IMAGE_BYTES, MAX_IMAGES, ImageError, inspect_image
 from app.server import schemas, url_guard
 from app.server.errors import APIError
@@ -84,7 +85,7 @@ def _decode(part: schemas.ContentPart, where: str) -> bytes:
         raise APIError(
             400,
             f"Invalid '{where}': the data URL is {len(url):,} characters; images up to "
-            f"{MAX_IMAGE_BYTES / 1e6:.0f} MB ({MAX_DATA_URL_CHARS:,} characters as base64) "
+            f"{mib_text(MAX_IMAGE_BYTES)} ({MAX_DATA_URL_CHARS:,} characters as base64) "
             "are accepted. Send it smaller (or as JPEG).",
             param=param,
             code="image_too_large",
@@ -275,10 +276,10 @@ async def _get(url: httpx.URL, where: str, local: bool) -> AsyncIterator[httpx.R
 
 
 def _too_large(where: str, url: str, size: int | None) -> APIError:
-    said = f"is {size / 1e6:.1f} MB" if size is not None else "goes on past the limit"
+    said = f"is {human_bytes(size)}" if size is not None else "goes on past the limit"
     return _fetch_error(
         where,
-        f"the image at {url[:200]} {said}; images up to {MAX_IMAGE_BYTES / 1e6:.0f} MB are "
+        f"the image at {url[:200]} {said}; images up to {mib_text(MAX_IMAGE_BYTES)} are "
         "accepted. Link a smaller one (or a JPEG).",
         "image_too_large",
     )

@@ -36,11 +36,10 @@ from collections.abc import Callable
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.server.requestlog import note_of
+from app.engine.gguf_format import MIB, mib_text
 
-MB = 1024 * 1024
 MAX_REQUESTS = 128
-MAX_BODY_BYTES_IN_FLIGHT = 256 * MB
+MAX_BODY_BYTES_IN_FLIGHT = 256 * MIB
 LOCAL_SHARE = 4  # 1/4 of each bound is kept for clients on this computer
 RETRY_AFTER_SECONDS = 1
 
@@ -89,6 +88,10 @@ class RequestLimits:
                 self.remote_body_bytes += body_bytes
             self.changed.notify_all()
 
+    def count_refused(self) -> None:
+        """One more request refused for want of room (``refused``)."""
+        self._update(refused=1)
+
     def wait_for(self, predicate: Callable[[RequestLimits], bool], timeout: float) -> bool:
         """Block until ``predicate(self)`` holds (for tests and other threads)."""
         with self.changed:
@@ -136,7 +139,7 @@ class RequestLimits:
     def body_busy_message(self) -> str:
         return (
             f"The server is busy: the request bodies it is receiving now add up to its limit of "
-            f"{self.max_body_bytes // MB} MB. Retry in {RETRY_AFTER_SECONDS} s."
+            f"{mib_text(self.max_body_bytes)}. Retry in {RETRY_AFTER_SECONDS} s."
         )
 
 
@@ -190,19 +193,8 @@ async def reject_busy(
     extra: list[tuple[bytes, bytes]] | None = None,
 ) -> None:
     """Answer 503 ``server_busy`` (Ollama's shape on its routes) with Retry-After."""
-    from app.server.protocols import protocol_of, refusal_body
+    from app.server.protocols import send_refusal
 
-    limits._update(refused=1)
-    note_of(scope).refused = True  # the log keeps none of the body
-    path = str(scope.get("path", ""))
-    if protocol_of(path) != "openai":
-        note_of(scope).error = message
-    body = refusal_body(path, 503, message, "server_busy")
-    headers = [
-        (b"content-type", b"application/json"),
-        (b"content-length", str(len(body)).encode()),
-        (b"retry-after", str(RETRY_AFTER_SECONDS).encode()),
-        *(extra or []),
-    ]
-    await send({"type": "http.response.start", "status": 503, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+    limits.count_refused()
+    retry = [(b"retry-after", str(RETRY_AFTER_SECONDS).encode())]
+    await send_refusal(scope, send, 503, message, "server_busy", headers=retry + (extra or []))

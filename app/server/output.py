@@ -19,7 +19,7 @@ from app.server.reasoning import ReasoningSplitter
 from app.server.toolcalls import GENERIC, CallReader, ToolFormat
 from app.server.tools import ForcedCallParser, ToolMode
 
-__all__ = ["ChatOutput", "Collected", "Piece"]
+__all__ = ["ChatOutput", "Collected"]
 
 
 class ChatOutput:

@@ -2,13 +2,18 @@
 
 The routes of each family answer errors in their own shape (OpenAI's in app/server/errors.py,
 Ollama's through ``OllamaRoute``, Anthropic's through ``AnthropicRoute``); the middleware
-(security, limits) refuses requests before any route runs, through :func:`refusal_body`.
+(security, limits) refuses requests before any route runs, through :func:`send_refusal`.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+from app.server.requestlog import note_of
+
+if TYPE_CHECKING:
+    from starlette.types import Scope, Send
 
 Protocol = Literal["openai", "ollama", "anthropic"]
 
@@ -50,3 +55,26 @@ def refusal_body(path: str, status: int, message: str, code: str | None) -> byte
     if protocol == "anthropic":
         return json.dumps(anthropic_error(status, message)).encode()
     return error_bytes(status, message, code)
+
+
+async def send_refusal(
+    scope: Scope,
+    send: Send,
+    status: int,
+    message: str,
+    code: str | None,
+    *,
+    headers: list[tuple[bytes, bytes]],
+) -> None:
+    """Refuse a request before any route runs: ``status`` with ``message`` in the shape of the
+    family its path is in, plus ``headers``. Whoever was refused may have sent anything (a
+    stranger's prompt, a huge body): the request log records that it happened, not what it
+    said."""
+    note_of(scope).refused = True
+    path = str(scope.get("path", ""))
+    if protocol_of(path) != "openai":
+        note_of(scope).error = message  # the log reads OpenAI's shape only
+    body = refusal_body(path, status, message, code)
+    start = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": start + headers})
+    await send({"type": "http.response.body", "body": body})

@@ -13,7 +13,7 @@ from typing import Literal
 
 from app.engine.reasoning import THINK, prompt_opens_reasoning, reasoning_format
 
-__all__ = ["CLOSE", "OPEN", "ReasoningSplitter", "opens_think", "prompt_opens_reasoning"]
+__all__ = ["CLOSE", "OPEN", "ReasoningSplitter", "opens_think"]
 
 OPEN = THINK.open
 CLOSE = THINK.close

@@ -41,7 +41,7 @@ def _ttl(value: object) -> float | None:
 TTL = Annotated[float | None, BeforeValidator(_ttl)]
 
 
-class _Body(BaseModel):
+class OpenAIBody(BaseModel):
     # NaN and Infinity (which Python's JSON writes) are numbers to no parameter here
     model_config = ConfigDict(extra="ignore", populate_by_name=True, allow_inf_nan=False)
 
@@ -49,12 +49,12 @@ class _Body(BaseModel):
 # ---- messages -------------------------------------------------------------------------------
 
 
-class ImageURL(_Body):
+class ImageURL(OpenAIBody):
     url: str
     detail: str | None = None
 
 
-class ContentPart(_Body):
+class ContentPart(OpenAIBody):
     model_config = ConfigDict(extra="allow")
     type: str
     text: str | None = None
@@ -76,18 +76,18 @@ class ContentPart(_Body):
         return self
 
 
-class FunctionCall(_Body):
+class FunctionCall(OpenAIBody):
     name: str
     arguments: str = ""
 
 
-class ToolCall(_Body):
+class ToolCall(OpenAIBody):
     id: str = ""
     type: Literal["function"] = "function"
     function: FunctionCall
 
 
-class Message(_Body):
+class Message(OpenAIBody):
     role: Literal["system", "developer", "user", "assistant", "tool", "function"]
     content: str | list[ContentPart] | None = None
     name: str | None = None
@@ -116,23 +116,23 @@ class Message(_Body):
 # ---- tools ----------------------------------------------------------------------------------
 
 
-class FunctionDef(_Body):
+class FunctionDef(OpenAIBody):
     name: str = Field(pattern=r"^[A-Za-z0-9_.\-]{1,128}$")  # Anthropic allows 128 too
     description: str | None = None
     parameters: dict[str, Any] | None = None
     strict: bool | None = None
 
 
-class Tool(_Body):
+class Tool(OpenAIBody):
     type: Literal["function"]
     function: FunctionDef
 
 
-class NamedFunction(_Body):
+class NamedFunction(OpenAIBody):
     name: str
 
 
-class NamedToolChoice(_Body):
+class NamedToolChoice(OpenAIBody):
     type: Literal["function"]
     function: NamedFunction
 
@@ -143,22 +143,22 @@ ToolChoice = Literal["none", "auto", "required"] | NamedToolChoice
 # ---- response formats -----------------------------------------------------------------------
 
 
-class TextFormat(_Body):
+class TextFormat(OpenAIBody):
     type: Literal["text"]
 
 
-class JsonObjectFormat(_Body):
+class JsonObjectFormat(OpenAIBody):
     type: Literal["json_object"]
 
 
-class JsonSchemaSpec(_Body):
+class JsonSchemaSpec(OpenAIBody):
     name: str = "response"
     description: str | None = None
     schema_: dict[str, Any] = Field(default_factory=dict, alias="schema")
     strict: bool | None = None
 
 
-class JsonSchemaFormat(_Body):
+class JsonSchemaFormat(OpenAIBody):
     type: Literal["json_schema"]
     json_schema: JsonSchemaSpec
 
@@ -168,14 +168,14 @@ ResponseFormat = Annotated[
 ]
 
 
-class StreamOptions(_Body):
+class StreamOptions(OpenAIBody):
     include_usage: bool | None = None
 
 
 # ---- sampling shared by chat and completions ------------------------------------------------
 
 
-class _Sampling(_Body):
+class SamplingBody(OpenAIBody):
     model: str | None = None
     stream: bool | None = None
     stream_options: StreamOptions | None = None
@@ -232,7 +232,7 @@ class _Sampling(_Body):
         return bool(self.stream_options and self.stream_options.include_usage)
 
 
-class Prediction(_Body):
+class Prediction(OpenAIBody):
     """OpenAI's predicted output: text the answer is expected to largely be (a file an
     editor asks back with a change); it speeds the answer up, never changes it."""
 
@@ -245,7 +245,7 @@ class Prediction(_Body):
         return "".join(p.text or "" for p in self.content if p.type == "text")
 
 
-class ChatCompletionRequest(_Sampling):
+class ChatCompletionRequest(SamplingBody):
     messages: list[Message] = Field(min_length=1)
     max_completion_tokens: int | None = Field(default=None, ge=1)
     response_format: ResponseFormat | None = None
@@ -260,7 +260,7 @@ class ChatCompletionRequest(_Sampling):
     prediction: Prediction | None = None
 
 
-class CompletionRequest(_Sampling):
+class CompletionRequest(SamplingBody):
     prompt: str | list[str] | list[int] | list[list[int]]
     suffix: str | None = None
     echo: bool | None = None
@@ -268,7 +268,7 @@ class CompletionRequest(_Sampling):
     logprobs: int | None = Field(default=None, ge=0, le=5)
 
 
-class EmbeddingRequest(_Body):
+class EmbeddingRequest(OpenAIBody):
     input: str | list[str] | list[int] | list[list[int]]
     model: str | None = None
     encoding_format: Literal["float", "base64"] | None = None
@@ -277,7 +277,7 @@ class EmbeddingRequest(_Body):
     ttl: TTL = None
 
 
-class LoadModelRequest(_Body):
+class LoadModelRequest(OpenAIBody):
     """``POST /v1/models/load``: load a library model now (as a request naming it would)."""
 
     model: str = Field(min_length=1, max_length=1024)

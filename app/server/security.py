@@ -29,10 +29,10 @@ import secrets
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.engine.gguf_format import mib_text
 from app.server.config import ServerConfig
 from app.server.limits import RequestLimits, is_local_client, reject_busy
-from app.server.protocols import protocol_of, refusal_body
-from app.server.requestlog import note_of
+from app.server.protocols import protocol_of, send_refusal
 
 # answered without an API key (nothing secret in them; Ollama's clients probe the last two)
 OPEN_PATHS = frozenset({"/health", "/", "/api/version"})
@@ -221,8 +221,8 @@ class SecurityMiddleware:
         return "Incorrect API key provided.", "invalid_api_key"
 
     def _too_large(self) -> str:
-        limit = self.config.max_body_bytes // (1024 * 1024)
-        return f"The request body is larger than this server's limit of {limit} MB."
+        limit = mib_text(self.config.max_body_bytes)
+        return f"The request body is larger than this server's limit of {limit}."
 
 
 async def _reject(
@@ -234,19 +234,8 @@ async def _reject(
     *,
     extra: list[tuple[bytes, bytes]] | None = None,
 ) -> None:
-    # Whoever was refused may have sent anything (a stranger's prompt, a huge body): the
-    # request log records that it happened, not what it said.
-    note_of(scope).refused = True
-    path = str(scope.get("path", ""))
-    if protocol_of(path) != "openai":
-        note_of(scope).error = message  # the log reads OpenAI's shape only
-    body = refusal_body(path, status, message, code)
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    if status == 401:
-        headers.append((b"www-authenticate", b"Bearer"))
-    headers += extra or []
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+    challenge = [(b"www-authenticate", b"Bearer")] if status == 401 else []
+    await send_refusal(scope, send, status, message, code, headers=challenge + (extra or []))
 
 
 async def _preflight(send: Send, cors: list[tuple[bytes, bytes]], headers: dict[str, str]) -> None:

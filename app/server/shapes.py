@@ -14,7 +14,8 @@ from typing import Any
 from app import __version__
 from app.engine.types import LoadedModel, Usage
 from app.server.gateway import ModelView
-from app.server.output import Collected, Piece
+from app.server.output import Collected
+from app.server.pieces import Piece
 
 _ALPHABET = string.ascii_letters + string.digits
 DONE = b"data: [DONE]\n\n"

@@ -19,7 +19,6 @@ from typing import Any, Literal
 
 from app.server.toolcalls.grammar import arguments_schema
 from app.server.toolcalls.reader import new_call_id
-from app.server.toolcalls.render import call_as_text
 
 ToolMode = Literal["none", "auto", "required", "named"]
 CallPiece = tuple[int, str | None, str | None, str]  # index, id (first piece), name, arguments
@@ -36,9 +35,7 @@ __all__ = [
     "TOOL_PROMPT",
     "ForcedCallParser",
     "ToolMode",
-    "call_as_text",
     "call_schema",
-    "new_call_id",
     "template_supports_tools",
     "tools_prompt",
 ]

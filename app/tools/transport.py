@@ -31,11 +31,12 @@ from mcp.client.stdio import get_default_environment
 from mcp.shared.message import SessionMessage
 
 from app.config import private_dir, private_opener
+from app.engine.gguf_format import MIB, mib_text
 
 log = logging.getLogger(__name__)
 
-MAX_MESSAGE_BYTES = 8 * 1024 * 1024
-STDERR_LOG_BYTES = 1024 * 1024
+MAX_MESSAGE_BYTES = 8 * MIB
+STDERR_LOG_BYTES = 1 * MIB
 _GRACE_SECONDS = 2.0  # for the server to exit by itself once its stdin closes
 
 
@@ -118,7 +119,7 @@ async def stdio_transport(launch: StdioLaunch) -> AsyncGenerator[TransportStream
                             await read_writer.send(_parse(line))
                     if len(buffer) > MAX_MESSAGE_BYTES:
                         launch.problem = (
-                            f"it sent a message larger than {MAX_MESSAGE_BYTES // 2**20} MB"
+                            f"it sent a message larger than {mib_text(MAX_MESSAGE_BYTES)}"
                         )
                         return
                 await note_exit()  # before the session hears of the end: it says why
@@ -213,7 +214,7 @@ class _CappedStream(httpx2.AsyncByteStream):
             seen += len(chunk)
             if seen > self._limit:
                 raise httpx2.ReadError(
-                    f"The MCP server's answer is larger than {self._limit // 2**20} MB."
+                    f"The MCP server's answer is larger than {mib_text(self._limit)}."
                 )
             yield chunk
 

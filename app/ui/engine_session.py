@@ -19,7 +19,6 @@ remote model (``select_remote``) leaves the local model loaded: switching back c
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
 from collections import deque
@@ -30,7 +29,8 @@ from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
 from app.config import Settings, paths
 from app.engine.load_settings import load_params
-from app.engine.providers import RemoteRouter, is_remote_id
+from app.engine.provider_ids import is_remote_id
+from app.engine.providers import RemoteRouter
 from app.engine.types import (
     ChatRequest,
     EngineCrashedError,
@@ -47,7 +47,7 @@ from app.engine.types import (
 )
 from app.engine.worker import EngineWorker, Job, Sink
 from app.library.projectors import projector_beside
-from app.library.quant import model_stem
+from app.library.quant import file_model_id, model_stem
 from app.ui.bridge import EngineBridge, JobHandle
 from app.ui.header.remote_models import RemoteCatalog
 
@@ -65,11 +65,7 @@ def api_model_id(path: str) -> str:
     Ember downloaded or imported keeps its library id (``owner/repo/file.gguf``, as ``ember
     ls`` shows it), so the id does not depend on who loaded it; any other file goes by its
     name, never its full path."""
-    models_dir = paths().models_dir
-    for candidate, base in ((Path(path), models_dir), (Path(path).resolve(), models_dir.resolve())):
-        with contextlib.suppress(ValueError):
-            return candidate.relative_to(base).as_posix()
-    return model_name(path)
+    return file_model_id(path, paths().models_dir)
 
 
 def model_name(path: str) -> str:

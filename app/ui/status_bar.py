@@ -36,9 +36,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.engine.gguf import human_bytes
+from app.engine.gguf_format import human_bytes
 from app.engine.monitor import Sample
-from app.engine.providers import parse_remote_id
+from app.engine.provider_ids import parse_remote_id
 from app.engine.types import LoadedModel
 from app.ui import theme
 from app.ui.engine_session import GENERATING, LOADING, EngineSession, model_name

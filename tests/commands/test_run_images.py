@@ -59,7 +59,7 @@ def test_a_bad_image_is_one_line_before_any_model_is_looked_for(tmp_path: Path) 
     missing_model = str(tmp_path / "no-model.gguf")
     for bad, says in (
         (fake, "photo.png: This is not a PNG or JPEG image"),
-        (huge, "huge.jpg: the image is 22.0 MB; images up to 21 MB are accepted"),
+        (huge, "huge.jpg: the image is 22.0 MB; images up to 20 MiB are accepted"),
         (tmp_path / "gone.png", "gone.png: no such file"),
     ):
         r = ember("run", missing_model, "--attach", str(bad), "What is it?")

@@ -14,13 +14,13 @@ import pytest
 from app.engine import constraints
 from app.engine.constraints import (
     MAX_ENUM,
-    MAX_GRAMMAR_NESTING,
-    MAX_GRAMMAR_REPEAT,
     MAX_PROPERTIES,
     MAX_REPEAT,
     MAX_SCHEMA_DEPTH,
     grammar_for,
 )
+from app.engine.gbnf import MAX_NESTING as MAX_GRAMMAR_NESTING
+from app.engine.gbnf import MAX_REPEAT as MAX_GRAMMAR_REPEAT
 from app.engine.types import BadRequestError, SamplingParams
 from tests.helpers.grammar_child import llama_cpp_parses
 

@@ -14,20 +14,16 @@ from typing import Any
 import pytest
 
 from app.engine import ggml_types, gguf
-from app.engine.gguf import (
-    ArrayInfo,
+from app.engine.gguf import ArrayInfo, GGUFInfo, parse_gguf_bytes, read_gguf
+from app.engine.gguf_format import format_info, human_bytes
+from app.engine.gguf_reader import (
     GGUFCorruptError,
     GGUFError,
-    GGUFInfo,
     GGUFNeedMoreData,
     GGUFNotFoundError,
     GGUFTruncatedError,
     GGUFUnsupportedError,
     NotGGUFError,
-    format_info,
-    human_bytes,
-    parse_gguf_bytes,
-    read_gguf,
 )
 from app.engine.sizing import estimate_memory, max_context_for_memory
 
@@ -80,7 +76,7 @@ def build_gguf(
         for dim in shape:
             n_elements *= dim
         known = type_id in ggml_types.GGML_TYPES
-        end = offset + (gguf.ggml_type(type_id).row_bytes(n_elements) if known else 0)
+        end = offset + (ggml_types.ggml_type(type_id).row_bytes(n_elements) if known else 0)
         offset = -(-end // 32) * 32
     if with_data and tensors:
         out += bytes(-len(out) % 32) + bytes(end)
@@ -463,13 +459,16 @@ def test_size_label_from_parameter_count(count: int, label: str | None) -> None:
 
 
 def test_type_table_spot_checks() -> None:
-    assert gguf.ggml_type("q4_k").row_bytes(256) == 144
-    assert gguf.ggml_type("Q6_K").row_bytes(512) == 420
-    assert gguf.ggml_type("iq4_xs").row_bytes(256) == 136
-    assert gguf.ggml_type(39).name == "MXFP4" and gguf.ggml_type("mxfp4").row_bytes(32) == 17
-    assert gguf.ggml_type("bf16").row_bytes(10) == 20
+    assert ggml_types.ggml_type("q4_k").row_bytes(256) == 144
+    assert ggml_types.ggml_type("Q6_K").row_bytes(512) == 420
+    assert ggml_types.ggml_type("iq4_xs").row_bytes(256) == 136
+    assert (
+        ggml_types.ggml_type(39).name == "MXFP4"
+        and ggml_types.ggml_type("mxfp4").row_bytes(32) == 17
+    )
+    assert ggml_types.ggml_type("bf16").row_bytes(10) == 20
     with pytest.raises(ValueError, match="Unknown ggml type"):
-        gguf.ggml_type("q3_0")
+        ggml_types.ggml_type("q3_0")
 
 
 # --- memory --------------------------------------------------------------------------------

@@ -15,14 +15,13 @@ from app.commands.options import add_load_flags
 from app.commands.options import load_params as cli_load_params
 from app.config import Settings
 from app.engine.load_settings import (
-    DEFAULT_KV_CACHE_TYPE,
     KV_CACHE_CHOICES,
     KV_CACHE_TYPES,
     kv_cache_type,
     kv_cache_type_id,
     load_params,
 )
-from app.engine.types import KVCacheType, LoadParams
+from app.engine.types import DEFAULT_KV_CACHE_TYPE, KVCacheType, LoadParams
 
 
 def test_load_params_follow_the_settings() -> None:

@@ -15,23 +15,25 @@ from typing import Any
 import pytest
 
 from app.cli import main
-from app.engine.providers import (
+from app.engine.provider_ids import (
     PRESETS,
+    RemoteModelId,
+    format_remote_id,
+    is_remote_id,
+    parse_remote_id,
+)
+from app.engine.providers import (
     FileSecrets,
     Provider,
     ProviderError,
     ProviderKeyError,
     ProviderNotFoundError,
     ProviderRegistry,
-    RemoteModelId,
     RemoteRouter,
-    format_remote_id,
-    is_remote_id,
     keyring_usable,
     make_provider,
-    parse_remote_id,
 )
-from app.engine.remote import RemoteAuthError
+from app.engine.remote_errors import RemoteAuthError
 from app.engine.types import BadRequestError, ChatRequest, Failed, Finished, SamplingParams
 from tests.helpers.cli import EMBER
 from tests.helpers.llama_server import MODEL_ALIAS, LlamaServer, running_llama_server

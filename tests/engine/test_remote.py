@@ -16,16 +16,18 @@ from typing import Any
 import httpx
 import pytest
 
-from app.engine.remote import (
+from app.engine.remote import RemoteEngine
+from app.engine.remote_errors import (
     RemoteAuthError,
     RemoteBadRequestError,
     RemoteConnectionLostError,
-    RemoteEngine,
     RemoteModelNotFoundError,
     RemoteRateLimitError,
     RemoteServerError,
     RemoteTimeoutError,
     RemoteUnreachableError,
+)
+from app.engine.remote_wire import (
     error_message,
     iter_sse_data,
     normalize_base_url,

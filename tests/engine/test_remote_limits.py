@@ -10,9 +10,9 @@ from collections.abc import Iterator
 import pytest
 
 from app.engine import remote_limits
-from app.engine.remote import RemoteEngine, RemoteServerError
-from app.engine.sampling import SamplingParams
-from app.engine.types import ChatMessage, ChatRequest, Failed
+from app.engine.remote import RemoteEngine
+from app.engine.remote_errors import RemoteServerError
+from app.engine.types import ChatMessage, ChatRequest, Failed, SamplingParams
 from tests.helpers.endless_upstream import EndlessUpstream
 
 MB = 1024 * 1024
@@ -48,7 +48,9 @@ def chat() -> ChatRequest:
 def test_an_endless_answer_fails_the_job(endless: EndlessUpstream, engine: RemoteEngine) -> None:
     final = engine.submit(chat(), stream=False).wait(WAIT)
     assert isinstance(final, Failed) and isinstance(final.error, RemoteServerError)
-    assert final.error.message == "endless answered more than 2 MB; Ember reads at most 2 MB of it."
+    assert (
+        final.error.message == "endless answered more than 2 MiB; Ember reads at most 2 MiB of it."
+    )
     endless.hung_up.wait()
     assert endless.written < 2 * MB + SOCKET_SLACK
 
@@ -59,7 +61,7 @@ def test_an_endless_stream_line_fails_the_job(
     endless.mode = "sse"
     final = engine.submit(chat()).wait(WAIT)
     assert isinstance(final, Failed) and isinstance(final.error, RemoteServerError)
-    assert "endless answered more than 0.5 MB in one line of its stream" in final.error.message
+    assert "endless answered more than 0.5 MiB in one line of its stream" in final.error.message
     endless.hung_up.wait()
     assert endless.written < MB // 2 + SOCKET_SLACK
 
@@ -73,7 +75,7 @@ def test_an_endless_error_body_is_cut(endless: EndlessUpstream, engine: RemoteEn
 
 
 def test_an_endless_model_list_is_refused(endless: EndlessUpstream, engine: RemoteEngine) -> None:
-    with pytest.raises(RemoteServerError, match="endless answered more than 2 MB"):
+    with pytest.raises(RemoteServerError, match="endless answered more than 2 MiB"):
         engine.list_models()
     endless.hung_up.wait()
 

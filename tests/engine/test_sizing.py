@@ -17,8 +17,8 @@ from app.config import Settings
 from app.engine import sizing
 from app.engine.fit import fit_check
 from app.engine.gguf import GGUFInfo, parse_gguf_bytes, read_gguf
-from app.engine.llamacpp import choose_n_ctx
 from app.engine.load_settings import load_params as settings_load_params
+from app.engine.model_file import choose_n_ctx
 from app.engine.types import FORCE_HINT, LoadParams, OutOfMemoryError
 from app.library.hub import ModelFile, RemoteFile
 from app.ui.models import fit
@@ -243,7 +243,7 @@ def test_the_models_page_badge_uses_the_load_settings(
 
 def test_a_model_trained_on_a_short_context_loads_with_all_of_it() -> None:
     tiny = parse_gguf_bytes(gguf_bytes(context_length=256))
-    plan = sizing.plan_context(tiny, LoadParams(), 10**12)
+    plan = sizing.plan_load(tiny, LoadParams(), 10**12)
     assert plan.fits and plan.n_ctx == 256
     assert choose_n_ctx(tiny, LoadParams(), 10**12) == 256
     with pytest.raises(OutOfMemoryError, match="Not enough memory to load this model"):
@@ -297,5 +297,5 @@ def test_a_model_without_a_trained_context_is_sized_by_one_assumption() -> None:
     plenty = 10**12
     assert sizing.estimate_memory(info, 0).n_ctx == assumed
     assert sizing.max_context(info, LoadParams(), plenty) == assumed
-    plan = sizing.plan_context(info, LoadParams(), plenty)
+    plan = sizing.plan_load(info, LoadParams(), plenty)
     assert plan.trained == plan.n_ctx == plan.max_context == assumed

@@ -23,8 +23,8 @@ import numpy as np
 import pytest
 
 from app.engine.image_bounds import MAX_IMAGE_BYTES, ImageError, inspect_image
-from app.engine.types import BadRequestError
-from app.engine.vision import Projector, ProjectorError, decode_embeddings
+from app.engine.types import BadRequestError, ProjectorError
+from app.engine.vision import Projector, decode_embeddings
 from tests.helpers.images import png
 from tests.helpers.projector import (
     IMAGE_TOKENS,

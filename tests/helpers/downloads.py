@@ -8,7 +8,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from app.library.downloads import Download, DownloadEvent, DownloadManager, DownloadState
+from app.library.download_state import Download, DownloadEvent, DownloadState
+from app.library.downloads import DownloadManager
 from tests.helpers.gguf_writer import gguf_bytes
 from tests.helpers.hub_server import FakeRepo
 

@@ -13,18 +13,16 @@ from huggingface_hub import errors as hf_errors
 
 from app.config import paths
 from app.engine.fit import fit_check
-from app.engine.gguf import NotGGUFError
-from app.library.downloads import DownloadManager, DownloadState
-from app.library.hub import (
+from app.engine.gguf_reader import NotGGUFError
+from app.library.download_state import DownloadState
+from app.library.downloads import DownloadManager
+from app.library.hub import fetch_header, list_gguf_files, model_card, search_models
+from app.library.hub_errors import (
     GatedRepoError,
     HeaderTooLargeError,
     HubUnreachableError,
     RepoNotFoundError,
     UnsafeNameError,
-    fetch_header,
-    list_gguf_files,
-    model_card,
-    search_models,
 )
 from app.library.local import Library
 from tests.helpers.downloads import Recorder, tiny_repo

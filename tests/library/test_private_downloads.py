@@ -9,7 +9,8 @@ from collections.abc import Iterator
 import pytest
 
 from app.config import paths
-from app.library.downloads import DownloadManager, DownloadState
+from app.library.download_state import DownloadState
+from app.library.downloads import DownloadManager
 from tests.helpers.downloads import Recorder
 from tests.helpers.gguf_writer import gguf_bytes
 from tests.helpers.hub_server import FakeHub, FakeRepo

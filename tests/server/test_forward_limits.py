@@ -64,7 +64,7 @@ def test_an_endless_answer_is_a_502_naming_the_provider(
     error = raised.value
     assert error.status_code == 502
     assert error.code == "upstream_too_large" and error.type == "server_error"
-    assert "- endless answered more than 2 MB; Ember reads at most 2 MB" in error.message
+    assert "- endless answered more than 2 MiB; Ember reads at most 2 MiB" in error.message
     endless.hung_up.wait()  # Ember stopped reading and closed the connection
     assert endless.written < 2 * MB + SOCKET_SLACK
     # the server is still up, and forwards a normal answer
@@ -96,7 +96,7 @@ def test_an_endless_stream_line_ends_the_stream_with_an_error_event(
         )
         with pytest.raises(openai.APIError) as raised:
             list(stream)
-    assert "endless answered more than 0.5 MB in one line of its stream" in raised.value.message
+    assert "endless answered more than 0.5 MiB in one line of its stream" in raised.value.message
     endless.hung_up.wait()
     assert endless.written < MB // 2 + SOCKET_SLACK
 

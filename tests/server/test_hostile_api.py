@@ -30,7 +30,7 @@ from app.server.config import ServerConfig
 from app.server.forward import RemoteForwarder
 from app.server.gateway import Gateway
 from app.server.ollama.answers import _Pieces
-from app.server.output import Piece
+from app.server.pieces import Piece
 from app.server.toolcalls import HERMES
 from tests.helpers.net import local_http
 from tests.helpers.served import MODEL_ID, N_CTX, Served, serving

@@ -140,7 +140,7 @@ def test_bodies_beyond_the_budget_get_503(small_budget: tuple[str, RequestLimits
             # a declared length beyond what is left: refused before any of it is read
             declared = await http.post(CHAT, content=part)
             assert_busy(declared)
-            assert "1 MB" in declared.json()["error"]["message"]
+            assert "1 MiB" in declared.json()["error"]["message"]
             # a chunked body: refused once it would go beyond
             now = asyncio.Event()
             now.set()

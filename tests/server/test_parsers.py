@@ -7,10 +7,11 @@ import json
 
 import pytest
 
+from app.engine.reasoning import prompt_opens_reasoning
 from app.server import tools
 from app.server.errors import from_validation_errors, param_path
-from app.server.output import ChatOutput, Collected, Piece
-from app.server.reasoning import prompt_opens_reasoning
+from app.server.output import ChatOutput, Collected
+from app.server.pieces import Piece
 from app.server.requestlog import RequestLog, RequestRecord
 from app.server.toolcalls import GENERIC, CallReader
 from app.server.tools import ForcedCallParser, call_schema

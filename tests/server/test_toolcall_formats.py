@@ -12,10 +12,10 @@ import re
 
 import pytest
 
+from app.engine.reasoning import prompt_opens_reasoning
 from app.engine.templates import ChatTemplate
 from app.server import convert, schemas
 from app.server.output import ChatOutput
-from app.server.reasoning import prompt_opens_reasoning
 from app.server.toolcalls import BY_NAME, detect
 from tests.helpers.sdist_templates import template
 from tests.helpers.toolcall_families import (

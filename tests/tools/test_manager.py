@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from app.engine.gguf_format import mib_text
 from app.tools.config import McpConfig, ServerConfig
 from app.tools.manager import CommandNotApprovedError, ServerStartError, ToolError, ToolManager
 from app.tools.results import MAX_RESULT_CHARS
@@ -147,7 +148,7 @@ def test_a_flooding_server_is_stopped_not_buffered(
     config: McpConfig, manager: ToolManager, markers: Path
 ) -> None:
     config.add(sdk_server("t", markers))
-    with pytest.raises(ToolError, match=f"larger than {MAX_MESSAGE_BYTES // 2**20} MB"):
+    with pytest.raises(ToolError, match=f"larger than {mib_text(MAX_MESSAGE_BYTES)}"):
         manager.call("t", "flood", {}, 60).result()
 
 

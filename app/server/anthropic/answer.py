@@ -22,7 +22,8 @@ from app.engine.types import Finished, Usage
 from app.server import convert
 from app.server.answering import Answer
 from app.server.errors import APIError
-from app.server.output import Collected, Piece
+from app.server.output import Collected
+from app.server.pieces import Piece
 from app.server.protocols import anthropic_error
 
 _ALPHABET = string.ascii_letters + string.digits

@@ -26,7 +26,8 @@ from app.server.gateway import JobStream
 from app.server.jobs import TICK, cancelled, collect, first_events, next_event
 from app.server.ollama.common import NDJSONResponse
 from app.server.ollama.shapes import done_fields, iso, line
-from app.server.output import ChatOutput, Piece
+from app.server.output import ChatOutput
+from app.server.pieces import Piece
 from app.server.requestlog import LogNote
 
 After = Callable[[], Awaitable[None]]

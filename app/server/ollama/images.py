@@ -14,6 +14,7 @@ import base64
 import binascii
 from typing import Any
 
+from app.engine.gguf_format import human_bytes, mib_text
 from app.engine.image_bounds import MAX_IMAGE_BYTES, ImageError, inspect_image
 from app.server import schemas as openai
 from app.server.errors import APIError
@@ -29,8 +30,8 @@ def decode_image(text: str, where: str) -> tuple[bytes, str]:
     if len(text) > MAX_BASE64_CHARS:
         raise APIError(
             400,
-            f"Invalid '{where}': the image is {len(text) * 3 // 4 / 1e6:.1f} MB; images up to "
-            f"{MAX_IMAGE_BYTES / 1e6:.0f} MB are accepted. Send it smaller (or as JPEG).",
+            f"Invalid '{where}': the image is {human_bytes(len(text) * 3 // 4)}; images up to "
+            f"{mib_text(MAX_IMAGE_BYTES)} are accepted. Send it smaller (or as JPEG).",
             param=where,
             code="image_too_large",
         )

@@ -150,7 +150,8 @@ class _Pull:
                 self.loop.call_soon_threadsafe(self.events.put_nowait, d)
 
     async def run(self) -> AsyncGenerator[dict[str, Any], None]:
-        from app.library.downloads import DownloadManager, DownloadState
+        from app.library.download_state import DownloadState
+        from app.library.downloads import DownloadManager
 
         yield {"status": "pulling manifest"}
         models_dir, downloads_dir = _library_dirs(self.gateway.catalog)

@@ -20,9 +20,9 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from starlette.responses import Response
 
 from app.engine import types as engine
+from app.engine.gguf import EMBEDDING_ARCHITECTURES
 from app.server import convert as openai_convert
 from app.server import schemas as openai_schemas
-from app.server.catalog import EMBEDDING_ARCHITECTURES
 from app.server.errors import APIError
 from app.server.gateway import Gateway, model_meta
 from app.server.jobs import check_constraint, collect

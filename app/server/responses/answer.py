@@ -25,7 +25,8 @@ from typing import Any
 from app.engine.types import Finished
 from app.server.answering import Answer
 from app.server.errors import APIError
-from app.server.output import ChatOutput, Piece
+from app.server.output import ChatOutput
+from app.server.pieces import Piece
 from app.server.responses import shapes
 from app.server.responses.shapes import ResponseMeta
 

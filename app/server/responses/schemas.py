@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Discriminator, Field, Tag, field_validator
 
-from app.server.schemas import TTL, _Body
+from app.server.schemas import TTL, OpenAIBody
 
 RESPONSE_ID = re.compile(r"resp_[A-Za-z0-9]{1,64}")
 MAX_NAME_CHARS = 256  # function names and call ids
@@ -23,22 +23,22 @@ MAX_NAME_CHARS = 256  # function names and call ids
 # ---- content parts --------------------------------------------------------------------------
 
 
-class InputText(_Body):
+class InputText(OpenAIBody):
     type: Literal["input_text"]
     text: str
 
 
-class OutputText(_Body):
+class OutputText(OpenAIBody):
     type: Literal["output_text"]
     text: str
 
 
-class Refusal(_Body):
+class Refusal(OpenAIBody):
     type: Literal["refusal"]
     refusal: str
 
 
-class InputImage(_Body):
+class InputImage(OpenAIBody):
     type: Literal["input_image"]
     image_url: str | None = None
     file_id: str | None = None
@@ -79,7 +79,7 @@ TextOrParts = Annotated[
 # ---- items ----------------------------------------------------------------------------------
 
 
-class MessageItem(_Body):
+class MessageItem(OpenAIBody):
     type: Literal["message"] = "message"
     role: Literal["user", "system", "developer", "assistant"]
     content: TextOrParts
@@ -87,7 +87,7 @@ class MessageItem(_Body):
     status: str | None = None
 
 
-class FunctionCallItem(_Body):
+class FunctionCallItem(OpenAIBody):
     type: Literal["function_call"]
     call_id: str = Field(max_length=MAX_NAME_CHARS)
     name: str = Field(max_length=MAX_NAME_CHARS)
@@ -96,7 +96,7 @@ class FunctionCallItem(_Body):
     status: str | None = None
 
 
-class FunctionCallOutputItem(_Body):
+class FunctionCallOutputItem(OpenAIBody):
     type: Literal["function_call_output"]
     call_id: str = Field(max_length=MAX_NAME_CHARS)
     output: TextOrParts
@@ -104,7 +104,7 @@ class FunctionCallOutputItem(_Body):
     status: str | None = None
 
 
-class ReasoningItem(_Body):
+class ReasoningItem(OpenAIBody):
     """Accepted so a conversation can be resent as it came back; not rendered into the prompt
     (as chat completions' ``reasoning_content`` is not)."""
 
@@ -147,7 +147,7 @@ Item = Annotated[
 # ---- tools, formats, reasoning --------------------------------------------------------------
 
 
-class FunctionTool(_Body):
+class FunctionTool(OpenAIBody):
     type: Literal["function"]
     name: str = Field(pattern=r"^[A-Za-z0-9_.\-]{1,64}$")
     description: str | None = None
@@ -155,20 +155,20 @@ class FunctionTool(_Body):
     strict: bool | None = None
 
 
-class FunctionChoice(_Body):
+class FunctionChoice(OpenAIBody):
     type: Literal["function"]
     name: str
 
 
-class TextFormatText(_Body):
+class TextFormatText(OpenAIBody):
     type: Literal["text"]
 
 
-class TextFormatJsonObject(_Body):
+class TextFormatJsonObject(OpenAIBody):
     type: Literal["json_object"]
 
 
-class TextFormatJsonSchema(_Body):
+class TextFormatJsonSchema(OpenAIBody):
     type: Literal["json_schema"]
     name: str = "response"
     description: str | None = None
@@ -181,12 +181,12 @@ TextFormat = Annotated[
 ]
 
 
-class TextConfig(_Body):
+class TextConfig(OpenAIBody):
     format: TextFormat | None = None
     verbosity: str | None = None
 
 
-class ReasoningConfig(_Body):
+class ReasoningConfig(OpenAIBody):
     effort: Literal["none", "minimal", "low", "medium", "high"] | None = None
     summary: str | None = None
 
@@ -209,7 +209,7 @@ def without_tags(errors: list[Any]) -> list[Any]:
     return [{**e, "loc": tuple(p for p in e["loc"] if p not in TAGS)} for e in errors]
 
 
-class ResponsesRequest(_Body):
+class ResponsesRequest(OpenAIBody):
     model: str | None = None
     ttl: TTL = None
     input: Input

@@ -29,10 +29,10 @@ from pathlib import Path
 from typing import Any
 
 from app.config import ember_home, make_private_dirs, private_file
+from app.engine.gguf_format import MIB
 
 log = logging.getLogger(__name__)
 
-MB = 1024 * 1024
 DAY = 24 * 3600.0
 FILE_NAME = "responses.db"
 BUSY_TIMEOUT = 10.0
@@ -53,10 +53,10 @@ CREATE INDEX IF NOT EXISTS responses_created ON responses (created);
 @dataclass(frozen=True, slots=True)
 class StoreLimits:
     max_count: int = 10_000
-    max_bytes: int = 256 * MB
+    max_bytes: int = 256 * MIB
     max_age: float = 30 * DAY
     # a conversation read back for previous_response_id (its whole chain) at most
-    max_conversation_bytes: int = 64 * MB
+    max_conversation_bytes: int = 64 * MIB
 
 
 class MissingResponseError(LookupError):

@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from app.engine.providers import is_remote_id
+from app.engine.provider_ids import is_remote_id
 from app.server import schemas as chat
 from app.server.errors import APIError, from_validation_errors
 from app.server.responses.schemas import (

@@ -19,7 +19,7 @@ from fastapi.responses import JSONResponse
 from starlette.responses import Response
 
 from app.engine import types as engine
-from app.engine.providers import is_remote_id
+from app.engine.provider_ids import is_remote_id
 from app.server import convert, schemas
 from app.server.aliases import resolve_alias
 from app.server.answering import parse, prepare_chat, respond

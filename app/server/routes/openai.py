@@ -22,7 +22,7 @@ from fastapi.responses import JSONResponse
 from starlette.responses import Response
 
 from app.engine import types as engine
-from app.engine.providers import is_remote_id
+from app.engine.provider_ids import is_remote_id
 from app.engine.types import Finished
 from app.server import convert, schemas, shapes
 from app.server.answering import (
@@ -38,7 +38,8 @@ from app.server.errors import APIError, model_not_found
 from app.server.forward import RemoteForwarder
 from app.server.gateway import Gateway
 from app.server.jobs import check_constraint, collect
-from app.server.output import Collected, Piece
+from app.server.output import Collected
+from app.server.pieces import Piece
 
 # Every route returns a Response itself: FastAPI's own serialisation is skipped (it is slower,
 # and it toggles warning filters, which is not thread-safe when the server runs on a thread).

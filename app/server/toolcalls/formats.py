@@ -90,12 +90,14 @@ def _granite3(tools: list[Tool], many: bool) -> str:
 
 
 def _r7b(tools: list[Tool], many: bool) -> str:
-    calls = alternatives([
-        f'"{{" {WS} "\\"tool_call_id\\"" {WS} ":" {WS} "\\"" [0-9]{{1,4}} "\\"" {WS} "," {WS} '
-        f'"\\"tool_name\\"" {WS} ":" {WS} {json_lit(t.name)} {WS} "," {WS} '
-        f'"\\"parameters\\"" {WS} ":" {WS} {t.args} {WS} "}}"'
-        for t in tools
-    ])  # fmt: skip
+    calls = alternatives(
+        [
+            f'"{{" {WS} "\\"tool_call_id\\"" {WS} ":" {WS} "\\"" [0-9]{{1,4}} "\\"" {WS} "," {WS} '
+            f'"\\"tool_name\\"" {WS} ":" {WS} {json_lit(t.name)} {WS} "," {WS} '
+            f'"\\"parameters\\"" {WS} ":" {WS} {t.args} {WS} "}}"'
+            for t in tools
+        ]
+    )
     rest = g.more(f'"," {WS} {calls}', many)
     listed = f'"[" {WS} {calls} {rest} {WS} "]"'
     return f'"<|START_ACTION|>" {WS} {listed} {WS} "<|END_ACTION|>"'
@@ -142,9 +144,9 @@ def _kimi(tools: list[Tool], many: bool) -> str:
 
 
 def _functionary_v31(tools: list[Tool], many: bool) -> str:
-    calls = alternatives([
-        f'{lit("<function=" + t.name + ">")} {t.args} "</function>"' for t in tools
-    ])  # fmt: skip
+    calls = alternatives(
+        [f'{lit("<function=" + t.name + ">")} {t.args} "</function>"' for t in tools]
+    )
     return g.repeated(calls, many)
 
 
@@ -162,9 +164,9 @@ def _names_at_line_start(names: list[str]) -> tuple[str, ...]:
 def _harmony(tools: list[Tool], many: bool) -> str:  # one call a message
     tail = '( " <|constrain|>json" | " json" | "<|constrain|>json" )?'
     a = alternatives([f'{lit(t.name)} {tail} "<|message|>" {t.args}' for t in tools])
-    b = alternatives([
-        f'{lit(t.name)} "<|channel|>commentary" {tail} "<|message|>" {t.args}' for t in tools
-    ])  # fmt: skip
+    b = alternatives(
+        [f'{lit(t.name)} "<|channel|>commentary" {tail} "<|message|>" {t.args}' for t in tools]
+    )
     return f'( "<|channel|>commentary to=functions." {a} | " to=functions." {b} ) {WS}'
 
 
@@ -236,85 +238,150 @@ _R1_EXAMPLE = (
 # ---- the table ------------------------------------------------------------------------------
 
 HERMES = ToolFormat(
-    "hermes", "Hermes 2 Pro / 3, Qwen2.5, Qwen3, QwQ, Granite 4: <tool_call>{JSON}</tool_call>",
-    ("<tool_call>",), s.hermes, _hermes, _words("<tool_call>"),
-)  # fmt: skip
+    "hermes",
+    "Hermes 2 Pro / 3, Qwen2.5, Qwen3, QwQ, Granite 4: <tool_call>{JSON}</tool_call>",
+    ("<tool_call>",),
+    s.hermes,
+    _hermes,
+    _words("<tool_call>"),
+)
 
 FORMATS: tuple[ToolFormat, ...] = (
     ToolFormat(
-        "harmony", "GPT-OSS harmony channels (commentary to=functions.NAME)",
-        ("<|channel|>",), s.harmony, _harmony,
-        _words("<|channel|>commentary to=functions.", " to=functions."), own_reasoning=True,
+        "harmony",
+        "GPT-OSS harmony channels (commentary to=functions.NAME)",
+        ("<|channel|>",),
+        s.harmony,
+        _harmony,
+        _words("<|channel|>commentary to=functions.", " to=functions."),
+        own_reasoning=True,
     ),
     ToolFormat(
-        "functionary_v32", "Functionary v3.2 (>>>NAME)",
-        (">>>all",), s.functionary_v32, _functionary_v32, _names_at_line_start,
+        "functionary_v32",
+        "Functionary v3.2 (>>>NAME)",
+        (">>>all",),
+        s.functionary_v32,
+        _functionary_v32,
+        _names_at_line_start,
         arguments="string",
     ),
     ToolFormat(
-        "kimi_k2", "Kimi K2 (<|tool_calls_section_begin|>)",
-        ("<|tool_calls_section_begin|>",), s.kimi_k2, _kimi, _words(s.KIMI_CALLS),
+        "kimi_k2",
+        "Kimi K2 (<|tool_calls_section_begin|>)",
+        ("<|tool_calls_section_begin|>",),
+        s.kimi_k2,
+        _kimi,
+        _words(s.KIMI_CALLS),
     ),
     ToolFormat(
-        "command_r7b", "Command R7B (<|START_ACTION|>)",
-        ("<|START_ACTION|>", "<|START_THINKING|>"), s.command_r7b, _r7b,
-        _words("<|START_ACTION|>"), own_reasoning=True,
+        "command_r7b",
+        "Command R7B (<|START_ACTION|>)",
+        ("<|START_ACTION|>", "<|START_THINKING|>"),
+        s.command_r7b,
+        _r7b,
+        _words("<|START_ACTION|>"),
+        own_reasoning=True,
     ),
     ToolFormat(
-        "deepseek_r1", "DeepSeek R1 (<｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME)",
-        (s.DS_CALLS, "```json"), s.deepseek_r1, _deepseek_r1, _words(s.DS_CALLS),
+        "deepseek_r1",
+        "DeepSeek R1 (<｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME)",
+        (s.DS_CALLS, "```json"),
+        s.deepseek_r1,
+        _deepseek_r1,
+        _words(s.DS_CALLS),
         tools_prompt=_deepseek_prompt(_R1_EXAMPLE),
     ),
     ToolFormat(
-        "deepseek_v31", "DeepSeek V3.1 (<｜tool▁call▁begin｜>NAME<｜tool▁sep｜>)",
-        (s.DS_CALLS,), s.deepseek_v31, _deepseek_v31, _words(s.DS_CALLS),
+        "deepseek_v31",
+        "DeepSeek V3.1 (<｜tool▁call▁begin｜>NAME<｜tool▁sep｜>)",
+        (s.DS_CALLS,),
+        s.deepseek_v31,
+        _deepseek_v31,
+        _words(s.DS_CALLS),
         tools_prompt=_deepseek_prompt(_V31_EXAMPLE),
     ),
     ToolFormat(
-        "mistral", "Mistral Small 3.2, Magistral, Devstral ([TOOL_CALLS]NAME[ARGS])",
-        ("[TOOL_CALLS]", "[ARGS]"), s.mistral, _mistral, _words("[TOOL_CALLS]"), ids="alnum9",
+        "mistral",
+        "Mistral Small 3.2, Magistral, Devstral ([TOOL_CALLS]NAME[ARGS])",
+        ("[TOOL_CALLS]", "[ARGS]"),
+        s.mistral,
+        _mistral,
+        _words("[TOOL_CALLS]"),
+        ids="alnum9",
     ),
     ToolFormat(
-        "mistral_nemo", "Mistral Nemo and older ([TOOL_CALLS][JSON])",
-        ("[TOOL_CALLS]",), s.mistral_nemo, _nemo, _words("[TOOL_CALLS]"), ids="alnum9",
+        "mistral_nemo",
+        "Mistral Nemo and older ([TOOL_CALLS][JSON])",
+        ("[TOOL_CALLS]",),
+        s.mistral_nemo,
+        _nemo,
+        _words("[TOOL_CALLS]"),
+        ids="alnum9",
     ),
     ToolFormat(
-        "qwen3_coder", "Qwen3-Coder, Qwen3.5, Nemotron 3 (<function=NAME><parameter=P>)",
-        ("<tool_call>", "<function=", "<parameter="), s.qwen3_coder, _qwen3_coder,
-        _words("<tool_call>", "<function="), params=True,
+        "qwen3_coder",
+        "Qwen3-Coder, Qwen3.5, Nemotron 3 (<function=NAME><parameter=P>)",
+        ("<tool_call>", "<function=", "<parameter="),
+        s.qwen3_coder,
+        _qwen3_coder,
+        _words("<tool_call>", "<function="),
+        params=True,
     ),
     ToolFormat(
-        "glm", "GLM-4.5 / 4.6 (<tool_call>NAME<arg_key>)",
-        ("<tool_call>", "<arg_key>"), s.glm, _glm, _words("<tool_call>"), params=True,
+        "glm",
+        "GLM-4.5 / 4.6 (<tool_call>NAME<arg_key>)",
+        ("<tool_call>", "<arg_key>"),
+        s.glm,
+        _glm,
+        _words("<tool_call>"),
+        params=True,
     ),
     ToolFormat(
-        "functionary_v31", "Functionary v3.1 (<function=NAME>{JSON}</function>)",
-        ("<function=", "<|start_header_id|>"), s.functionary_v31, _functionary_v31,
+        "functionary_v31",
+        "Functionary v3.1 (<function=NAME>{JSON}</function>)",
+        ("<function=", "<|start_header_id|>"),
+        s.functionary_v31,
+        _functionary_v31,
         _words("<function="),
     ),
     ToolFormat(
-        "firefunction", "FireFunction v2 (functools[JSON])",
-        (" functools[",), s.firefunction, _firefunction, _words("functools["),
+        "firefunction",
+        "FireFunction v2 (functools[JSON])",
+        (" functools[",),
+        s.firefunction,
+        _firefunction,
+        _words("functools["),
     ),
     ToolFormat(
-        "granite3", "Granite 3.x (<|tool_call|>[JSON])",
-        ("<|tool_call|>",), s.granite3, _granite3, _words("<|tool_call|>"),
+        "granite3",
+        "Granite 3.x (<|tool_call|>[JSON])",
+        ("<|tool_call|>",),
+        s.granite3,
+        _granite3,
+        _words("<|tool_call|>"),
         call_text=_granite_text,
     ),
     HERMES,
     ToolFormat(
-        "llama3", "Llama 3.1 / 3.2 / 3.3 (JSON, <|python_tag|>)",
-        ("<|start_header_id|>", "ipython"), s.llama3, _llama3,
+        "llama3",
+        "Llama 3.1 / 3.2 / 3.3 (JSON, <|python_tag|>)",
+        ("<|start_header_id|>", "ipython"),
+        s.llama3,
+        _llama3,
         lambda _n: (r"<\|python_tag\|>", r'^\s*(\{[ \t\r\n]{0,16}"(?:type|name)")'),
     ),
-)  # fmt: skip
+)
 
 # Templates that render tools in no known way, and models without a template (the tool
 # prompt asks for <tool_call>): the common shapes are read, the Hermes one is constrained.
 GENERIC = ToolFormat(
-    "generic", "other templates: <tool_call>, [TOOL_CALLS], <|python_tag|> or bare JSON",
-    (), s.generic, _hermes, _words("<tool_call>"),
-)  # fmt: skip
+    "generic",
+    "other templates: <tool_call>, [TOOL_CALLS], <|python_tag|> or bare JSON",
+    (),
+    s.generic,
+    _hermes,
+    _words("<tool_call>"),
+)
 
 BY_NAME = {f.name: f for f in (*FORMATS, GENERIC)}
 

@@ -111,12 +111,19 @@ def _shows_call(template_source: str, style: Style, empty: str | None) -> bool:
     given = args if style == "object" else json.dumps(args)
     messages: list[ChatMessage] = [
         {"role": "user", "content": "Hi"},
-        {"role": "assistant", "content": empty, "tool_calls": [
-            {"id": _PROBE_ID, "type": "function",
-             "function": {"name": "probe_tool", "arguments": given}},
-        ]},
+        {
+            "role": "assistant",
+            "content": empty,
+            "tool_calls": [
+                {
+                    "id": _PROBE_ID,
+                    "type": "function",
+                    "function": {"name": "probe_tool", "arguments": given},
+                },
+            ],
+        },
         {"role": "tool", "tool_call_id": _PROBE_ID, "name": "probe_tool", "content": "ok"},
-    ]  # fmt: skip
+    ]
     try:
         text = ChatTemplate(template_source).render(messages).text
     except Exception:  # a template that refuses this shape (or the probe)

@@ -32,7 +32,7 @@ from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
 from app.chats.models import ChatStoreError, Message, Status
 from app.chats.store import ChatStore
-from app.engine.providers import is_remote_id
+from app.engine.provider_ids import is_remote_id
 from app.engine.types import (
     ChatMessage,
     ChatRequest,

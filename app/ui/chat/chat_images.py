@@ -15,7 +15,7 @@ from typing import Any
 
 from app.engine.image_bounds import JPEG_SIGNATURE
 from app.engine.media import MEDIA_MARKER
-from app.engine.providers import is_remote_id
+from app.engine.provider_ids import is_remote_id
 from app.engine.types import LoadedModel
 from app.ui.engine_session import model_name
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import QObject, Slot
 
 from app.chats.models import ChatStoreError
-from app.engine.providers import is_remote_id
+from app.engine.provider_ids import is_remote_id
 
 if TYPE_CHECKING:
     from app.ui.chat.conversation import ConversationController

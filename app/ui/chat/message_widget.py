@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.chats.models import Message
-from app.engine.providers import parse_remote_id
+from app.engine.provider_ids import parse_remote_id
 from app.ui import icons, theme
 from app.ui.chat.edit_box import EditBox
 from app.ui.chat.height_cache import HeightCache

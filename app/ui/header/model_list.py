@@ -16,7 +16,7 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Signal
 
 from app.config import Settings
-from app.engine.gguf import human_bytes
+from app.engine.gguf_format import human_bytes
 from app.library.local import Library
 from app.library.projectors import VISION_TAG, projector_beside
 from app.library.quant import is_projector, parse_quant

@@ -29,7 +29,7 @@ from PySide6.QtWidgets import (
     QWidgetAction,
 )
 
-from app.engine.providers import parse_remote_id
+from app.engine.provider_ids import parse_remote_id
 from app.engine.types import EngineError, LoadedModel
 from app.ui import icons, theme
 from app.ui.engine_session import EngineSession, model_name

@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 from PySide6.QtCore import QObject, Signal
 
 from app.engine.providers import Provider, ProviderKeyError, RemoteRouter
-from app.engine.remote import (
+from app.engine.remote_errors import (
     RemoteAuthError,
     RemoteError,
     RemoteTimeoutError,

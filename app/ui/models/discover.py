@@ -31,7 +31,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.library import hub
+from app.library import hub, hub_errors
 from app.library.hub import RepoSummary, Sort
 from app.ui import theme
 from app.ui.models.repo_detail import RepoDetail
@@ -313,7 +313,9 @@ class DiscoverView(QWidget):
         if error is not None or not isinstance(result, list):
             self.results = []
             self.list.clear()
-            message = str(error) if isinstance(error, hub.HubError) else f"Search failed: {error}"
+            message = (
+                str(error) if isinstance(error, hub_errors.HubError) else f"Search failed: {error}"
+            )
             self.state.show_state("error", "Can't search the Hub", message, "Try again")
             self.results_stack.setCurrentWidget(self.state)
             self.caption.setText("")

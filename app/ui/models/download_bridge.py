@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from PySide6.QtCore import QObject, Signal
 
-from app.library.downloads import Download, DownloadEvent, DownloadManager, DownloadState
+from app.library.download_state import Download, DownloadEvent, DownloadState
+from app.library.downloads import DownloadManager
 from app.ui.relay import Relay
 
 ACTIVE = (DownloadState.QUEUED, DownloadState.DOWNLOADING, DownloadState.VERIFYING)

@@ -26,8 +26,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.engine.gguf import human_bytes
-from app.library.downloads import Download, DownloadManager, DownloadState
+from app.engine.gguf_format import human_bytes
+from app.library.download_state import Download, DownloadState
+from app.library.downloads import DownloadManager
 from app.library.quant import model_stem
 from app.ui import icons, theme
 from app.ui.models.download_bridge import DownloadBridge

@@ -5,8 +5,8 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QWidget
 
-from app.engine.gguf import human_bytes
-from app.library.downloads import Download, DownloadState
+from app.engine.gguf_format import human_bytes
+from app.library.download_state import Download, DownloadState
 from app.library.hub import ModelFile
 from app.ui import icons, theme
 from app.ui.models import fit

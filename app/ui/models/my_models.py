@@ -36,7 +36,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.config import Settings
-from app.engine.gguf import human_bytes
+from app.engine.gguf_format import human_bytes
 from app.library.local import Library, LibraryError, LocalModel, NotOwnedError
 from app.library.projectors import VISION_TAG
 from app.library.same_file import one_per_file

@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
 )
 from shiboken6 import isValid
 
-from app.library.downloads import Download
+from app.library.download_state import Download
 from app.library.hub import ModelFile, RemoteFile
 from app.library.local import LocalModel
 from app.library.quant import model_stem, parse_quant

@@ -35,8 +35,9 @@ from PySide6.QtWidgets import (
 )
 
 from app.config import Settings
-from app.library import hub
-from app.library.downloads import Download, DownloadManager
+from app.library import hub, hub_errors
+from app.library.download_state import Download
+from app.library.downloads import DownloadManager
 from app.library.hub import RepoFiles, RepoSummary
 from app.ui import icons
 from app.ui.models import fit
@@ -304,7 +305,9 @@ class RepoDetail(QWidget):
         log.debug("No model card for %s", self.summary, exc_info=error)
 
     def _show_error(self, error: BaseException) -> None:
-        message = str(error) if isinstance(error, hub.HubError) else f"Unexpected error: {error}"
+        message = (
+            str(error) if isinstance(error, hub_errors.HubError) else f"Unexpected error: {error}"
+        )
         self.state.show_state("error", "Can't open this repository", message, "Try again")
         self.stack.setCurrentWidget(self.state)
 

@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.chats.models import Conversation
-from app.engine.providers import parse_remote_id
+from app.engine.provider_ids import parse_remote_id
 from app.ui import icons, theme
 from app.ui.chat.conversation import ConversationController
 from app.ui.chat.thinking import EFFORTS, supports_thinking, thinking_choice

@@ -29,14 +29,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.engine.providers import (
-    PRESETS,
-    Provider,
-    ProviderRegistry,
-    engine_for,
-    make_provider,
-    validate_provider_name,
-)
+from app.engine.provider_ids import PRESETS, validate_provider_name
+from app.engine.providers import Provider, ProviderRegistry, engine_for, make_provider
 from app.engine.remote import ProbeResult
 from app.ui import icons, theme
 from app.ui.task_runner import tasks

@@ -20,7 +20,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.engine.providers import PRESETS, Provider, ProviderRegistry
+from app.engine.provider_ids import PRESETS
+from app.engine.providers import Provider, ProviderRegistry
 from app.ui import icons, theme
 from app.ui.header.remote_models import ProviderModels, RemoteCatalog
 from app.ui.settings.provider_editor import ProviderEditor, key_storage_note, text_label

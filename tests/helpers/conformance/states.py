@@ -217,7 +217,7 @@ def open_discover_repo(qtbot: QtBot, window: MainWindow) -> None:
 
 def start_a_download(qtbot: QtBot, window: MainWindow, hub: FakeHub) -> None:
     """A download under way (the Hub sends it slowly), for the Downloads tab."""
-    from app.library.downloads import DownloadState
+    from app.library.download_state import DownloadState
 
     hub.throttle_bps = 200
     pane = window.models_pane
@@ -232,7 +232,7 @@ def start_a_download(qtbot: QtBot, window: MainWindow, hub: FakeHub) -> None:
 
 def pause_downloads(qtbot: QtBot, window: MainWindow, hub: FakeHub) -> None:
     """Pause what runs (so nothing is left downloading), and let the Hub answer quickly."""
-    from app.library.downloads import DownloadState
+    from app.library.download_state import DownloadState
 
     pane = window.models_pane
     for download in list(pane.bridge.downloads.values()):

@@ -17,8 +17,9 @@ from pytestqt.qtbot import QtBot
 
 from app.chats.models import Message
 from app.engine import backends, sizing
-from app.engine.gguf import NotGGUFError, read_gguf
+from app.engine.gguf import read_gguf
 from app.engine.gguf_format import human_bytes
+from app.engine.gguf_reader import NotGGUFError
 from app.library.download_state import Download, DownloadState
 from app.ui import icons, theme
 from app.ui.chat.markdown import MarkdownRenderer

@@ -17,7 +17,7 @@ from pytestqt.qtbot import QtBot
 
 from app.config import Settings, paths
 from app.library import downloads as downloads_mod
-from app.library.downloads import Download, DownloadState
+from app.library.download_state import Download, DownloadState
 from app.library.hub import ModelFile
 from app.ui import theme
 from app.ui.main_window import MainWindow
