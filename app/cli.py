@@ -29,7 +29,7 @@ COMMANDS = {
     "serve": "serve the OpenAI-compatible API",
     "pull": "download a model from the Hugging Face Hub",
     "ls": "list local models",
-    "rm": "delete a downloaded model",
+    "rm": "delete a downloaded model (others are hidden, never deleted)",
     "providers": "manage remote servers (vLLM, Ollama, OpenAI, …) to chat through",
     "mcp": "manage MCP servers whose tools models may call",
 }
@@ -131,7 +131,7 @@ def _user_errors() -> tuple[type[Exception], ...]:
     from app.engine.types import EngineError
     from app.library.downloads import DownloadError
     from app.library.hub import HubError
-    from app.library.local import LibraryError
+    from app.library.local_model import LibraryError
 
     return (EngineError, HubError, LibraryError, DownloadError, OSError, ValueError, LookupError)
 

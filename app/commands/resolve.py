@@ -5,8 +5,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from app.library.local import Library, LibraryError
-from app.library.local import NoMatchingModelError as LibraryModelNotFound
+from app.library.local import Library
+from app.library.local_model import LibraryError
+from app.library.local_model import NoMatchingModelError as LibraryModelNotFound
 from app.library.user_library import default_library
 
 # owner/repo, optionally :QUANT or :FILENAME — the shape `ember pull` accepts.

@@ -66,7 +66,7 @@ from app.library.download_state import (
     snapshot,
 )
 from app.library.hub import HubError, ModelFile, Token, safe_repo_path, validate_repo_id
-from app.library.local import read_manifest
+from app.library.manifest import read_manifest
 
 if TYPE_CHECKING:
     import httpx

@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Protocol
 from app.engine.gguf import EMBEDDING_ARCHITECTURES
 
 if TYPE_CHECKING:
-    from app.library.local import Library, LocalModel
+    from app.library.local import Library
+    from app.library.local_model import LocalModel
 
 log = logging.getLogger(__name__)
 
@@ -94,33 +95,29 @@ def refresh(catalog: ModelCatalog) -> None:
 def check_deletable(catalog: ModelCatalog, model_id: str) -> None:
     """Raise CatalogError saying why :func:`delete` would refuse ``model_id``."""
     for inner in getattr(catalog, "catalogs", (catalog,)):
-        if isinstance(inner, LibraryCatalog):
-            model = inner.library.get(model_id)
-            if model is not None and model.owned:
-                return
-            if model is not None:
-                raise CatalogError(
-                    f"{model.name} is not Ember's file but one Ember lists in place "
-                    f"({model.source}); delete it where it is."
-                )
+        if isinstance(inner, LibraryCatalog) and inner.library.get(model_id) is not None:
+            return
     raise CatalogError(
         "It is not a model in Ember's library (a model file opened directly is not deleted)."
     )
 
 
-def delete(catalog: ModelCatalog, model_id: str) -> None:
-    """Delete a library model's files. Raises CatalogError saying why not (not Ember's file,
-    not in the library)."""
-    from app.library.local import LibraryError
+def delete(catalog: ModelCatalog, model_id: str) -> str | None:
+    """Remove a library model: Ember's own files are deleted (None); another app's model is
+    hidden, its files untouched, and the note saying so is returned. Raises CatalogError
+    saying why not (not in the library)."""
+    from app.library.hidden import hidden_note
+    from app.library.local_model import LibraryError
 
     for inner in getattr(catalog, "catalogs", (catalog,)):
-        if isinstance(inner, LibraryCatalog) and inner.library.get(model_id) is not None:
+        model = inner.library.get(model_id) if isinstance(inner, LibraryCatalog) else None
+        if isinstance(inner, LibraryCatalog) and model is not None:
             try:
-                inner.library.delete(model_id)
+                removal = inner.library.delete(model_id)
             except LibraryError as e:
                 raise CatalogError(str(e)) from e
             inner.refresh()
-            return
+            return hidden_note(model.name, model.path) if removal == "hidden" else None
     raise CatalogError(
         "It is not a model in Ember's library (a model file opened directly is not deleted)."
     )
@@ -230,7 +227,7 @@ class LibraryCatalog:
         return found if found is not None else by_name(self, name)
 
     def _resolve(self, name: str) -> CatalogModel | None:
-        from app.library.local import AmbiguousModelError, LibraryError
+        from app.library.local_model import AmbiguousModelError, LibraryError
 
         with self._lock:
             models = self._scan(self.rescan_after)

@@ -20,7 +20,8 @@ from app.config import paths
 from app.library import downloads as downloads_mod
 from app.library.downloads import DownloadManager, DownloadState
 from app.library.hub import UnsafeNameError, list_gguf_files
-from app.library.local import Library, read_manifest
+from app.library.local import Library
+from app.library.manifest import read_manifest
 from tests.helpers.gguf_writer import gguf_bytes
 from tests.helpers.hub_server import FakeHub, FakeRepo
 from tests.library.conftest import FAST_BACKOFF, Recorder, gguf_files, tiny_repo

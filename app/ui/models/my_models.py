@@ -35,21 +35,22 @@ from PySide6.QtWidgets import (
 
 from app.config import Settings
 from app.engine.gguf import human_bytes
-from app.library.local import Library, LibraryError, LocalModel, NotOwnedError
+from app.library.hidden import hidden_note
+from app.library.local import Library
+from app.library.local_model import SOURCE_TITLES, LibraryError, LocalModel
 from app.library.projectors import VISION_TAG
-from app.library.same_file import one_per_file
 from app.ui import icons, theme
 from app.ui.banner import Banner
 from app.ui.models.runner import Runner
 from app.ui.models.widgets import Chip, IconLabel, StatePanel, scroll_list
 
-SOURCES = {
-    "ember": "Downloaded",
-    "imported": "Imported",
-    "hf-cache": "HF cache",
-    "lmstudio": "LM Studio",
-    "folder": "Folder",
-}
+SOURCES = SOURCE_TITLES
+
+
+def _with_places(models: list[LocalModel]) -> tuple[list[LocalModel], dict[str, tuple[Path, ...]]]:
+    """The scan, and for each model found at several paths, all of them (the library
+    lists the same file once, with its ``locations``)."""
+    return models, {m.id: m.locations for m in models if len(m.locations) > 1}
 
 
 def context_label(tokens: int | None) -> str:
@@ -94,6 +95,13 @@ class LocalModelRow(QFrame):
             where_all = Chip(f"{len(places)} places", "plain", self)
             where_all.setToolTip("The same file in several places:\n" + "\n".join(map(str, places)))
             chips.addWidget(where_all)
+        if model.app_details:  # Ollama's template and parameters: shown, not used
+            details = Chip(f"{SOURCES.get(model.source, model.source)} details", "plain", self)
+            details.setToolTip(
+                "\n\n".join(f"{title}:\n{text[:1500]}" for title, text in model.app_details)
+                + "\n\nEmber uses the GGUF's own template."
+            )
+            chips.addWidget(details)
         if model.mmproj is not None:
             vision = Chip(VISION_TAG, "plain", self)
             vision.setToolTip(f"Takes images: loads with its vision projector {model.mmproj.name}")
@@ -124,14 +132,13 @@ class LocalModelRow(QFrame):
         icons.set_icon(self.reveal_button, "folder", size=17)
         self.delete_button = QToolButton(self)
         self.delete_button.setObjectName("RowIconButton")
-        self.delete_button.setToolTip(
-            "Delete this model's files" if model.owned else "Not Ember's file: see where it is"
+        remove = (
+            "Delete this model's files"
+            if model.owned
+            else "Hide this model (not Ember's file: it is never deleted)"
         )
-        self.delete_button.setAccessibleName(
-            icons.spoken(
-                "Delete this model's files" if model.owned else "Not Ember's file: see where it is"
-            )
-        )
+        self.delete_button.setToolTip(remove)
+        self.delete_button.setAccessibleName(icons.spoken(remove))
         icons.set_icon(self.delete_button, "trash", size=17)
         for button in (self.reveal_button, self.delete_button):
             button.setCursor(Qt.CursorShape.PointingHandCursor)
@@ -231,7 +238,7 @@ class MyModelsView(QWidget):
         """Scan the library again (off-thread); a request during a scan runs one more after."""
         library = self.library
         self.runner.submit(
-            lambda: one_per_file(library.scan()), self._on_scanned, key="scan", coalesce=True
+            lambda: _with_places(library.scan()), self._on_scanned, key="scan", coalesce=True
         )
 
     def _on_scanned(self, result: object, error: BaseException | None) -> None:
@@ -334,7 +341,7 @@ class MyModelsView(QWidget):
             return
         model = row.model
         if not model.owned:
-            self._delete(model)  # the library explains why it will not
+            self._delete(model)  # hidden, never deleted: nothing to confirm (Undo is offered)
             return
         box = QMessageBox(self)
         box.setObjectName("ConfirmDelete")
@@ -366,12 +373,13 @@ class MyModelsView(QWidget):
         library = self.library
 
         def done(result: object, error: BaseException | None) -> None:
-            if isinstance(error, NotOwnedError):
-                actions = []
+            if result == "hidden":
+                actions = [("Undo", lambda: self.unhide(model.path))]
                 folder = self._added_folder_of(model.path)
                 if folder is not None:
                     actions.append(("Stop listing this folder", lambda: self.remove_folder(folder)))
-                self.banner.show_message("info", str(error), actions)
+                self.banner.show_message("info", hidden_note(model.name, model.path), actions)
+                self.refresh()
                 return
             if error is not None:
                 self.banner.show_message("error", f"Could not delete {model.name}: {error}")
@@ -381,6 +389,15 @@ class MyModelsView(QWidget):
             self.refresh()
 
         self.runner.submit(lambda: library.delete(model.id), done)
+
+    def unhide(self, path: Path) -> None:
+        """List a hidden model again (off-thread)."""
+        library = self.library
+        self.runner.submit(lambda: library.unhide(path), self._on_unhidden)
+
+    def _on_unhidden(self, result: object, error: BaseException | None) -> None:
+        self.banner.hide()
+        self.refresh()
 
     def _added_folder_of(self, path: Path) -> Path | None:
         for folder in self.library.extra_dirs:
