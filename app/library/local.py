@@ -140,6 +140,7 @@ class Library:
         cache = MetadataCache(self.cache_path)
         hidden = self.hidden.load()
         seen: set[Path] = set()
+        ids: set[str] = set()
         models: list[LocalModel] = []
         for found in self._find_all():
             try:
@@ -151,7 +152,11 @@ class Library:
             seen.add(real)
             if found.source not in _OWNED and str(real) in hidden:
                 continue
-            models.append(self._describe(found, cache, real))
+            model = self._describe(found, cache, real)
+            if model.id in ids:  # an app's name twice (Ollama's two stores): the path is unique
+                model = dataclasses.replace(model, id=str(model.path))
+            ids.add(model.id)
+            models.append(model)
         models.sort(
             key=lambda m: (_SOURCE_RANK[m.source], m.name.lower(), quant_sort_key(m.quant), m.id)
         )
@@ -180,6 +185,8 @@ class Library:
         first = found.parts[0]
         owned = found.source in _OWNED
         model_id = first.relative_to(self.models_dir).as_posix() if owned else str(first)
+        if found.source == "ollama" and found.name:
+            model_id = found.name  # Ollama's own name: its blob's path means nothing to people
         size = 0
         for part in found.parts:
             with contextlib.suppress(OSError):
