@@ -17,7 +17,8 @@ from app.config import atomic_write_text
 
 log = logging.getLogger(__name__)
 
-MAX_HIDDEN: Final = 10_000  # a bound on a file anyone could edit
+MAX_HIDDEN: Final = 10_000  # bounds on a file anyone could edit
+MAX_BYTES: Final = 4 << 20
 
 
 def hidden_note(name: str, path: Path) -> str:
@@ -32,7 +33,7 @@ def real(path: Path) -> str:
     """The key a file is hidden by: its real path (the same file by any link is hidden)."""
     try:
         return str(path.resolve())
-    except (OSError, RuntimeError):
+    except (OSError, RuntimeError, ValueError):  # a loop, a NUL
         return os.path.abspath(path)
 
 
@@ -46,6 +47,8 @@ class HiddenModels:
     def load(self) -> frozenset[str]:
         """The hidden real paths (empty when the file is missing or unusable)."""
         try:
+            if self.path.stat().st_size > MAX_BYTES:
+                raise ValueError(f"larger than {MAX_BYTES} bytes")
             data = json.loads(self.path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             return frozenset()

@@ -65,6 +65,21 @@ def find_ollama(root: Path) -> Iterator[Found]:
             yield found
 
 
+def projector_for_blob(blob: Path) -> Path | None:
+    """The vision projector Ollama's manifests pair with the model blob ``blob`` (for a
+    load that names only the file: ``ember run``, the app), or None."""
+    if blob.parent.name != "blobs" or not blob.name.startswith("sha256-"):
+        return None
+    try:
+        real = blob.resolve()
+    except (OSError, RuntimeError):
+        return None
+    for found in find_ollama(blob.parent.parent):
+        if found.projectors and found.parts[0].resolve() == real:
+            return found.projectors[0]
+    return None
+
+
 class _SkipError(Exception):
     """A manifest Ember will not use; the message says why."""
 

@@ -10,6 +10,7 @@ import pytest
 
 from app.config import Settings
 from app.library.local import Library
+from app.library.projectors import projector_beside
 from app.library.stores import known_stores
 from tests.helpers.gguf_writer import gguf_bytes, write_gguf
 from tests.helpers.other_stores import ollama_blob, ollama_model
@@ -56,6 +57,8 @@ def test_ollama_models_are_named_from_their_manifests(tmp_path: Path, ollama: Pa
     assert gemma.source == "ollama" and not gemma.owned and gemma.id == "gemma3:270m"
     assert gemma.path.parent == ollama / "blobs" and gemma.path.name.startswith("sha256-")
     assert gemma.mmproj is not None and gemma.mmproj.parent == ollama / "blobs"
+    assert projector_beside(gemma.path) == gemma.mmproj  # `ember run`, the app: as a vision model
+    assert projector_beside(models["alice/tiny:latest"].path) is None
     details = dict(gemma.app_details)
     assert details["Ollama's template"] == "{{ .Prompt }}"
     assert 'stop ["<end_of_turn>"]' in details["Ollama's parameters"]
@@ -179,3 +182,26 @@ def test_an_ollama_blob_equal_to_a_hub_download_is_one_entry(tmp_path: Path, oll
     assert link.exists() and shared.locations[1].exists()
     assert library.unhide(hub) and library.unhide(shared.locations[1])
     assert len(library.scan()) == 2
+
+
+def test_a_damaged_hidden_list_hides_nothing(tmp_path: Path, ollama: Path) -> None:
+    ollama_model(ollama, "tiny:latest")
+    hidden = tmp_path / "hidden.json"
+    library = _library(tmp_path, hidden_path=hidden)
+    for text in ("{", "[" * 100_000, '{"paths": "all"}', '{"paths": [1, null]}', " " * (5 << 20)):
+        hidden.write_text(text)
+        assert [m.name for m in library.scan()] == ["tiny:latest"]
+    assert library.delete("tiny:latest") == "hidden"  # and a delete writes a good one
+    assert library.scan() == [] and not library.unhide("/no/such\0file")
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_a_fifo_named_gguf_in_a_folder_store_never_blocks_the_scan(tmp_path: Path) -> None:
+    gpt4all = Path(os.environ["XDG_DATA_HOME"]) / "nomic.ai" / "GPT4All"
+    jan = Path(os.environ["XDG_DATA_HOME"]) / "Jan" / "data" / "llamacpp" / "models" / "x"
+    for folder in (gpt4all, jan):
+        folder.mkdir(parents=True)
+        os.mkfifo(folder / "model.gguf")
+    (gpt4all / "folder.gguf").mkdir()
+    write_gguf(gpt4all / "real.gguf", name="Real")
+    assert [m.name for m in _library(tmp_path).scan()] == ["real"]
