@@ -184,7 +184,7 @@ class Library:
     def _describe(self, found: Found, cache: MetadataCache, real: Path | None = None) -> LocalModel:
         first = found.parts[0]
         owned = found.source in _OWNED
-        model_id = first.relative_to(self.models_dir).as_posix() if owned else str(first)
+        model_id = self.id_of(first)
         if found.source == "ollama" and found.name:
             model_id = found.name  # Ollama's own name: its blob's path means nothing to people
         size = 0
@@ -212,6 +212,21 @@ class Library:
 
     # lookup ------------------------------------------------------------------------------------
 
+    def id_of(self, path: Path) -> str:
+        """The id a file has: its path under Ember's models folder, else its path."""
+        if path.is_relative_to(self.models_dir):
+            return path.relative_to(self.models_dir).as_posix()
+        return str(path)
+
+    def place_named(self, model: LocalModel, name: str) -> Path | None:
+        """Which of ``model``'s locations ``name`` means by its id or path (a request naming
+        one place of a file found at several loads it from there), or None."""
+        wanted = os.path.abspath(os.path.expanduser(name)) if "\0" not in name else ""
+        return next(
+            (p for p in model.locations if self.id_of(p) == name or os.path.abspath(p) == wanted),
+            None,
+        )
+
     @_locked
     def get(self, model_id: str) -> LocalModel | None:
         return next((m for m in self.models if m.id == model_id), None)
@@ -228,6 +243,7 @@ class Library:
             )
         models = self.models
         exact = [m for m in models if m.id == query]
+        exact = exact or [m for m in models if any(self.id_of(p) == query for p in m.locations)]
         if exact:
             return exact[0]
         by_path = self._find_path(query, models) if paths else None

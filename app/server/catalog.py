@@ -16,7 +16,7 @@ import os
 import threading
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -246,7 +246,9 @@ class LibraryCatalog:
                 return None
             if found.error:
                 raise CatalogError(f"{found.name} cannot be used: {found.error}")
-            return _from_local(found)
+            entry = _from_local(found)
+            place = self.library.place_named(found, name)  # one place of a file at several
+            return replace(entry, path=str(place)) if place is not None else entry
 
 
 def library_file(name: str, models: list[LocalModel]) -> LocalModel | None:
@@ -255,7 +257,10 @@ def library_file(name: str, models: list[LocalModel]) -> LocalModel | None:
     if "\0" in name or len(name) > 4096:
         return None
     wanted = os.path.normpath(os.path.abspath(os.path.expanduser(name.strip())))
-    return next((m for m in models if any(os.path.abspath(p) == wanted for p in m.parts)), None)
+    return next(
+        (m for m in models if any(os.path.abspath(p) == wanted for p in (*m.parts, *m.locations))),
+        None,
+    )
 
 
 def _from_local(m: LocalModel) -> CatalogModel:

@@ -12,6 +12,7 @@ from app.config import Settings
 from app.library.local import Library
 from app.library.projectors import projector_beside
 from app.library.stores import known_stores
+from app.server.catalog import LibraryCatalog
 from tests.helpers.gguf_writer import gguf_bytes, write_gguf
 from tests.helpers.other_stores import ollama_blob, ollama_model
 
@@ -176,6 +177,11 @@ def test_an_ollama_blob_equal_to_a_hub_download_is_one_entry(tmp_path: Path, oll
     shared = next(m for m in models if m.source == "hf-cache")
     assert shared.locations[0] == link and shared.locations[1].parent == ollama / "blobs"
     assert library.find(str(shared.locations[1])) == shared  # either path names it
+    # a request naming one place loads the file from there
+    catalog = LibraryCatalog(library)
+    resolved = catalog.resolve(str(shared.locations[1]))
+    assert resolved is not None and resolved.path == str(shared.locations[1])
+    assert catalog.resolve(shared.id) is not None and catalog.resolve(shared.id).path == str(link)
 
     assert library.delete(shared.id) == "hidden"  # every location is hidden, none deleted
     assert [m.name for m in library.scan()] == ["other:latest"]
