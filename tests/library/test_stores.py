@@ -181,7 +181,8 @@ def test_an_ollama_blob_equal_to_a_hub_download_is_one_entry(tmp_path: Path, oll
     catalog = LibraryCatalog(library)
     resolved = catalog.resolve(str(shared.locations[1]))
     assert resolved is not None and resolved.path == str(shared.locations[1])
-    assert catalog.resolve(shared.id) is not None and catalog.resolve(shared.id).path == str(link)
+    by_id = catalog.resolve(shared.id)
+    assert by_id is not None and by_id.path == str(link)
 
     assert library.delete(shared.id) == "hidden"  # every location is hidden, none deleted
     assert [m.name for m in library.scan()] == ["other:latest"]
