@@ -1,10 +1,11 @@
-"""My models: the local library (Ember's models, imports, the Hugging Face cache, LM Studio's
-folder and folders the user added), with Load, Reveal in the file manager and Delete.
+"""My models: the local library (Ember's models, imports, other apps' stores: the Hugging Face
+cache, LM Studio, Ollama, llama.cpp, Jan, GPT4All; folders the user added), with Load, Reveal
+in the file manager and Delete.
 
 Every call to the ``Library`` (scan, import, delete) runs off the GUI thread, in order, on
-the page's one-thread library runner. Delete asks first and only deletes Ember's own files; for
-others the library's NotOwnedError explains where the file lives (and, for an added folder,
-offers to stop listing it).
+the page's one-thread library runner. Delete asks first and only deletes Ember's own files;
+any other model is hidden instead (never deleted), which the banner says, with Undo (and, for
+an added folder, an offer to stop listing it).
 
 Signals: ``load_requested(str path)``; ``library_changed()`` after a scan found a new list;
 ``model_deleted(str path)``.
@@ -374,7 +375,8 @@ class MyModelsView(QWidget):
 
         def done(result: object, error: BaseException | None) -> None:
             if result == "hidden":
-                actions = [("Undo", lambda: self.unhide(model.path))]
+                places = model.locations or (model.path,)
+                actions = [("Undo", lambda: self.unhide(places))]
                 folder = self._added_folder_of(model.path)
                 if folder is not None:
                     actions.append(("Stop listing this folder", lambda: self.remove_folder(folder)))
@@ -390,10 +392,10 @@ class MyModelsView(QWidget):
 
         self.runner.submit(lambda: library.delete(model.id), done)
 
-    def unhide(self, path: Path) -> None:
-        """List a hidden model again (off-thread)."""
+    def unhide(self, places: tuple[Path, ...]) -> None:
+        """List a hidden model (all its places) again (off-thread)."""
         library = self.library
-        self.runner.submit(lambda: library.unhide(path), self._on_unhidden)
+        self.runner.submit(lambda: [library.unhide(p) for p in places], self._on_unhidden)
 
     def _on_unhidden(self, result: object, error: BaseException | None) -> None:
         self.banner.hide()
