@@ -30,7 +30,8 @@ def test_my_models_hides_an_ollama_model_and_the_store_is_untouched(
     qtbot: QtBot, ember_app: QApplication, tmp_path: Path
 ) -> None:
     store = Path(os.environ["OLLAMA_MODELS"])
-    ollama_model(store, "gemma3:270m", gguf_bytes(name="G"), template="{{ .Prompt }}")
+    template = "{{ .Prompt }}<img src='x'>"  # another app's text: shown escaped
+    ollama_model(store, "gemma3:270m", gguf_bytes(name="G"), template=template)
     make_read_only(store)
     before = canary(store)
     try:
@@ -46,7 +47,8 @@ def test_my_models_hides_an_ollama_model_and_the_store_is_untouched(
         qtbot.waitUntil(lambda: len(view.rows) == 1, timeout=TIMEOUT)
         row = next(iter(view.rows.values()))
         chips = {label.text(): label for label in row.findChildren(QLabel, "Chip")}
-        assert "Ollama" in chips and "{{ .Prompt }}" in chips["Ollama details"].toolTip()
+        assert "Ollama" in chips
+        assert "{{ .Prompt }}&lt;img src=&#x27;x&#x27;&gt;" in chips["Ollama details"].toolTip()
         assert "Hide" in row.delete_button.toolTip()
         row.delete_button.click()  # no question: nothing is deleted
         qtbot.waitUntil(lambda: view.banner.isVisible() and not view.rows, timeout=TIMEOUT)

@@ -98,9 +98,10 @@ class LocalModelRow(QFrame):
             chips.addWidget(where_all)
         if model.app_details:  # Ollama's template and parameters: shown, not used
             details = Chip(f"{SOURCES.get(model.source, model.source)} details", "plain", self)
+            shown = "\n\n".join(f"{title}:\n{text[:1500]}" for title, text in model.app_details)
+            # another app's text: escaped, so a tooltip never renders it as rich text
             details.setToolTip(
-                "\n\n".join(f"{title}:\n{text[:1500]}" for title, text in model.app_details)
-                + "\n\nEmber uses the GGUF's own template."
+                f"<pre>{html.escape(shown)}</pre>Ember uses the GGUF's own template."
             )
             chips.addWidget(details)
         if model.mmproj is not None:

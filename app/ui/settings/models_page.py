@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from PySide6.QtCore import Signal, Slot
+from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtWidgets import (
     QCheckBox,
     QHBoxLayout,
@@ -143,6 +143,7 @@ class ModelsPage(QWidget):
         else:
             where = "Not found (looked in " + ", ".join(map(str, row.roots)) + ")"
         label = QLabel(where, widget)
+        label.setTextFormat(Qt.TextFormat.PlainText)  # paths, never markup
         label.setObjectName("FieldHelp")
         label.setWordWrap(True)
         label.setToolTip(where)
@@ -155,6 +156,7 @@ class ModelsPage(QWidget):
         layout = QHBoxLayout(widget)
         layout.setContentsMargins(0, 0, 0, 0)
         label = QLabel(Path(path).name, widget)
+        label.setTextFormat(Qt.TextFormat.PlainText)
         label.setToolTip(path)
         button = QPushButton("Show again", widget)
         button.setObjectName("SecondaryButton")
