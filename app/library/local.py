@@ -26,7 +26,7 @@ import functools
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, Final, Literal, TypeVar, cast
 
@@ -375,7 +375,11 @@ class Library:
 def _one_per_file(models: list[LocalModel], cache: MetadataCache) -> list[LocalModel]:
     """The same file found at several paths kept once (the first, in source order), listing
     every path as its ``locations``; fingerprints come from (and go to) the cache."""
-    groups = group_same([(m.path, m.size) for m in models], fingerprint=cache.fingerprint)
+    groups = group_same(
+        [(m.path, m.size) for m in models],
+        fingerprint=cache.fingerprint,
+        hints=[_header_key(m) for m in models],
+    )
     kept = []
     for group in groups:
         first = models[group[0]]
@@ -383,6 +387,23 @@ def _one_per_file(models: list[LocalModel], cache: MetadataCache) -> list[LocalM
             first = _with_locations(first, tuple(models[i].path for i in group))
         kept.append(first)
     return kept
+
+
+def _header_key(model: LocalModel) -> Hashable:
+    """What the header (read already) says that two different files rarely share: files
+    whose keys differ are not the same, without reading them."""
+    info = model.info
+    if info is None:
+        return None
+    return (
+        info.tensor_count,
+        len(info.metadata),
+        info.name,
+        info.architecture,
+        info.file_type,
+        info.parameter_count,
+        info.chat_template,
+    )
 
 
 def _with_locations(model: LocalModel, locations: tuple[Path, ...]) -> LocalModel:

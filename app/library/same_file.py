@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
 
 SAMPLE = 1 << 20
@@ -34,15 +34,19 @@ def fingerprint(path: Path, size: int) -> str | None:
 def group_same(
     files: Sequence[tuple[Path, int]],
     fingerprint: Callable[[Path, int], str | None] = fingerprint,
+    hints: Sequence[Hashable] | None = None,
 ) -> list[list[int]]:
     """``files`` as (path, size) grouped into the same file: lists of indexes into ``files``,
-    in the order of each group's first file. ``fingerprint`` may be a cached one."""
+    in the order of each group's first file. ``fingerprint`` may be a cached one; ``hints``
+    (one per file), what is known already to tell files apart (their headers): files with
+    different hints are never read."""
     keys: list[object] = []
-    by_size: dict[int, list[int]] = {}
-    for index, (_path, size) in enumerate(files):
+    by_size: dict[Hashable, list[int]] = {}
+    sizes = [(size, hints[i]) if hints else size for i, (_path, size) in enumerate(files)]
+    for index, size in enumerate(sizes):
         by_size.setdefault(size, []).append(index)
-    for index, (path, size) in enumerate(files):
-        if len(by_size[size]) == 1:
+    for index, (path, _size) in enumerate(files):
+        if len(by_size[sizes[index]]) == 1:
             keys.append(("only", index))
             continue
         try:
