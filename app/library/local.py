@@ -184,7 +184,7 @@ class Library:
     def _describe(self, found: Found, cache: MetadataCache, real: Path | None = None) -> LocalModel:
         first = found.parts[0]
         owned = found.source in _OWNED
-        model_id = self.id_of(first)
+        model_id = first.relative_to(self.models_dir).as_posix() if owned else str(first)
         if found.source == "ollama" and found.name:
             model_id = found.name  # Ollama's own name: its blob's path means nothing to people
         size = 0
@@ -212,20 +212,14 @@ class Library:
 
     # lookup ------------------------------------------------------------------------------------
 
-    def id_of(self, path: Path) -> str:
-        """The id a file has: its path under Ember's models folder, else its path."""
-        if path.is_relative_to(self.models_dir):
-            return path.relative_to(self.models_dir).as_posix()
-        return str(path)
-
     def place_named(self, model: LocalModel, name: str) -> Path | None:
         """Which of ``model``'s locations ``name`` means by its id or path (a request naming
         one place of a file found at several loads it from there), or None."""
         wanted = os.path.abspath(os.path.expanduser(name)) if "\0" not in name else ""
-        return next(
-            (p for p in model.locations if self.id_of(p) == name or os.path.abspath(p) == wanted),
-            None,
-        )
+        for place, alias in zip(model.locations[1:], model.aliases, strict=False):
+            if alias == name:
+                return place
+        return next((p for p in model.locations if os.path.abspath(p) == wanted), None)
 
     @_locked
     def get(self, model_id: str) -> LocalModel | None:
@@ -243,7 +237,7 @@ class Library:
             )
         models = self.models
         exact = [m for m in models if m.id == query]
-        exact = exact or [m for m in models if any(self.id_of(p) == query for p in m.locations)]
+        exact = exact or [m for m in models if query in m.aliases]
         if exact:
             return exact[0]
         by_path = self._find_path(query, models) if paths else None
@@ -384,7 +378,11 @@ def _one_per_file(models: list[LocalModel], cache: MetadataCache) -> list[LocalM
     for group in groups:
         first = models[group[0]]
         if len(group) > 1:
-            first = _with_locations(first, tuple(models[i].path for i in group))
+            first = dataclasses.replace(
+                first,
+                locations=tuple(models[i].path for i in group),
+                aliases=tuple(models[i].id for i in group[1:]),
+            )
         kept.append(first)
     return kept
 
@@ -404,7 +402,3 @@ def _header_key(model: LocalModel) -> Hashable:
         info.parameter_count,
         info.chat_template,
     )
-
-
-def _with_locations(model: LocalModel, locations: tuple[Path, ...]) -> LocalModel:
-    return dataclasses.replace(model, locations=locations)

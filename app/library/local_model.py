@@ -65,7 +65,8 @@ class LocalModel:
     without the tensor list and vocabulary (``read_gguf(path)`` gives the full header).
     ``error`` says why a model cannot be used (corrupt header, missing split part).
     ``locations`` lists every path the same file was found at (``path`` first) when there
-    is more than one. ``app_details`` is what the other app that keeps the file says about
+    is more than one, and ``aliases`` the ids it has at the other places (an Ollama name, a
+    path), which still name it. ``app_details`` is what the other app that keeps the file says about
     it (Ollama's template, parameters and system prompt): shown, never used to run it.
     """
 
@@ -83,6 +84,7 @@ class LocalModel:
     info: GGUFInfo | None = None
     error: str | None = None
     locations: tuple[Path, ...] = ()
+    aliases: tuple[str, ...] = ()
     app_details: tuple[tuple[str, str], ...] = ()
 
     @property

@@ -183,6 +183,10 @@ def test_an_ollama_blob_equal_to_a_hub_download_is_one_entry(tmp_path: Path, oll
     assert resolved is not None and resolved.path == str(shared.locations[1])
     by_id = catalog.resolve(shared.id)
     assert by_id is not None and by_id.path == str(link)
+    assert shared.aliases == ("shared:latest",)  # Ollama's name still names the one entry
+    assert library.find("shared:latest") == shared
+    by_ollama_name = catalog.resolve("shared:latest")
+    assert by_ollama_name is not None and by_ollama_name.path == str(shared.locations[1])
 
     assert library.delete(shared.id) == "hidden"  # every location is hidden, none deleted
     assert [m.name for m in library.scan()] == ["other:latest"]
