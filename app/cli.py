@@ -29,7 +29,7 @@ COMMANDS = {
     "serve": "serve the OpenAI-compatible API",
     "pull": "download a model from the Hugging Face Hub",
     "ls": "list local models",
-    "rm": "delete a downloaded model",
+    "rm": "delete a downloaded model (others are hidden, never deleted)",
     "ps": "list the models a running server has loaded, and until when",
     "providers": "manage remote servers (vLLM, Ollama, OpenAI, …) to chat through",
     "mcp": "manage MCP servers whose tools models may call",
@@ -132,7 +132,7 @@ def _user_errors() -> tuple[type[Exception], ...]:
     from app.engine.types import EngineError
     from app.library.download_state import DownloadError
     from app.library.hub_errors import HubError
-    from app.library.local_files import LibraryError
+    from app.library.local_model import LibraryError
 
     return (EngineError, HubError, LibraryError, DownloadError, OSError, ValueError, LookupError)
 

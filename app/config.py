@@ -282,6 +282,13 @@ SETTINGS: dict[str, Setting] = _settings(
     ),
     # library
     Setting("library.extra_dirs", list, [], "More folders to look for models in"),
+    Setting(
+        "library.sources",
+        dict,
+        {},
+        "Other apps' model stores to list in place, by name (ollama, llama.cpp, jan, gpt4all): "
+        "true or false (unset: on when the store's folder exists)",
+    ),
     # tools (MCP servers)
     Setting("tools.timeout", float, 60.0, "Seconds a tool call may take before it is cancelled"),
     Setting("tools.max_rounds", int, 8, "Rounds of tool calls in one answer before it must end"),

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from app.library import local as local_mod  # noqa: E402
+from app.library import metadata_cache as local_mod  # noqa: E402
 from app.library.local import Library  # noqa: E402
 from tests.helpers.gguf_writer import gguf_bytes  # noqa: E402
 
@@ -28,12 +28,16 @@ QUANTS = ("Q4_K_M", "Q5_K_M", "Q8_0", "Q6_K")
 
 
 def make_models(root: Path, count: int, vocab: int) -> None:
-    """``count`` models over count/4 repositories, each header carrying a ``vocab`` vocabulary."""
-    template = gguf_bytes(vocab_size=vocab, block_count=32, embedding_length=4096)
+    """``count`` models over count/4 repositories, each header carrying a ``vocab`` vocabulary.
+    Each file has its own name in its header but all have one size: the worst case for
+    telling files apart (the library compares the content of files whose sizes match)."""
     for i in range(count):
         repo = root / f"owner{i % 7}" / f"Model-{i // 4}-GGUF"
         repo.mkdir(parents=True, exist_ok=True)
-        (repo / f"model-{i // 4}-{QUANTS[i % 4]}.gguf").write_bytes(template)
+        header = gguf_bytes(
+            name=f"Model {i:06d}", vocab_size=vocab, block_count=32, embedding_length=4096
+        )
+        (repo / f"model-{i // 4}-{QUANTS[i % 4]}.gguf").write_bytes(header)
 
 
 def timed_scan(library: Library) -> tuple[float, int]:

@@ -44,6 +44,10 @@ def ember_home(
     monkeypatch.setenv("EMBER_HOME", str(home))
     # The library also lists the Hugging Face cache in place: keep the machine's out of tests.
     monkeypatch.setenv("HF_HUB_CACHE", str(home / "hf-cache"))
+    # ... and other apps' stores (app/library/stores.py): none, unless a test makes one.
+    monkeypatch.setenv("OLLAMA_MODELS", str(home / "other-apps" / "ollama"))
+    monkeypatch.setenv("LLAMA_CACHE", str(home / "other-apps" / "llama.cpp"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(home / "other-apps" / "data"))
     yield home
 
 

@@ -37,23 +37,11 @@ def test_every_module_is_under_the_limit() -> None:
 
 
 def test_no_lines_are_saved_with_fmt_skip() -> None:
-    """``# fmt: skip`` keeps a table aligned, not a module under the limit: none outside the ui
-    (removed there when the ui split lands)."""
+    """``# fmt: skip`` keeps a table aligned, not a module under the limit: none in app/."""
     skipped = [
         f"{path.relative_to(ROOT).as_posix()}:{number}"
         for path in sorted((ROOT / "app").rglob("*.py"))
-        if not path.relative_to(ROOT).as_posix().startswith("app/ui/")
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
         if "fmt: skip" in line or "fmt: off" in line
     ]
     assert not skipped
-
-
-def test_the_library_split_keeps_its_import_paths() -> None:
-    """Importers of ``app.library.local`` keep working until the library split lands (then they
-    import each name from its home, as tests/test_private_imports.py asks of every module)."""
-    from app.library import local
-
-    names = ("Library", "LocalModel", "LibraryError", "read_manifest", "update_manifest")
-    missing = [n for n in names if not hasattr(local, n)]
-    assert not missing, f"{local.__name__} lost {missing}"

@@ -17,14 +17,24 @@ def add_parser(sub: Any) -> None:
         "ls",
         help=COMMANDS["ls"],
         description="List models downloaded by Ember and those found in place (the Hugging "
-        "Face cache, LM Studio's folder, folders you added).",
+        "Face cache, LM Studio's, Ollama's, llama.cpp's, Jan's and GPT4All's folders, folders "
+        "you added).",
     )
     p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--hidden", action="store_true", help="list the files `ember rm` hid instead")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    models = default_library().scan()
+    library = default_library()
+    if args.hidden:
+        hidden = library.hidden_paths()
+        if args.json:
+            print(json.dumps(hidden, indent=2))
+        for path in [] if args.json else hidden:
+            print(terminal_text(path))
+        return 0
+    models = library.scan()
     if args.json:
         rows = [
             {
@@ -36,6 +46,7 @@ def run(args: argparse.Namespace) -> int:
                 "quant": m.quant,
                 "context_length": m.info.context_length if m.info else None,
                 "error": m.error,
+                "locations": [str(p) for p in m.locations],
             }
             for m in models
         ]

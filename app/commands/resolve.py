@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 from app.library.local import Library
-from app.library.local_files import LibraryError
+from app.library.local_model import LibraryError
 from app.library.user_library import default_library
 
 # owner/repo, optionally :QUANT or :FILENAME — the shape `ember pull` accepts.

@@ -46,7 +46,7 @@ from app.engine.types import (
     TokenizeRequest,
 )
 from app.engine.worker import EngineWorker, Job, Sink
-from app.library.local_files import NoMatchingModelError
+from app.library.local_model import NoMatchingModelError
 from app.safe_text import terminal_text
 from app.tools.choices import TOOL_CHOICES
 

@@ -31,7 +31,7 @@ from app.library.hub import (
     safe_repo_path,
     validate_repo_id,
 )
-from app.library.local_files import now_iso, update_manifest
+from app.library.manifest import now_iso, update_manifest
 from app.library.quant import split_name
 
 _CHUNK_REHASH: Final = 8 * 1024 * 1024

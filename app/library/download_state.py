@@ -22,7 +22,7 @@ from typing import Any, Final, Literal
 
 from app.config import atomic_write_text
 from app.library.hub import safe_repo_path, validate_repo_id
-from app.library.local_files import now_iso
+from app.library.manifest import now_iso
 
 log = logging.getLogger(__name__)
 

@@ -66,7 +66,7 @@ from app.library.download_state import (
 )
 from app.library.hub import ModelFile, Token, safe_repo_path, validate_repo_id
 from app.library.hub_errors import HubError
-from app.library.local_files import read_manifest
+from app.library.manifest import read_manifest
 
 if TYPE_CHECKING:
     import httpx

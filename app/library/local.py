@@ -1,15 +1,19 @@
 """The local library: every GGUF model on this machine that Ember can run.
 
 Sources, listed in place (never copied): Ember's own models folder (``models/<owner>/<repo>/``,
-plus ``models/@imported/`` for imported files), the Hugging Face cache
-(``models--owner--repo/snapshots/<commit>/``), LM Studio's models folders, and folders the user
-adds. Split models (``-00001-of-00003.gguf``) are one entry that loads from its first part;
-vision projectors (``mmproj*.gguf``) are attached to the models in their folder, never listed
-alone. Partial downloads never appear: they live in ``downloads/`` as ``.part`` files.
+plus ``models/@imported/`` for imported files), the Hugging Face cache, LM Studio's models
+folders, Ollama's, llama.cpp's, Jan's and GPT4All's stores (:mod:`app.library.stores`), and
+folders the user adds. Split models (``-00001-of-00003.gguf``) are one entry that loads from
+its first part; vision projectors (``mmproj*.gguf``) are attached to the models in their
+folder, never listed alone. Partial downloads never appear: they live in ``downloads/``.
 
-Metadata comes from each file's GGUF header, cached in ``cache_path`` by (path, size, mtime)
-so a rescan of 200 models reads no headers. Ember owns only what is under its models folder; a
-``.ember.json`` manifest in each repository folder records where a file came from.
+The same file reached by several paths (a link, a copy in another app's folder, an Ollama blob
+equal to a Hub download) is one entry listing its ``locations`` (:mod:`app.library.same_file`).
+Ember owns only what is under its models folder: deleting anything else hides it
+(:mod:`app.library.hidden`), because Ember never writes to or deletes from another app's folder.
+
+Metadata comes from each file's GGUF header, cached by (path, size, mtime)
+(:mod:`app.library.metadata_cache`) so a rescan of 200 models reads no headers.
 
 No Qt; thread-safe (one lock: the GUI and the API server share one instance).
 """
@@ -19,156 +23,55 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import json
 import logging
 import os
-import re
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, Final, Literal, TypeVar, cast
 
-from app.config import atomic_write_text, paths
-from app.engine.gguf import ArrayInfo, GGUFError, GGUFInfo, read_gguf
-from app.library.local_files import (
-    _INFO_FIELDS,
-    MANIFEST_NAME,
-    AmbiguousModelError,
-    LibraryError,
-    LocalModel,
-    NoMatchingModelError,
-    NotOwnedError,
-    Source,
-    _copy_atomic,
-    _Found,
-    _group_folder,
-    _link,
-    _walk_gguf,
+from app.config import Settings, paths
+from app.library.gguf_folders import (
+    Found,
+    find_ember,
+    find_hf_cache,
+    find_plain,
+    find_two_level,
+    found_for_file,
+)
+from app.library.hidden import HiddenModels
+from app.library.imports import import_files
+from app.library.local_model import LibraryError, LocalModel, NoMatchingModelError
+from app.library.lookup import match_name
+from app.library.manifest import update_manifest
+from app.library.metadata_cache import MetadataCache
+from app.library.quant import file_model_id, model_stem, parse_quant, quant_sort_key
+from app.library.same_file import group_same
+from app.library.stores import (
+    SOURCES_SETTING,
+    Store,
     default_hf_cache_dir,
     default_lmstudio_dirs,
-    now_iso,
-    read_manifest,
-    update_manifest,
+    enabled,
+    known_stores,
 )
-
-__all__ = [
-    "MANIFEST_NAME",
-    "AmbiguousModelError",
-    "Library",
-    "LibraryError",
-    "LocalModel",
-    "NoMatchingModelError",
-    "NotOwnedError",
-    "Source",
-    "default_hf_cache_dir",
-    "default_lmstudio_dirs",
-    "now_iso",
-    "read_manifest",
-    "update_manifest",
-]
-from app.library.quant import file_model_id, model_stem, parse_quant, quant_sort_key, split_name
 
 log = logging.getLogger(__name__)
 
-IMPORTED_DIR: Final = "@imported"  # '@' cannot appear in a Hub owner name, so no clash
 _SOURCE_RANK: Final[dict[str, int]] = {
     "ember": 0,
     "imported": 1,
     "hf-cache": 2,
     "lmstudio": 3,
-    "folder": 4,
+    "ollama": 4,
+    "llama.cpp": 5,
+    "jan": 6,
+    "gpt4all": 7,
+    "folder": 8,
 }
-_CACHE_VERSION: Final = 1
-_REPO_PART_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_OWNED: Final = ("ember", "imported")
 
-
-def _slim_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
-    """Metadata worth caching: no vocabulary-sized arrays."""
-    return {
-        k: v
-        for k, v in metadata.items()
-        if not isinstance(v, ArrayInfo) and not (isinstance(v, list) and len(v) > 64)
-    }
-
-
-def _info_to_json(info: GGUFInfo) -> dict[str, Any]:
-    data = {
-        name: getattr(info, name) for name in _INFO_FIELDS if name not in ("tensors", "metadata")
-    }
-    data["metadata"] = _slim_metadata(info.metadata)
-    return data
-
-
-def _info_from_json(data: dict[str, Any]) -> GGUFInfo:
-    return GGUFInfo(**{**data, "tensors": ()})
-
-
-def _slim(info: GGUFInfo) -> GGUFInfo:
-    return dataclasses.replace(info, tensors=(), metadata=_slim_metadata(info.metadata))
-
-
-class _MetadataCache:
-    """(path, size, mtime) -> header summary or error, persisted as JSON."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.entries: dict[str, dict[str, Any]] = {}
-        self.used: set[str] = set()
-        self.dirty = False
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            if data.get("version") == _CACHE_VERSION and data.get("fields") == list(_INFO_FIELDS):
-                self.entries = dict(data.get("entries", {}))
-        except (OSError, ValueError, AttributeError):
-            pass
-
-    def lookup(self, file: Path) -> tuple[GGUFInfo | None, str | None]:
-        key = str(file.resolve())
-        try:
-            st = file.stat()
-        except OSError as e:
-            return None, f"Cannot read {file}: {e.strerror or e}"
-        self.used.add(key)
-        entry = self.entries.get(key)
-        if entry and entry.get("size") == st.st_size and entry.get("mtime_ns") == st.st_mtime_ns:
-            try:
-                info = _info_from_json(entry["info"]) if entry.get("info") else None
-                return info, entry.get("error")
-            except (TypeError, KeyError):
-                pass
-        info, error = None, None
-        try:
-            info = _slim(read_gguf(file))
-        except GGUFError as e:
-            error = str(e)
-        except OSError as e:
-            error = f"Cannot read {file}: {e.strerror or e}"
-        self.entries[key] = {
-            "size": st.st_size,
-            "mtime_ns": st.st_mtime_ns,
-            "info": _info_to_json(info) if info else None,
-            "error": error,
-        }
-        self.dirty = True
-        return info, error
-
-    def save(self, prune: bool = False) -> None:
-        """Write what changed; ``prune`` (after a full scan only) also forgets the files this
-        run did not see. A single lookup must not prune: it sees one file."""
-        stale = set(self.entries) - self.used if prune else set()
-        for key in stale:
-            del self.entries[key]
-        if not (self.dirty or stale):
-            return
-        data = {"version": _CACHE_VERSION, "fields": list(_INFO_FIELDS), "entries": self.entries}
-        try:
-            atomic_write_text(self.path, json.dumps(data, separators=(",", ":")))
-        except OSError as e:  # a cache is optional
-            log.warning("Could not write the library cache %s: %s", self.path, e)
-
-
-# --- the library ---------------------------------------------------------------------------
-
+Removal = Literal["deleted", "hidden"]
 
 _M = TypeVar("_M", bound=Callable[..., Any])
 
@@ -187,9 +90,10 @@ def _locked(method: _M) -> _M:
 class Library:
     """The models on this machine. ``scan()`` first; ``find``/``delete`` use the last scan.
 
-    Thread-safe: the app scans on background threads while the API server resolves names, so
-    every public method holds one lock (a scan that started before ``add_folder`` cannot put
-    back a list without the new folder).
+    ``stores``: the other apps' stores to read; None (the default) means those
+    :func:`known_stores` that Settings → Models has on (``library.sources``), read anew at
+    each scan. Thread-safe: the app scans on background threads while the API server
+    resolves names, so every public method holds one lock.
     """
 
     def __init__(
@@ -199,6 +103,9 @@ class Library:
         hf_cache_dir: Path | None = None,
         lmstudio_dirs: Iterable[Path] | None = None,
         cache_path: Path | None = None,
+        *,
+        stores: Iterable[Store] | None = None,
+        hidden_path: Path | None = None,
     ) -> None:
         self.models_dir = Path(models_dir) if models_dir is not None else paths().models_dir
         self.extra_dirs: list[Path] = [Path(d) for d in extra_dirs]
@@ -211,30 +118,50 @@ class Library:
         self.cache_path = (
             cache_path if cache_path is not None else paths().cache_dir / "library.json"
         )
+        self.stores = tuple(stores) if stores is not None else None
+        self.hidden = HiddenModels(
+            hidden_path if hidden_path is not None else paths().home / "hidden_models.json"
+        )
         self._models: list[LocalModel] | None = None
         self._lock = threading.RLock()
 
     # scanning ----------------------------------------------------------------------------------
 
+    def active_stores(self) -> tuple[Store, ...]:
+        """The other apps' stores this scan reads."""
+        if self.stores is not None:
+            return self.stores
+        switches = Settings().get(SOURCES_SETTING)
+        return tuple(s for s in known_stores() if enabled(s, switches))
+
     @_locked
     def scan(self) -> list[LocalModel]:
         """Find every model; reads headers only for new or changed files."""
-        cache = _MetadataCache(self.cache_path)
+        cache = MetadataCache(self.cache_path)
+        hidden = self.hidden.load()
         seen: set[Path] = set()
+        ids: set[str] = set()
         models: list[LocalModel] = []
         for found in self._find_all():
             try:
                 real = found.parts[0].resolve()
-            except OSError:
+            except (OSError, RuntimeError):
                 continue
             if real in seen:
                 continue
             seen.add(real)
-            models.append(self._describe(found, cache))
-        cache.save(prune=True)
+            if found.source not in _OWNED and str(real) in hidden:
+                continue
+            model = self._describe(found, cache, real)
+            if model.id in ids:  # an app's name twice (Ollama's two stores): the path is unique
+                model = dataclasses.replace(model, id=str(model.path))
+            ids.add(model.id)
+            models.append(model)
         models.sort(
             key=lambda m: (_SOURCE_RANK[m.source], m.name.lower(), quant_sort_key(m.quant), m.id)
         )
+        models = _one_per_file(models, cache)
+        cache.save(prune=True)
         self._models = models
         return list(models)
 
@@ -244,103 +171,31 @@ class Library:
         with self._lock:
             return list(self._models) if self._models is not None else self.scan()
 
-    def _find_all(self) -> Iterator[_Found]:
-        yield from self._find_ember()
-        yield from self._find_hf_cache()
+    def _find_all(self) -> Iterator[Found]:
+        yield from find_ember(self.models_dir)
+        yield from find_hf_cache(self.hf_cache_dir)
         for root in self.lmstudio_dirs:
-            yield from self._find_two_level(root, "lmstudio")
+            yield from find_two_level(root, "lmstudio")
+        for store in self.active_stores():
+            yield from store.find()
         for root in self.extra_dirs:
-            yield from self._find_plain(root, "folder")
+            yield from find_plain(root, "folder")
 
-    def _find_ember(self) -> Iterator[_Found]:
-        root = self.models_dir
-        for folder, names in _walk_gguf(root):
-            rel_folder = folder.relative_to(root).parts
-            imported = bool(rel_folder) and rel_folder[0] == IMPORTED_DIR
-            repo_id = None
-            if (
-                not imported
-                and len(rel_folder) >= 2
-                and all(_REPO_PART_RE.match(p) for p in rel_folder[:2])
-            ):
-                repo_id = "/".join(rel_folder[:2])
-            base = root / Path(*rel_folder[:2]) if len(rel_folder) >= 2 else root
-            for parts, projectors, error in _group_folder(folder, names):
-                rel = parts[0].relative_to(base).as_posix()
-                source: Source = "imported" if imported else "ember"
-                yield _Found(source, root, parts, projectors, repo_id, rel, error)
-
-    def _find_hf_cache(self) -> Iterator[_Found]:
-        root = self.hf_cache_dir
-        try:
-            repos = sorted(
-                p for p in root.iterdir() if p.name.startswith("models--") and p.is_dir()
-            )
-        except OSError:
-            return
-        for repo_dir in repos:
-            repo_id = repo_dir.name.removeprefix("models--").replace("--", "/", 1)
-            snapshots = repo_dir / "snapshots"
-            try:
-                main = (repo_dir / "refs" / "main").read_text(encoding="utf-8").strip()
-            except OSError:
-                main = ""
-            try:
-                commits = sorted(
-                    (p for p in snapshots.iterdir() if p.is_dir()), key=lambda p: p.name != main
-                )
-            except OSError:
-                continue
-            for snapshot in commits:
-                for folder, names in _walk_gguf(snapshot):
-                    for parts, projectors, error in _group_folder(folder, names):
-                        rel = parts[0].relative_to(snapshot).as_posix()
-                        yield _Found("hf-cache", root, parts, projectors, repo_id, rel, error)
-
-    def _find_two_level(self, root: Path, source: Source) -> Iterator[_Found]:
-        """LM Studio: ``<root>/<publisher>/<repo>/<file>.gguf``."""
-        for folder, names in _walk_gguf(root):
-            rel_folder = folder.relative_to(root).parts
-            repo_id = "/".join(rel_folder[:2]) if len(rel_folder) >= 2 else None
-            base = root / Path(*rel_folder[:2]) if len(rel_folder) >= 2 else root
-            for parts, projectors, error in _group_folder(folder, names):
-                yield _Found(
-                    source,
-                    root,
-                    parts,
-                    projectors,
-                    repo_id,
-                    parts[0].relative_to(base).as_posix(),
-                    error,
-                )
-
-    def _find_plain(self, root: Path, source: Source) -> Iterator[_Found]:
-        for folder, names in _walk_gguf(root):
-            for parts, projectors, error in _group_folder(folder, names):
-                yield _Found(
-                    source,
-                    root,
-                    parts,
-                    projectors,
-                    None,
-                    parts[0].relative_to(root).as_posix(),
-                    error,
-                )
-
-    def _describe(self, found: _Found, cache: _MetadataCache) -> LocalModel:
+    def _describe(self, found: Found, cache: MetadataCache, real: Path | None = None) -> LocalModel:
         first = found.parts[0]
-        owned = found.source in ("ember", "imported")
+        owned = found.source in _OWNED
         model_id = file_model_id(first, self.models_dir) if owned else str(first)
+        if found.source == "ollama" and found.name:
+            model_id = found.name  # Ollama's own name: its blob's path means nothing to people
         size = 0
         for part in found.parts:
             with contextlib.suppress(OSError):
                 size += part.stat().st_size
-        info, error = cache.lookup(first)
+        info, error = cache.lookup(first, real)
         quant = parse_quant(found.rel) or (info.quantization if info else None)
-        name = model_stem(found.rel)
         return LocalModel(
             id=model_id,
-            name=name,
+            name=found.name or model_stem(found.rel),
             path=first,
             size=size,
             source=found.source,
@@ -352,9 +207,19 @@ class Library:
             quant=quant,
             info=info,
             error=found.error or error,
+            app_details=found.details,
         )
 
     # lookup ------------------------------------------------------------------------------------
+
+    def place_named(self, model: LocalModel, name: str) -> Path | None:
+        """Which of ``model``'s locations ``name`` means by its id or path (a request naming
+        one place of a file found at several loads it from there), or None."""
+        wanted = os.path.abspath(os.path.expanduser(name)) if "\0" not in name else ""
+        for place, alias in zip(model.locations[1:], model.aliases, strict=False):
+            if alias == name:
+                return place
+        return next((p for p in model.locations if os.path.abspath(p) == wanted), None)
 
     @_locked
     def get(self, model_id: str) -> LocalModel | None:
@@ -363,8 +228,8 @@ class Library:
     @_locked
     def find(self, name_or_path: str, *, paths: bool = True) -> LocalModel:
         """The model a user means (``ember run NAME``): an id, a file path (unless ``paths`` is
-        False, as for API requests), ``owner/repo``, ``owner/repo:QUANT`` (or ``:FILENAME``),
-        or a unique part of a name. Raises NoMatchingModelError / AmbiguousModelError."""
+        False, as for API requests), or a name (:func:`app.library.lookup.match_name`).
+        Raises NoMatchingModelError / AmbiguousModelError."""
         query = name_or_path.strip()
         if not query:
             raise NoMatchingModelError(
@@ -372,55 +237,13 @@ class Library:
             )
         models = self.models
         exact = [m for m in models if m.id == query]
+        exact = exact or [m for m in models if query in m.aliases]
         if exact:
             return exact[0]
         by_path = self._find_path(query, models) if paths else None
         if by_path is not None:
             return by_path
-        repo, sep, spec = query.rpartition(":") if ":" in query else (query, "", "")
-        if "/" in repo:
-            in_repo = [m for m in models if m.repo_id and m.repo_id.lower() == repo.lower()]
-            if sep:
-                want = spec.lower()
-                in_repo = [
-                    m
-                    for m in in_repo
-                    if (m.quant or "").lower() == want
-                    or m.filename.lower() == want
-                    or m.path.name.lower() == want
-                    or m.name.lower() == want
-                ]
-            if in_repo or sep:
-                return self._one(query, in_repo, pull_hint=True)
-        needle = query.lower()
-        named = [m for m in models if m.name.lower() == needle or m.path.name.lower() == needle]
-        if len(named) == 1:
-            return named[0]
-        matches = named or [
-            m
-            for m in models
-            if needle in m.id.lower()
-            or needle in m.name.lower()
-            or needle in (m.repo_id or "").lower()
-        ]
-        return self._one(query, matches, pull_hint="/" in query)
-
-    @staticmethod
-    def _one(query: str, matches: list[LocalModel], pull_hint: bool) -> LocalModel:
-        if len(matches) == 1:
-            return matches[0]
-        if not matches:
-            hint = (
-                f" Download it with `ember pull {query}`."
-                if pull_hint
-                else " `ember ls` lists them."
-            )
-            raise NoMatchingModelError(f"No model matches {query!r}.{hint}")
-        ids = [m.id for m in matches]
-        listed = "\n  ".join(ids)
-        raise AmbiguousModelError(
-            f"{query!r} matches {len(ids)} models; name one of:\n  {listed}", ids
-        )
+        return match_name(query, models)
 
     def _find_path(self, query: str, models: list[LocalModel]) -> LocalModel | None:
         try:
@@ -432,20 +255,12 @@ class Library:
             return None
         real = candidate.resolve()
         for m in models:
-            if any(p.resolve() == real for p in m.parts):
+            if any(p.resolve() == real for p in (*m.parts, *m.locations)):
                 return m
         if not candidate.name.lower().endswith(".gguf"):
             raise NoMatchingModelError(f"{query} is not a .gguf model file.")
-        cache = _MetadataCache(self.cache_path)
-        found = _Found("folder", candidate.parent, [candidate], [], None, candidate.name)
-        for parts, projectors, error in _group_folder(
-            candidate.parent, [p.name for p in candidate.parent.iterdir()]
-        ):
-            if any(p.resolve() == real for p in parts):
-                found = _Found(
-                    "folder", candidate.parent, parts, projectors, None, parts[0].name, error
-                )
-        model = self._describe(found, cache)
+        cache = MetadataCache(self.cache_path)
+        model = self._describe(found_for_file(candidate), cache)
         cache.save()
         return model
 
@@ -459,89 +274,27 @@ class Library:
         projector: Path | str | None = None,
     ) -> LocalModel:
         """Bring a .gguf (all its parts, if split, and an optional projector) into Ember's
-        models folder under ``@imported/<name>/``: a copy, or a link to the original
-        (symlink; a hard link where symlinks are not allowed, as on Windows without admin)."""
-        if mode not in ("copy", "link"):
-            raise ValueError("mode must be 'copy' or 'link'")
-        src = Path(path).expanduser()
-        if not src.is_file():
-            raise LibraryError(f"There is no file at {src}.")
-        if not src.name.lower().endswith(".gguf"):
-            raise LibraryError(f"{src.name} is not a .gguf file; Ember imports GGUF models.")
-        read_gguf(src)  # a clear GGUFError now beats a broken entry later
-        sources = self._parts_of(src)
-        if projector is not None:
-            sources.append(Path(projector).expanduser())
-        dest_dir = self.models_dir / IMPORTED_DIR / model_stem(src.name)
-        existing = [
-            dest_dir / s.name
-            for s in sources
-            if (dest_dir / s.name).exists() or (dest_dir / s.name).is_symlink()
-        ]
-        if existing:
-            raise LibraryError(
-                f"{src.name} is already imported ({existing[0]}); delete it first to import "
-                "it again."
-            )
-        dest_dir.mkdir(parents=True, exist_ok=True)
-        done: list[Path] = []
-        try:
-            for s in sources:
-                target = dest_dir / s.name
-                if mode == "copy":
-                    _copy_atomic(s, target)
-                else:
-                    _link(s, target)
-                done.append(target)
-                entry = {"imported_from": str(s.resolve()), "mode": mode, "imported_at": now_iso()}
-                update_manifest(dest_dir, s.name, entry)
-        except BaseException:
-            for target in done:
-                target.unlink(missing_ok=True)
-                update_manifest(dest_dir, target.name, None)
-            with contextlib.suppress(OSError):
-                dest_dir.rmdir()
-            raise
+        models folder under ``@imported/<name>/`` (:func:`app.library.imports.import_files`)."""
+        first = import_files(self.models_dir, path, mode, projector)
         self.scan()
-        model_id = (dest_dir / sources[0].name).relative_to(self.models_dir).as_posix()
-        model = self.get(model_id)
+        model = self.get(first.relative_to(self.models_dir).as_posix())
         if model is None:  # pragma: no cover - the file was just written
-            raise LibraryError(f"Imported {src.name} but cannot find it in {self.models_dir}.")
+            raise LibraryError(f"Imported {first.name} but cannot find it in {self.models_dir}.")
         return model
 
-    @staticmethod
-    def _parts_of(src: Path) -> list[Path]:
-        split = split_name(src.name)
-        if split is None:
-            return [src]
-        parts = []
-        for i in range(1, split.count + 1):
-            part = src.with_name(f"{split.base}-{i:05d}-of-{split.count:05d}.gguf")
-            if not part.is_file():
-                raise LibraryError(
-                    f"{src.name} is part of a split model, but {part.name} is missing."
-                )
-            parts.append(part)
-        return parts
-
     @_locked
-    def delete(self, model_id: str) -> None:
-        """Delete an Ember-owned model's files (all parts; its projectors when no other model
-        in the folder uses them). Models found elsewhere raise :class:`NotOwnedError`: Ember
-        only lists them (the GUI can offer to remove the folder from the list instead)."""
+    def delete(self, model_id: str) -> Removal:
+        """Remove a model: an Ember-owned model's files are deleted (all parts; its
+        projectors when no other model in the folder uses them): ``"deleted"``. Any other
+        model (another app's store, the Hugging Face cache, a folder you added) is hidden,
+        its files untouched: ``"hidden"`` (:meth:`unhide` shows it again)."""
         model = self.get(model_id)
         if model is None:
             raise NoMatchingModelError(f"No model with id {model_id!r}; `ember ls` lists them.")
         if not model.owned:
-            where = {
-                "hf-cache": "the Hugging Face cache",
-                "lmstudio": "LM Studio's models folder",
-            }.get(model.source, "a folder you added")
-            raise NotOwnedError(
-                f"{model.name} is not Ember's file: it is in {where} ({model.path}). "
-                "Ember only lists it; "
-                "delete it there, or remove its folder from Ember's list."
-            )
+            self.hidden.hide([p for p in (model.path, *model.locations)])
+            self._models = None
+            return "hidden"
         root = Path(os.path.abspath(self.models_dir))
         folder = model.path.parent
         others = [m for m in self.models if m.id != model.id and m.path.parent == folder]
@@ -562,6 +315,19 @@ class Library:
             )
         self._prune_empty(folder, root)
         self._models = None
+        return "deleted"
+
+    @_locked
+    def unhide(self, path: str | Path) -> bool:
+        """List a hidden model again; False when ``path`` was not hidden."""
+        shown = self.hidden.unhide(path)
+        if shown:
+            self._models = None
+        return shown
+
+    def hidden_paths(self) -> list[str]:
+        """The files hidden from the library (their real paths), sorted."""
+        return sorted(self.hidden.load())
 
     def _manifest_dir(self, model: LocalModel) -> Path:
         rel = model.path.relative_to(self.models_dir).parts
@@ -598,3 +364,41 @@ class Library:
         self.extra_dirs = [d for d in self.extra_dirs if d not in (path, resolved)]
         self._models = None
         return tuple(self.extra_dirs)
+
+
+def _one_per_file(models: list[LocalModel], cache: MetadataCache) -> list[LocalModel]:
+    """The same file found at several paths kept once (the first, in source order), listing
+    every path as its ``locations``; fingerprints come from (and go to) the cache."""
+    groups = group_same(
+        [(m.path, m.size) for m in models],
+        fingerprint=cache.fingerprint,
+        hints=[_header_key(m) for m in models],
+    )
+    kept = []
+    for group in groups:
+        first = models[group[0]]
+        if len(group) > 1:
+            first = dataclasses.replace(
+                first,
+                locations=tuple(models[i].path for i in group),
+                aliases=tuple(models[i].id for i in group[1:]),
+            )
+        kept.append(first)
+    return kept
+
+
+def _header_key(model: LocalModel) -> Hashable:
+    """What the header (read already) says that two different files rarely share: files
+    whose keys differ are not the same, without reading them."""
+    info = model.info
+    if info is None:
+        return None
+    return (
+        info.tensor_count,
+        len(info.metadata),
+        info.name,
+        info.architecture,
+        info.file_type,
+        info.parameter_count,
+        info.chat_template,
+    )

@@ -36,11 +36,16 @@ def preferred_projector(projectors: Sequence[Path]) -> Path | None:
 
 
 def projector_beside(model: Path | str) -> Path | None:
-    """The projector the library attaches to ``model``: one in its folder, or None. Reads
-    one folder listing (the link's folder, not its target's: the library groups by that)."""
+    """The projector the library attaches to ``model``: one in its folder (an Ollama blob's:
+    the one its manifest names), or None. Reads one folder listing (the link's folder, not
+    its target's: the library groups by that)."""
     path = Path(model).expanduser()
     if is_projector(path.name):
         return None
+    if path.parent.name == "blobs":  # Ollama's store: the manifest names the projector
+        from app.library.ollama_store import projector_for_blob
+
+        return projector_for_blob(path)
     try:
         found = [
             entry

@@ -12,12 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from app.library.local_files import LocalModel
 
 SAMPLE = 1 << 20
 
@@ -35,30 +31,22 @@ def fingerprint(path: Path, size: int) -> str | None:
     return digest.hexdigest()
 
 
-def one_per_file(
-    models: Sequence[LocalModel],
-) -> tuple[list[LocalModel], dict[str, tuple[Path, ...]]]:
-    """``models`` with the same file listed once (the first found), and for each model kept
-    that was found more than once, every path it was found at (its own first)."""
-    groups = group_same([(m.path, m.size) for m in models])
-    kept = [models[group[0]] for group in groups]
-    places = {
-        models[group[0]].id: tuple(models[i].path for i in group)
-        for group in groups
-        if len(group) > 1
-    }
-    return kept, places
-
-
-def group_same(files: Sequence[tuple[Path, int]]) -> list[list[int]]:
+def group_same(
+    files: Sequence[tuple[Path, int]],
+    fingerprint: Callable[[Path, int], str | None] = fingerprint,
+    hints: Sequence[Hashable] | None = None,
+) -> list[list[int]]:
     """``files`` as (path, size) grouped into the same file: lists of indexes into ``files``,
-    in the order of each group's first file."""
+    in the order of each group's first file. ``fingerprint`` may be a cached one; ``hints``
+    (one per file), what is known already to tell files apart (their headers): files with
+    different hints are never read."""
     keys: list[object] = []
-    by_size: dict[int, list[int]] = {}
-    for index, (_path, size) in enumerate(files):
+    by_size: dict[Hashable, list[int]] = {}
+    sizes = [(size, hints[i]) if hints else size for i, (_path, size) in enumerate(files)]
+    for index, size in enumerate(sizes):
         by_size.setdefault(size, []).append(index)
-    for index, (path, size) in enumerate(files):
-        if len(by_size[size]) == 1:
+    for index, (path, _size) in enumerate(files):
+        if len(by_size[sizes[index]]) == 1:
             keys.append(("only", index))
             continue
         try:

@@ -16,7 +16,7 @@ import os
 import threading
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -24,7 +24,7 @@ from app.engine.gguf import EMBEDDING_ARCHITECTURES
 
 if TYPE_CHECKING:
     from app.library.local import Library
-    from app.library.local_files import LocalModel
+    from app.library.local_model import LocalModel
 
 log = logging.getLogger(__name__)
 
@@ -95,33 +95,29 @@ def refresh(catalog: ModelCatalog) -> None:
 def check_deletable(catalog: ModelCatalog, model_id: str) -> None:
     """Raise CatalogError saying why :func:`delete` would refuse ``model_id``."""
     for inner in getattr(catalog, "catalogs", (catalog,)):
-        if isinstance(inner, LibraryCatalog):
-            model = inner.library.get(model_id)
-            if model is not None and model.owned:
-                return
-            if model is not None:
-                raise CatalogError(
-                    f"{model.name} is not Ember's file but one Ember lists in place "
-                    f"({model.source}); delete it where it is."
-                )
+        if isinstance(inner, LibraryCatalog) and inner.library.get(model_id) is not None:
+            return
     raise CatalogError(
         "It is not a model in Ember's library (a model file opened directly is not deleted)."
     )
 
 
-def delete(catalog: ModelCatalog, model_id: str) -> None:
-    """Delete a library model's files. Raises CatalogError saying why not (not Ember's file,
-    not in the library)."""
-    from app.library.local_files import LibraryError
+def delete(catalog: ModelCatalog, model_id: str) -> str | None:
+    """Remove a library model: Ember's own files are deleted (None); another app's model is
+    hidden, its files untouched, and the note saying so is returned. Raises CatalogError
+    saying why not (not in the library)."""
+    from app.library.hidden import hidden_note
+    from app.library.local_model import LibraryError
 
     for inner in getattr(catalog, "catalogs", (catalog,)):
-        if isinstance(inner, LibraryCatalog) and inner.library.get(model_id) is not None:
+        model = inner.library.get(model_id) if isinstance(inner, LibraryCatalog) else None
+        if isinstance(inner, LibraryCatalog) and model is not None:
             try:
-                inner.library.delete(model_id)
+                removal = inner.library.delete(model_id)
             except LibraryError as e:
                 raise CatalogError(str(e)) from e
             inner.refresh()
-            return
+            return hidden_note(model.name, model.path) if removal == "hidden" else None
     raise CatalogError(
         "It is not a model in Ember's library (a model file opened directly is not deleted)."
     )
@@ -233,7 +229,7 @@ class LibraryCatalog:
         return found if found is not None else by_name(self, name)
 
     def _resolve(self, name: str) -> CatalogModel | None:
-        from app.library.local_files import AmbiguousModelError, LibraryError
+        from app.library.local_model import AmbiguousModelError, LibraryError
 
         with self._lock:
             models = self._scan(self.rescan_after)
@@ -252,7 +248,9 @@ class LibraryCatalog:
                 return None
             if found.error:
                 raise CatalogError(f"{found.name} cannot be used: {found.error}")
-            return _from_local(found)
+            entry = _from_local(found)
+            place = self.library.place_named(found, name)  # one place of a file at several
+            return replace(entry, path=str(place)) if place is not None else entry
 
 
 def library_file(name: str, models: list[LocalModel]) -> LocalModel | None:
@@ -261,7 +259,10 @@ def library_file(name: str, models: list[LocalModel]) -> LocalModel | None:
     if "\0" in name or len(name) > 4096:
         return None
     wanted = os.path.normpath(os.path.abspath(os.path.expanduser(name.strip())))
-    return next((m for m in models if any(os.path.abspath(p) == wanted for p in m.parts)), None)
+    return next(
+        (m for m in models if any(os.path.abspath(p) == wanted for p in (*m.parts, *m.locations))),
+        None,
+    )
 
 
 def _from_local(m: LocalModel) -> CatalogModel:

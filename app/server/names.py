@@ -71,7 +71,9 @@ def assign(entries: Iterable[CatalogModel]) -> dict[str, CatalogModel]:
     named: dict[str, CatalogModel] = {}
     taken: set[str] = set()
     for entry in entries:
-        candidates = [name_of(entry)]
+        # a model from Ollama's store keeps the name Ollama gives it ("gemma3:270m")
+        own = [entry.name] if entry.owned_by == "ollama" and ":" in entry.name else []
+        candidates = [*own, name_of(entry)]
         stem = Path(entry.id).name.removesuffix(".gguf")
         candidates.append(f"{base_name(entry)}:{_part(stem)}")
         candidates.append(entry.id)

@@ -367,14 +367,23 @@ class MainWindow(QMainWindow):
             # Test in Settings → Tools and the chats share the servers' processes
             tool_manager=self.controller.answers.tools.manager,
             monitor=self.monitor,
+            library=self.services.library,
         )
         dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.library_changed.connect(self._on_library_changed)
         if self.themes is not None:
             dialog.theme_chosen.connect(self.themes.set_choice)
         dialog.reload_model_requested.connect(self._on_reload_model_requested)
         dialog.destroyed.connect(self._on_settings_destroyed)
         self.settings_dialog = dialog
         dialog.open()
+
+    @Slot()
+    def _on_library_changed(self) -> None:
+        """A store switched in Settings → Models: the picker and My Models scan again."""
+        self.services.catalog.refresh()
+        if self._models_pane is not None:
+            self._models_pane.my_models.refresh()
 
     @Slot()
     def open_hardware(self) -> None:

@@ -23,7 +23,7 @@ from app.library.downloads import DownloadManager
 from app.library.hub import list_gguf_files
 from app.library.hub_errors import UnsafeNameError
 from app.library.local import Library
-from app.library.local_files import read_manifest
+from app.library.manifest import read_manifest
 from tests.helpers.downloads import FAST_BACKOFF, Recorder, gguf_files, tiny_repo
 from tests.helpers.gguf_writer import gguf_bytes
 from tests.helpers.hub_server import FakeHub, FakeRepo

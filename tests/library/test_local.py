@@ -10,16 +10,10 @@ from typing import Any
 import pytest
 
 from app.engine.gguf import GGUFInfo
-from app.library import local as local_mod
-from app.library.local import (
-    AmbiguousModelError,
-    Library,
-    LibraryError,
-    NoMatchingModelError,
-    NotOwnedError,
-    read_manifest,
-    update_manifest,
-)
+from app.library import metadata_cache as local_mod
+from app.library.local import Library
+from app.library.local_model import AmbiguousModelError, LibraryError, NoMatchingModelError
+from app.library.manifest import read_manifest, update_manifest
 from tests.helpers.gguf_writer import gguf_bytes, write_gguf
 
 
@@ -202,9 +196,10 @@ def test_delete_only_removes_owned_files(tree: Tree) -> None:
     assert not (tree.models / "alice").exists()
 
     hf_model = lib.find("bob/Cached-GGUF")
-    with pytest.raises(NotOwnedError, match=r"not Ember's file.*Hugging Face cache"):
-        lib.delete(hf_model.id)
+    assert lib.delete(hf_model.id) == "hidden"  # not Ember's file: hidden, never deleted
     assert cached.exists() and cached.resolve().exists()
+    assert hf_model.id not in {m.id for m in lib.scan()}
+    assert lib.unhide(str(cached)) and hf_model.id in {m.id for m in lib.scan()}
     with pytest.raises(NoMatchingModelError):
         lib.delete("nope/none/x.gguf")
 
@@ -212,8 +207,8 @@ def test_delete_only_removes_owned_files(tree: Tree) -> None:
 def test_find_resolves_what_a_user_typed(tree: Tree) -> None:
     q4 = tree.ember("alice/Llama-GGUF", "llama-Q4_K_M.gguf")
     tree.ember("alice/Llama-GGUF", "llama-Q8_0.gguf", quant="Q8_0")
-    tree.ember("bob/Qwen-GGUF", "qwen-Q4_K_M.gguf")
-    loose = write_gguf(tree.extra / "special-sauce.gguf")
+    tree.ember("bob/Qwen-GGUF", "qwen-Q4_K_M.gguf", name="Qwen")  # other bytes, own entry
+    loose = write_gguf(tree.extra / "special-sauce.gguf", name="Special sauce")
     lib = tree.library()
 
     assert lib.find("alice/Llama-GGUF/llama-Q4_K_M.gguf").path == q4  # exact id
@@ -280,7 +275,7 @@ def test_a_folder_added_during_a_scan_is_not_lost(
         tree.models, hf_cache_dir=tree.hf, lmstudio_dirs=(), cache_path=tmp_path / "c.json"
     )
     tree.ember("alice/Old-GGUF", "old-Q4_K_M.gguf")
-    write_gguf(tree.extra / "new.gguf")
+    write_gguf(tree.extra / "new.gguf", name="New")  # other content: its own entry
     scanning, release = threading.Event(), threading.Event()
     describe = Library._describe
 

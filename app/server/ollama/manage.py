@@ -227,10 +227,12 @@ async def delete_model(request: Request) -> Response:
         await asyncio.to_thread(check_deletable, gateway.catalog, found.entry.id)
         if found.loaded is not None:
             await unload(gateway, found.loaded.model_id)
-        await asyncio.to_thread(delete, gateway.catalog, found.entry.id)
+        hidden = await asyncio.to_thread(delete, gateway.catalog, found.entry.id)
     except CatalogError as e:
         raise APIError(400, f"Cannot delete {body.model}: {e}") from None
     await asyncio.to_thread(aliases.remove_target, found.entry.id)
+    if hidden is not None:  # another app's files: hidden from Ember, never deleted
+        return JSONResponse({"status": "hidden", "message": hidden})
     return Response(status_code=200)
 
 

@@ -32,6 +32,14 @@ from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
 from app.chats.models import ChatStoreError, Message, Status
 from app.chats.store import ChatStore
+from app.engine.fitting import (
+    PER_MESSAGE_OVERHEAD,
+    PROMPT_OVERHEAD,
+    Turn,
+    answer_room,
+    estimate_tokens,
+    plan_context,
+)
 from app.engine.provider_ids import is_remote_id
 from app.engine.types import (
     ChatMessage,
@@ -56,15 +64,7 @@ from app.ui.chat.attached_prompt import (
 from app.ui.chat.attaching import StopFlag
 from app.ui.chat.chat_images import cannot_read_images, remote_content
 from app.ui.chat.chat_record import answer_stats, save_partial_stats
-from app.ui.chat.context import (
-    PER_MESSAGE_OVERHEAD,
-    PROMPT_OVERHEAD,
-    TokenCounter,
-    Turn,
-    answer_room,
-    estimate_tokens,
-    plan_context,
-)
+from app.ui.chat.context import TokenCounter
 from app.ui.chat.thinking import closed_in, thought_seconds
 from app.ui.chat.tool_answers import ToolAnswers
 from app.ui.chat.tool_turn import CommandRequest, ToolSetup, ToolTurn

@@ -18,11 +18,7 @@ from app.chats.models import Message
 from app.engine.fitting import (
     PER_MESSAGE_OVERHEAD,
     PROMPT_OVERHEAD,
-    ContextPlan,
-    Turn,
-    answer_room,
     estimate_tokens,
-    plan_context,
 )
 from app.engine.types import (
     EngineError,
@@ -34,17 +30,7 @@ from app.engine.types import (
 from app.ui.engine_session import EngineSession
 from app.ui.relay import Relay
 
-__all__ = [
-    "MAX_EXACT_COUNTS",
-    "PER_MESSAGE_OVERHEAD",
-    "PROMPT_OVERHEAD",
-    "ContextPlan",
-    "TokenCounter",
-    "Turn",
-    "answer_room",
-    "estimate_tokens",
-    "plan_context",
-]
+__all__ = ["MAX_EXACT_COUNTS", "TokenCounter"]
 
 MAX_EXACT_COUNTS = 40  # tokenize jobs per prompt; older messages are estimated
 

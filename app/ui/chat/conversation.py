@@ -47,7 +47,7 @@ from app.ui.settings import presets
 if TYPE_CHECKING:
     from app.attachments.embedder import Embedders
 
-__all__ = ["NO_MODEL_TEXT", "ConversationController", "title_from"]
+__all__ = ["ConversationController", "title_from"]
 
 DEFAULT_TITLE = "New chat"
 BUSY_TEXT = (

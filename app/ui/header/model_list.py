@@ -92,14 +92,17 @@ def scan_models(settings: Settings, library: Library) -> list[ModelEntry]:
             projector = model.mmproj
             base = model.info is not None and not model.info.chat_template
             thinks = model.info is not None and supports_thinking(model.info.chat_template)
+            detail = _detail(model.quant, model.size, projector, base)
+            places = tuple(map(str, model.locations))  # the library's one entry per file
             entries.append(
                 ModelEntry(
                     str(model.path),
                     model.name,
                     model.size,
-                    _detail(model.quant, model.size, projector, base),
+                    f"{detail} · {len(places)} places" if places else detail,
                     str(projector) if projector is not None else None,
                     base,
+                    locations=places,
                     thinks=thinks,
                 )
             )
@@ -123,10 +126,15 @@ def one_per_file(entries: list[ModelEntry]) -> list[ModelEntry]:
     for group in groups:
         first = entries[group[0]]
         if len(group) > 1:
-            places = tuple(entries[i].path for i in group)
+            places = tuple(
+                dict.fromkeys(
+                    p for i in group for p in (entries[i].locations or (entries[i].path,))
+                )
+            )
             base = any(entries[i].base for i in group)
             projector = next((entries[i].projector for i in group if entries[i].projector), None)
-            detail = first.detail if base == first.base else f"{BASE_TAG} · {first.detail}"
+            detail = first.detail.removesuffix(f" · {len(first.locations)} places")
+            detail = detail if base == first.base else f"{BASE_TAG} · {detail}"
             first = replace(
                 first,
                 projector=projector,

@@ -1,10 +1,11 @@
-"""My models: the local library (Ember's models, imports, the Hugging Face cache, LM Studio's
-folder and folders the user added), with Load, Reveal in the file manager and Delete.
+"""My models: the local library (Ember's models, imports, other apps' stores: the Hugging Face
+cache, LM Studio, Ollama, llama.cpp, Jan, GPT4All; folders the user added), with Load, Reveal
+in the file manager and Delete.
 
 Every call to the ``Library`` (scan, import, delete) runs off the GUI thread, in order, on
 the page's one-thread "library" lane of the task runner. Delete asks first and only deletes
-Ember's own files; for others the library's NotOwnedError explains where the file lives (and,
-for an added folder, offers to stop listing it).
+Ember's own files; any other model is hidden instead (never deleted), which the banner says,
+with Undo (and, for an added folder, an offer to stop listing it).
 
 Signals: ``load_requested(str path)``; ``library_changed()`` after a scan found a new list;
 ``model_deleted(str path)``.
@@ -37,21 +38,22 @@ from PySide6.QtWidgets import (
 
 from app.config import Settings
 from app.engine.gguf_format import human_bytes
-from app.library.local import Library, LibraryError, LocalModel, NotOwnedError
+from app.library.hidden import hidden_note
+from app.library.local import Library
+from app.library.local_model import SOURCE_TITLES, LibraryError, LocalModel
 from app.library.projectors import VISION_TAG
-from app.library.same_file import one_per_file
 from app.ui import icons, theme
 from app.ui.banner import Banner
 from app.ui.models.widgets import Chip, IconLabel, StatePanel, scroll_list
 from app.ui.task_runner import Lane, tasks
 
-SOURCES = {
-    "ember": "Downloaded",
-    "imported": "Imported",
-    "hf-cache": "HF cache",
-    "lmstudio": "LM Studio",
-    "folder": "Folder",
-}
+SOURCES = SOURCE_TITLES
+
+
+def _with_places(models: list[LocalModel]) -> tuple[list[LocalModel], dict[str, tuple[Path, ...]]]:
+    """The scan, and for each model found at several paths, all of them (the library
+    lists the same file once, with its ``locations``)."""
+    return models, {m.id: m.locations for m in models if len(m.locations) > 1}
 
 
 def context_label(tokens: int | None) -> str:
@@ -96,6 +98,14 @@ class LocalModelRow(QFrame):
             where_all = Chip(f"{len(places)} places", "plain", self)
             where_all.setToolTip("The same file in several places:\n" + "\n".join(map(str, places)))
             chips.addWidget(where_all)
+        if model.app_details:  # Ollama's template and parameters: shown, not used
+            details = Chip(f"{SOURCES.get(model.source, model.source)} details", "plain", self)
+            shown = "\n\n".join(f"{title}:\n{text[:1500]}" for title, text in model.app_details)
+            # another app's text: escaped, so a tooltip never renders it as rich text
+            details.setToolTip(
+                f"<pre>{html.escape(shown)}</pre>Ember uses the GGUF's own template."
+            )
+            chips.addWidget(details)
         if model.mmproj is not None:
             vision = Chip(VISION_TAG, "plain", self)
             vision.setToolTip(f"Takes images: loads with its vision projector {model.mmproj.name}")
@@ -126,14 +136,13 @@ class LocalModelRow(QFrame):
         icons.set_icon(self.reveal_button, "folder", size=17)
         self.delete_button = QToolButton(self)
         self.delete_button.setObjectName("RowIconButton")
-        self.delete_button.setToolTip(
-            "Delete this model's files" if model.owned else "Not Ember's file: see where it is"
+        remove = (
+            "Delete this model's files"
+            if model.owned
+            else "Hide this model (not Ember's file: it is never deleted)"
         )
-        self.delete_button.setAccessibleName(
-            icons.spoken(
-                "Delete this model's files" if model.owned else "Not Ember's file: see where it is"
-            )
-        )
+        self.delete_button.setToolTip(remove)
+        self.delete_button.setAccessibleName(icons.spoken(remove))
         icons.set_icon(self.delete_button, "trash", size=17)
         for button in (self.reveal_button, self.delete_button):
             button.setCursor(Qt.CursorShape.PointingHandCursor)
@@ -234,7 +243,7 @@ class MyModelsView(QWidget):
         """Scan the library again (off-thread); a request during a scan runs one more after."""
         library = self.library
         tasks().submit(
-            lambda: one_per_file(library.scan()),
+            lambda: _with_places(library.scan()),
             self._on_scanned,
             self._on_scan_failed,
             key=self._scan_key,
@@ -343,7 +352,7 @@ class MyModelsView(QWidget):
             return
         model = row.model
         if not model.owned:
-            self._delete(model)  # the library explains why it will not
+            self._delete(model)  # hidden, never deleted: nothing to confirm (Undo is offered)
             return
         box = QMessageBox(self)
         box.setObjectName("ConfirmDelete")
@@ -380,20 +389,39 @@ class MyModelsView(QWidget):
             lane=self.library_lane,
         )
 
-    def _on_deleted(self, model: LocalModel, _result: object) -> None:
+    def _on_deleted(self, model: LocalModel, result: object) -> None:
+        if result == "hidden":
+            places = model.locations or (model.path,)
+            actions = [("Undo", lambda: self.unhide(places))]
+            folder = self._added_folder_of(model.path)
+            if folder is not None:
+                actions.append(("Stop listing this folder", lambda: self.remove_folder(folder)))
+            self.banner.show_message("info", hidden_note(model.name, model.path), actions)
+            self.refresh()
+            return
         self.banner.hide()
         self.model_deleted.emit(str(model.path))
         self.refresh()
 
     def _on_delete_failed(self, model: LocalModel, error: BaseException) -> None:
-        if isinstance(error, NotOwnedError):
-            actions = []
-            folder = self._added_folder_of(model.path)
-            if folder is not None:
-                actions.append(("Stop listing this folder", lambda: self.remove_folder(folder)))
-            self.banner.show_message("info", str(error), actions)
-        else:
-            self.banner.show_message("error", f"Could not delete {model.name}: {error}")
+        self.banner.show_message("error", f"Could not delete {model.name}: {error}")
+
+    def unhide(self, places: tuple[Path, ...]) -> None:
+        """List a hidden model (all its places) again (off-thread)."""
+        library = self.library
+        tasks().submit(
+            lambda: [library.unhide(p) for p in places],
+            self._on_unhidden,
+            self._on_unhide_failed,
+            lane=self.library_lane,
+        )
+
+    def _on_unhidden(self, _result: object) -> None:
+        self.banner.hide()
+        self.refresh()
+
+    def _on_unhide_failed(self, error: BaseException) -> None:
+        self.banner.show_message("error", f"Could not show the model again: {error}")
 
     def _added_folder_of(self, path: Path) -> Path | None:
         for folder in self.library.extra_dirs:

@@ -27,7 +27,7 @@ from shiboken6 import isValid
 
 from app.library.download_state import Download
 from app.library.hub import ModelFile, RemoteFile
-from app.library.local import LocalModel
+from app.library.local_model import LocalModel
 from app.library.quant import model_stem, parse_quant
 from app.ui.banner import Banner
 from app.ui.models.discover import DiscoverView

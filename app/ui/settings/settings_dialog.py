@@ -52,12 +52,15 @@ from app.engine.load_settings import KV_CACHE_CHOICES
 from app.engine.providers import ProviderRegistry
 from app.engine.sizing import AUTO_GPU_LAYERS
 from app.engine.types import LoadedModel
+from app.library.local import Library
+from app.library.user_library import default_library
 from app.tools.manager import ToolManager
 from app.ui import theme
 from app.ui.header.remote_models import RemoteCatalog
 from app.ui.machine_monitor import MachineMonitor
 from app.ui.settings import presets
 from app.ui.settings.hardware_page import HardwarePage
+from app.ui.settings.models_page import ModelsPage
 from app.ui.settings.providers_page import ProvidersPage
 from app.ui.settings.sampling_form import SamplingForm
 from app.ui.settings.tools_page import ToolsPage
@@ -69,6 +72,7 @@ PAGES = (
     ("Providers", "cloud"),
     ("Tools", "spark"),
     ("Hardware", "gpu"),
+    ("Models", "box"),
     ("Data", "folder"),
 )
 MAX_PARALLEL = 16
@@ -193,6 +197,7 @@ class SettingsDialog(QDialog):
     reload_model_requested = Signal()
     providers_changed = Signal()
     tools_changed = Signal()
+    library_changed = Signal()  # a model store switched, a hidden model shown again
 
     def __init__(
         self,
@@ -204,6 +209,7 @@ class SettingsDialog(QDialog):
         remote_catalog: RemoteCatalog | None = None,
         tool_manager: ToolManager | None = None,
         monitor: MachineMonitor | None = None,
+        library: Library | None = None,
     ) -> None:
         super().__init__(parent)
         self.setObjectName("SettingsDialog")
@@ -217,6 +223,8 @@ class SettingsDialog(QDialog):
         self.providers_page.providers_changed.connect(self.providers_changed)
         if remote_catalog is not None:
             self.providers_changed.connect(remote_catalog.refresh)
+        self.models_page = ModelsPage(settings, library or default_library(settings))
+        self.models_page.sources_changed.connect(self.library_changed)
         self.tools_page = ToolsPage(manager=tool_manager)
         self.tools_page.tools_changed.connect(self.tools_changed)
 
@@ -237,6 +245,7 @@ class SettingsDialog(QDialog):
             self.providers_page,
             self.tools_page,
             HardwarePage(self.settings, monitor=monitor),
+            self.models_page,
             self._data_page(),
         ):
             scroll = QScrollArea(self.pages)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from pytestqt.qtbot import QtBot
 
+from app.engine.fitting import Turn, answer_room, plan_context
 from app.engine.worker import EngineWorker
-from app.ui.chat.context import Turn, answer_room, plan_context
 from app.ui.main_window import MainWindow
 from tests.helpers.window import SMALL_CTX, send, widget
 

@@ -367,11 +367,14 @@ def test_my_models_loads_deletes_and_explains_files_it_does_not_own(
     assert loaded.args == [str(owned)]
 
     theirs = next(r for r in view.rows.values() if r.model.path != owned)
-    theirs.delete_button.click()  # not Ember's: explained, nothing deleted
-    qtbot.waitUntil(view.banner.isVisible, timeout=TIMEOUT)
-    assert "not Ember's file" in view.banner.text.text() and outside.exists()
-    actions = [b.text() for b in view.banner.findChildren(QPushButton, "BannerAction")]
-    assert actions == ["Stop listing this folder"]
+    theirs.delete_button.click()  # not Ember's: hidden, said so, nothing deleted
+    qtbot.waitUntil(lambda: view.banner.isVisible() and len(view.rows) == 1, timeout=TIMEOUT)
+    assert "never deletes another app's files" in view.banner.text.text() and outside.exists()
+    buttons = view.banner.findChildren(QPushButton, "BannerAction")
+    assert [b.text() for b in buttons] == ["Undo", "Stop listing this folder"]
+    buttons[0].click()  # Undo: listed again
+    qtbot.waitUntil(lambda: len(view.rows) == 2, timeout=TIMEOUT)
+    mine = next(r for r in view.rows.values() if r.model.path == owned)
 
     mine.delete_button.click()
     qtbot.waitUntil(lambda: view.confirm is not None)
