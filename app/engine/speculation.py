@@ -134,6 +134,8 @@ class Drafter:
         draft_max: int,
         prediction: list[int] | None = None,
         lookup: bool = True,
+        *,
+        model: bool = False,
     ) -> None:
         self.tokens = tokens
         self.draft_max = max(0, draft_max)
@@ -147,33 +149,60 @@ class Drafter:
         self.k = self.draft_max if self.prediction else min(LOOKUP_START, self.draft_max)
         self._skip = 0
         self._backoff = 1
+        self.model = model and self.draft_max > 0  # a draft model drafts (not prompt lookup)
+        self.offered: list[int] | None = None  # the draft model's guess for this step
         self.drafted = 0  # tokens drafted, counted by the scheduler
         self.accepted = 0  # of which the answer took
+
+    def wants(self, last: int, room: int) -> int:
+        """With a draft model: how many tokens to ask it for this step (0: none, while paused
+        or while the prediction drafts)."""
+        if not self.model or room <= 0:
+            return 0
+        self._follow(last)
+        if self._skip > 0 or self._predicted_guess(last, room):
+            return 0
+        return min(self.k, room)
 
     def draft(self, last: int, room: int) -> list[int]:
         """Up to ``room`` tokens guessed to follow ``tokens`` then ``last`` (the token about to
         be decoded)."""
         self._follow(last)
+        offered, self.offered = self.offered, None
         if self._skip > 0:
             self._skip -= 1
             return []
         k = min(self.k, room)
         if k <= 0:
             return []
-        tail = (*self.tokens[len(self.tokens) - NGRAM + 1 :], last)
-        if len(tail) < NGRAM:
-            return []
-        if self._predicted is not None:
-            if self._sync < 0:
-                self._sync = self._predicted.find(tail, self._mark)
-            if self._sync >= 0:  # the answer follows the prediction: draft it at full length
-                guess = self.prediction[self._sync : self._sync + min(self.draft_max, room)]
-                if guess:
-                    return guess
-        if self._lookup is None:
+        guess = self._predicted_guess(last, room)
+        if guess:
+            return guess
+        if offered:
+            return offered[:k]
+        tail = self._tail(last)
+        if self._lookup is None or tail is None:
             return []
         end = self._lookup.find_best(tail, self.tokens[-NGRAM - LOOKBACK + 1 : -NGRAM + 1])
         return self.tokens[end : end + k] if end >= 0 else []
+
+    def _tail(self, last: int) -> tuple[int, ...] | None:
+        tail = (*self.tokens[len(self.tokens) - NGRAM + 1 :], last)
+        return tail if len(tail) >= NGRAM else None
+
+    def _predicted_guess(self, last: int, room: int) -> list[int]:
+        """The prediction from where the answer follows it (found again by the last
+        :data:`NGRAM` tokens after a difference), at full length; [] when it does not."""
+        if self._predicted is None or room <= 0:
+            return []
+        if self._sync < 0:
+            tail = self._tail(last)
+            if tail is None:
+                return []
+            self._sync = self._predicted.find(tail, self._mark)
+        if self._sync < 0:
+            return []
+        return self.prediction[self._sync : self._sync + min(self.draft_max, room)]
 
     def _follow(self, last: int) -> None:
         """Move the prediction's pointer over the answer's tokens decoded since last time."""
