@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from app.engine.draft_vocab import DraftModelError, check_draft
+from app.engine.sizing import draft_context
 from app.engine.types import LoadParams
 
 if TYPE_CHECKING:
@@ -152,6 +153,7 @@ class DraftModel:
         self._free = list(range(self.n_parallel))
         self._sequences: dict[str, _Sequence] = {}
         self.decodes = 0  # draft decodes made (for tests and the benchmark)
+        self.most_at_once = 0  # most answers one draft decode guessed for
         log.info("Loaded the draft model %s", Path(path).name)
 
     # -- drafting -------------------------------------------------------------------------
@@ -182,6 +184,7 @@ class DraftModel:
             budget -= len(todo)
             drafting.append((want, state))
         drafts: dict[str, list[int]] = {w.key: [] for w, _ in drafting}
+        self.most_at_once = max(self.most_at_once, len(drafting))
         if batch.n == 0 or not self._decode():
             return {}
         while drafting:
@@ -198,6 +201,7 @@ class DraftModel:
                 rows[want.key] = batch.add(state.seq, [token], len(state.held), True)
                 state.held.append(token)
                 going_on.append((want, state))
+            self.most_at_once = max(self.most_at_once, len(going_on))
             if not going_on or not self._decode():
                 break
             drafting = going_on
@@ -264,11 +268,6 @@ class DraftModel:
             with contextlib.suppress(Exception):
                 native.llama_model_free(self._model)
             self._model = None
-
-
-def draft_context(n_ctx: int, params: LoadParams) -> int:
-    """The draft's context: the target's, and room for each slot's draft beyond its tokens."""
-    return n_ctx + max(1, params.n_parallel) * max(0, params.draft_max)
 
 
 def open_draft(target: Any, params: LoadParams) -> DraftModel | None:

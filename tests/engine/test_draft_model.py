@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from app.engine import sizing
 from app.engine import worker as worker_module
 from app.engine.draft_model import DraftWant
 from app.engine.draft_vocab import (
@@ -22,6 +23,8 @@ from app.engine.draft_vocab import (
     read_vocabulary,
     same_tokenizer,
 )
+from app.engine.fit import fit_check
+from app.engine.gguf import read_gguf
 from app.engine.types import CompletionRequest, Finished, LoadParams, SamplingParams
 from tests.engine.test_scheduler import assert_cache_consistent, worker_with
 from tests.helpers.gguf_writer import write_gguf
@@ -207,3 +210,20 @@ def test_a_draft_that_is_not_a_readable_model_is_refused_clearly(
     target = write_gguf(tmp_path / "target.gguf", vocab_size=64)
     with pytest.raises(DraftModelError, match=words):
         check_draft(str(target), str(bad_files[which]))
+
+
+def test_the_draft_models_memory_counts_in_the_fit_estimate(tmp_path: Path) -> None:
+    target = read_gguf(write_gguf(tmp_path / "t.gguf", vocab_size=64, payload=1 << 20))
+    draft = write_gguf(tmp_path / "d.gguf", vocab_size=64, payload=1 << 18)
+    plain, drafting = LoadParams(), LoadParams(draft_model=str(draft))
+    alone, both = sizing.estimate(target, 2048, plain), sizing.estimate(target, 2048, drafting)
+    extra = sizing.draft_estimate(drafting, 2048)
+    assert extra is not None and extra.weights_bytes >= 1 << 18
+    assert extra.n_ctx == sizing.draft_context(2048, drafting)  # room for the drafts too
+    assert both.total_bytes == alone.total_bytes + extra.total_bytes
+    verdict = fit_check(target, 2048, 1 << 40, params=drafting)
+    assert verdict.needed_bytes == both.total_bytes
+    roomy = sizing.max_context(target, plain, alone.total_bytes + extra.total_bytes // 2)
+    assert sizing.max_context(target, drafting, alone.total_bytes + extra.total_bytes // 2) < roomy
+    # no draft model, or drafting off: nothing added
+    assert sizing.draft_estimate(LoadParams(draft_model=str(draft), draft_max=0), 2048) is None
