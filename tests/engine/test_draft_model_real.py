@@ -62,9 +62,10 @@ def test_the_model_drafting_for_itself_answers_as_without_drafts(
     jobs = [  # both at once: one draft decode serves both answers
         drafting.submit(ChatRequest([{"role": "user", "content": p}], greedy)) for p in PROMPTS
     ]
-    finals = [job.wait(900) for job in jobs]
+    waited = [job.wait(900) for job in jobs]
+    finals = [f for f in waited if isinstance(f, Finished)]
+    assert len(finals) == len(jobs), waited
     for want, got in zip(expected, finals, strict=True):
-        assert isinstance(got, Finished), got
         assert got.result[:8] == want.result[:8]
         assert got.usage.drafted_tokens > 0 and got.usage.accepted_tokens > 0
     assert sum(a.result == b.result for a, b in zip(expected, finals, strict=True)) >= 1
