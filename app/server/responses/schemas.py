@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Discriminator, Field, Tag, field_validator
 
-from app.server.schemas import _Body
+from app.server.schemas import Prediction, _Body
 
 RESPONSE_ID = re.compile(r"resp_[A-Za-z0-9]{1,64}")
 MAX_NAME_CHARS = 256  # function names and call ids
@@ -239,6 +239,8 @@ class ResponsesRequest(_Body):
     min_p: float | None = None
     repeat_penalty: float | None = None
     logit_bias: dict[str, float] | None = None
+    # chat completions' predicted output (the text the answer is expected to largely be)
+    prediction: Prediction | None = None
 
     @field_validator("tools", mode="before")
     @classmethod
