@@ -31,8 +31,12 @@ Draft sources (:class:`Drafter`):
 * **prompt lookup**: the last :data:`NGRAM` tokens looked up in the prompt and the answer so
   far (their most recent earlier occurrence); the tokens that followed are the draft. Code and
   quoted text repeat; free prose rarely does, and then there is simply no draft.
+* **a draft model** (``LoadParams.draft_model``, :mod:`app.engine.draft_model`), instead of
+  prompt lookup: a small model with the same vocabulary guesses greedily for every drafting
+  slot at once before the step's decode and leaves each slot's guess in ``offered``
+  (:meth:`Drafter.wants` says how many tokens to guess). Greedy guesses are point masses too.
 
-Adaptive: a prompt-lookup draft's length doubles while whole drafts are accepted and falls to
+Adaptive: a prompt-lookup or draft-model draft's length doubles while whole drafts are accepted and falls to
 what was accepted otherwise (a prediction, which the answer follows but at its edits, is drafted
 at full length); drafts that are rejected outright make the slot stop drafting for a number of
 steps that doubles each time (up to :data:`MAX_BACKOFF`), so free chat pays for at most an
