@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 P_MIN: Final = 0.75  # a draft goes on while its top token is at least this likely
+TAIL: Final = 64  # tokens compared one by one when a draft sequence is cut back
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,10 +227,10 @@ class DraftModel:
         n = len(held)
         if n <= len(tokens) and held == list(tokens[:n]):
             return
-        same = 0
-        for a, b in zip(held, tokens, strict=False):
-            if a != b:
-                break
+        # after a rejection only the last few differ: compare the rest in one go (C speed)
+        start = max(0, min(n, len(tokens)) - TAIL)
+        same = start if held[:start] == list(tokens[:start]) else 0
+        while same < min(n, len(tokens)) and held[same] == tokens[same]:
             same += 1
         self._native.llama_memory_seq_rm(self._memory, state.seq, same, -1)
         del held[same:]
