@@ -9,19 +9,25 @@ difference (or the end of the draft) the token sampled is the slot's next one, a
 tokens after it are removed from the sequence (``llama_memory_seq_rm``), so the sequence and the
 prefix cache's record of it hold exactly the answer's tokens.
 
-Why the output is exactly the model's, greedy or sampled: drafts here are deterministic (a
-point mass ``q`` on the drafted token ``d``). Rejection sampling accepts ``d`` with probability
+Why the output is exactly the model's, greedy or sampled: drafts here are deterministic (a point
+mass ``q`` on the drafted token ``d``). Rejection sampling accepts ``d`` with probability
 ``min(1, p(d)/q(d)) = p(d)`` and otherwise samples from ``norm(max(0, p - q))``, which is ``p``
 without ``d``. Sampling ``t ~ p`` and accepting when ``t == d`` is the same thing: ``d`` with
 probability ``p(d)``, else a token from ``p`` conditioned on ``t != d``. So each position is
 sampled by the slot's C sampler chain from the logits non-speculative decoding would give it
 (the drafted prefix equals the answer's), with the chain's penalty history, random state and
 grammar advanced exactly as without drafts (positions past the first difference are never
-sampled). Even a fixed seed gives the same text. A grammar checks each token the chain picks,
-as always, so constrained answers speculate too (a drafted token the grammar would reject is
-simply never sampled). Numerically, llama.cpp computes a row of a multi-token batch with the
-same kernels as a single token, so greedy answers equal non-speculative ones token for token
-(tests/engine/test_speculation.py).
+sampled). Even a fixed seed gives the same text (up to the rounding below). A grammar checks
+each token the chain picks, as always, so constrained answers speculate too (a drafted token the
+grammar would reject is simply never sampled). That is exact given the logits, as
+tests/engine/test_speculation.py proves with the scripted model's exact arithmetic. The logits
+themselves are not bit for bit the same: a token decoded in a batch with drafted tokens after it
+is computed by llama.cpp's multi-row kernels, which sum in another order than one row alone
+(differences up to about 1.0 on the CPU build), so where two tokens nearly tie a greedy answer
+can take the other branch and differ from there on: most answers are identical, some branch
+(tests/engine/test_speculation_real.py; bench/speculative_identity.py counts them). vLLM and
+llama-server document the same; batching several answers together does it too. Sampled answers
+keep the model's distribution (tests/engine/test_speculation_distribution.py).
 
 Draft sources (:class:`Drafter`):
 
@@ -36,11 +42,12 @@ Draft sources (:class:`Drafter`):
   slot at once before the step's decode and leaves each slot's guess in ``offered``
   (:meth:`Drafter.wants` says how many tokens to guess). Greedy guesses are point masses too.
 
-Adaptive: a prompt-lookup or draft-model draft's length doubles while whole drafts are accepted and falls to
-what was accepted otherwise (a prediction, which the answer follows but at its edits, is drafted
-at full length); drafts that are rejected outright make the slot stop drafting for a number of
-steps that doubles each time (up to :data:`MAX_BACKOFF`), so free chat pays for at most an
-occasional one-token guess, and so does a prediction the answer does not follow.
+Adaptive: a prompt-lookup or draft-model draft's length doubles while whole drafts are accepted
+and falls to what was accepted otherwise (a prediction, which the answer follows but at its
+edits, is drafted at full length); drafts that are rejected outright make the slot stop
+drafting for a number of steps that doubles each time (up to :data:`MAX_BACKOFF`), so free
+chat pays for at most an occasional one-token guess, and so does a prediction the answer does
+not follow.
 
 Pure Python, worker thread only; no llama.cpp calls here.
 """
