@@ -25,7 +25,8 @@ themselves are not bit for bit the same: a token decoded in a batch with drafted
 is computed by llama.cpp's multi-row kernels, which sum in another order than one row alone
 (differences up to about 1.0 on the CPU build), so where two tokens nearly tie a greedy answer
 can take the other branch and differ from there on: most answers are identical, some branch
-(tests/engine/test_speculation_real.py; bench/speculative_identity.py counts them). vLLM and
+(on the test model 7 of 24 with prompt lookup, 4 of 24 with a draft model:
+bench/speculative_identity.py). vLLM and
 llama-server document the same; batching several answers together does it too. Sampled answers
 keep the model's distribution (tests/engine/test_speculation_distribution.py).
 
