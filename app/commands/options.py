@@ -71,6 +71,14 @@ def add_load_flags(p: argparse.ArgumentParser) -> None:
         help="load the model without the vision projector in its folder (text only)",
     )
     g.add_argument(
+        "--draft-model",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="a smaller GGUF with the model's vocabulary that drafts tokens for the model to "
+        "verify (speculative decoding: the same answers, often faster)",
+    )
+    g.add_argument(
         "--flash-attn",
         action=argparse.BooleanOptionalAction,
         default=LoadParams().flash_attn,
@@ -142,7 +150,20 @@ def load_params(args: argparse.Namespace) -> LoadParams:
         mmproj=str(args.mmproj) if getattr(args, "mmproj", None) else None,
         device=_device(getattr(args, "device", DEVICE_AUTO)),
         force=bool(getattr(args, "force", False)),
+        draft_model=_draft_model(getattr(args, "draft_model", None)),
     )
+
+
+def _draft_model(path: Path | None) -> str | None:
+    """``--draft-model``: a model file (its vocabulary is checked when it loads)."""
+    if path is None:
+        return None
+    path = path.expanduser()
+    if path.is_dir():
+        raise CliError(f"--draft-model {path} is a folder; name a .gguf file.")
+    if not path.is_file():
+        raise CliError(f"--draft-model {path}: no such file.")
+    return str(path.resolve())
 
 
 def _device(text: str) -> str:

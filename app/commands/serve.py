@@ -271,13 +271,15 @@ def run(args: argparse.Namespace) -> int:
     paths().ensure()  # private folders before the request log writes prompts into one
     if args.mmproj is not None and not args.model:
         raise CliError("--mmproj is the projector of the --model loaded at start; name one.")
+    if args.draft_model is not None and not args.model:
+        raise CliError("--draft-model drafts for the --model loaded at start; name one.")
     library = _library_catalog()
     static = StaticCatalog()
     entry = _startup_model(args.model, library) if args.model else None
     if entry is not None:
         static.add(entry)
-    # --mmproj belongs to --model: a model loaded just in time for a request is another file
-    defaults = replace(load_params(args), mmproj=None)
+    # --mmproj and --draft-model belong to --model: a model loaded just in time is another file
+    defaults = replace(load_params(args), mmproj=None, draft_model=None)
     startup_params = None
     if entry is not None:  # a file named by a link: its projector is beside the link
         given = Path(args.model).expanduser()

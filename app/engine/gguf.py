@@ -49,6 +49,8 @@ _MAX_ARRAY: Final = 100_000_000  # vocabularies are < 1M; anything this large is
 _MAX_TENSORS: Final = 10_000_000
 _MAX_KV: Final = 1_000_000
 _MAX_DIMS: Final = 4  # GGML_MAX_DIMS
+TOKENS_KEY: Final = "tokenizer.ggml.tokens"
+MAX_KEPT_TOKENS: Final = 2_000_000  # the largest vocabulary read whole (real ones: < 300k)
 
 
 # --- results -------------------------------------------------------------------------------
@@ -144,8 +146,10 @@ class GGUFInfo:
 # --- parsing -------------------------------------------------------------------------------
 
 
-def read_gguf(path: str | os.PathLike[str]) -> GGUFInfo:
-    """Read a local GGUF file's header (never its tensor data) and check the file is whole."""
+def read_gguf(path: str | os.PathLike[str], *, tokens: bool = False) -> GGUFInfo:
+    """Read a local GGUF file's header (never its tensor data) and check the file is whole.
+    With ``tokens``, the vocabulary's token texts are kept (``tokenizer.ggml.tokens`` in
+    ``metadata``, a list of str), not skipped: :mod:`app.engine.draft_vocab` compares them."""
     file_path = Path(path)
     label = str(file_path)
     try:
@@ -163,7 +167,8 @@ def read_gguf(path: str | os.PathLike[str]) -> GGUFInfo:
             def short(total: int) -> GGUFError:
                 return GGUFTruncatedError(label, total, size, at_least=True)
 
-            info = _parse(Reader(stream, size, label, short), path=label, file_size=size)
+            reader = Reader(stream, size, label, short)
+            info = _parse(reader, path=label, file_size=size, tokens=tokens)
     except OSError as exc:
         raise GGUFError(f"Cannot read {label}: {exc.strerror or exc}") from exc
     if size < info.expected_file_size:
@@ -197,7 +202,9 @@ def parse_gguf_bytes(
     return _parse(Reader(io.BytesIO(head), have, name, short), path=None, file_size=file_size)
 
 
-def _parse(reader: Reader, *, path: str | None, file_size: int | None) -> GGUFInfo:
+def _parse(
+    reader: Reader, *, path: str | None, file_size: int | None, tokens: bool = False
+) -> GGUFInfo:
     _check_magic(reader)
     version = _read_version(reader)
     tensor_count = _read_count(reader, "tensors", _MAX_TENSORS)
@@ -205,7 +212,8 @@ def _parse(reader: Reader, *, path: str | None, file_size: int | None) -> GGUFIn
     metadata: dict[str, Any] = {}
     for _ in range(kv_count):
         key = reader.string()
-        metadata[key] = _read_value(reader, reader.u32(), key)
+        kept = tokens and key == TOKENS_KEY
+        metadata[key] = _read_value(reader, reader.u32(), key, kept)
     alignment = _alignment(reader.name, metadata)
     tensors = tuple(_read_tensor(reader, alignment) for _ in range(tensor_count))
     header_end = reader.pos
@@ -301,7 +309,7 @@ def _read_count(reader: Reader, what: str, limit: int) -> int:
     return count
 
 
-def _read_value(reader: Reader, vtype: int, key: str) -> Any:
+def _read_value(reader: Reader, vtype: int, key: str, keep: bool = False) -> Any:
     if vtype in SCALAR_FORMATS:
         return reader.scalar(vtype)
     if vtype == STRING:
@@ -309,7 +317,7 @@ def _read_value(reader: Reader, vtype: int, key: str) -> Any:
     if vtype == ARRAY:
         elem, count = reader.u32(), reader.u64()
         _check_array(reader, key, elem, count)
-        if _keep_array(key, elem, count):
+        if (keep and count <= MAX_KEPT_TOKENS) or _keep_array(key, elem, count):
             if elem in SCALAR_FORMATS:
                 return reader.scalars(elem, count)
             return [_read_value(reader, elem, key) for _ in range(count)]

@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from app.engine.draft_model import DraftSource, offer_drafts
 from app.engine.media import ImageItem, MediaPrompt, chat_media, decode_image
 from app.engine.prefix_cache import PrefixCache
 from app.engine.reasoning import ThinkingBudget
@@ -66,10 +67,15 @@ class Scheduler:
     """The slots of one model. ``finish`` delivers a job's final event (the worker's)."""
 
     def __init__(
-        self, model: Model, finish: Callable[[Job, FinalEvent], None], draft_max: int = 0
+        self,
+        model: Model,
+        finish: Callable[[Job, FinalEvent], None],
+        draft_max: int = 0,
+        drafts: DraftSource | None = None,
     ) -> None:
         self.model = model
         self.draft_max = draft_max  # most drafted tokens per slot and step (0: no speculation)
+        self.drafts = drafts  # a draft model (app.engine.draft_model), else prompt lookup
         self.cache = PrefixCache(
             model, model.n_seq, model.n_swa, model.cache_ram, make_room=self._keep_room
         )
@@ -188,7 +194,10 @@ class Scheduler:
         if self.draft_max > 0:
             prediction = getattr(r, "prediction", None)
             predicted = model.tokenize(prediction, False) if prediction else None
-            slot.drafter = Drafter(slot.tokens, len(prompt), self.draft_max, predicted)
+            by_model = self.drafts is not None
+            slot.drafter = Drafter(
+                slot.tokens, len(prompt), self.draft_max, predicted, not by_model, model=by_model
+            )
         return slot
 
     # -- cancelling ---------------------------------------------------------------------------
@@ -223,6 +232,8 @@ class Scheduler:
             budget - sum(1 for s in self.slots if s.generating),
             draft_rows(self.model.n_parallel, self.draft_max),
         )
+        if self.drafts is not None:
+            offer_drafts(self.drafts, self.slots, spare, self.model.n_ctx)
         for slot in self.slots:
             slot.chunk, slot.i_batch = 0, -1
             if slot.generating:
@@ -498,6 +509,8 @@ class Scheduler:
 
     def _end(self, slot: Slot, reason: FinishReason, error: EngineError | None = None) -> None:
         self.slots.remove(slot)
+        if self.drafts is not None:
+            self.drafts.forget(slot.job.id)
         if slot.draft:  # ended while verifying: drafted tokens past its end leave the sequence
             self.model.seq_rm(slot.seq, len(slot.tokens), -1)
             slot.draft = []
@@ -556,6 +569,8 @@ class Scheduler:
         """End every slot with ``error`` (after a failure the scheduler cannot place)."""
         for slot in list(self.slots):
             self.slots.remove(slot)
+            if self.drafts is not None:
+                self.drafts.forget(slot.job.id)
             with contextlib.suppress(Exception):
                 slot.sampler.close()
             if slot.media is not None:

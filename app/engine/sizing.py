@@ -22,6 +22,8 @@ Light on purpose: no ``llama_cpp``, no numpy, no Qt; the GUI and the CLI import 
 
 from __future__ import annotations
 
+import functools
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Final, Literal
@@ -29,8 +31,9 @@ from typing import Final, Literal
 import psutil
 
 from app.engine.ggml_types import GGMLType, ggml_type
-from app.engine.gguf import GGUFInfo
+from app.engine.gguf import GGUFInfo, read_gguf
 from app.engine.gguf_format import human_bytes
+from app.engine.gguf_reader import GGUFError
 from app.engine.speculation import draft_rows
 from app.engine.types import (
     CACHED_SEQUENCES,
@@ -268,7 +271,64 @@ def _gpu_bytes(info: GGUFInfo, layer_kv: list[int], n_gpu_layers: int) -> int:
 def estimate(info: GGUFInfo, n_ctx: int, params: LoadParams) -> MemoryEstimate:
     """The memory a load with ``params`` needs at ``n_ctx`` tokens (``params.n_ctx`` is not
     read): the batch size, flash attention, KV cache types and GPU layers as the loader
-    passes them to llama.cpp, and the full-size sliding-window cache it always asks for."""
+    passes them to llama.cpp, and the full-size sliding-window cache it always asks for;
+    with a draft model, its memory too (:func:`draft_estimate`)."""
+    own = _own_estimate(info, n_ctx, params)
+    draft = draft_estimate(params, n_ctx)
+    if draft is None:
+        return own
+    return MemoryEstimate(
+        n_ctx=own.n_ctx,
+        weights_bytes=own.weights_bytes + draft.weights_bytes,
+        kv_cache_bytes=own.kv_cache_bytes + draft.kv_cache_bytes,
+        compute_bytes=own.compute_bytes + draft.compute_bytes,
+        total_bytes=own.total_bytes + draft.total_bytes,
+        gpu_bytes=own.gpu_bytes,
+    )
+
+
+def draft_context(n_ctx: int, params: LoadParams) -> int:
+    """A draft model's context: the model's, and room for each answer's draft beyond it."""
+    return n_ctx + max(1, params.n_parallel) * max(0, params.draft_max)
+
+
+@functools.lru_cache(maxsize=16)
+def _draft_info(path: str, size: int, mtime_ns: int) -> GGUFInfo | None:
+    del size, mtime_ns  # the cache key: a changed file is read again
+    try:
+        return read_gguf(path)
+    except GGUFError:
+        return None  # the load says what is wrong with it
+
+
+def draft_estimate(params: LoadParams, n_ctx: int) -> MemoryEstimate | None:
+    """What ``params``' draft model needs beside the model at ``n_ctx``: its weights, a KV
+    cache as long as :func:`draft_context` for ``n_parallel`` answers, its compute and logits
+    buffers (app.engine.draft_model). None without a draft model or one that cannot be read."""
+    if not params.draft_model or params.draft_max <= 0:
+        return None
+    try:
+        st = os.stat(params.draft_model)
+    except OSError:
+        return None
+    info = _draft_info(params.draft_model, st.st_size, st.st_mtime_ns)
+    if info is None:
+        return None
+    parallel = max(1, params.n_parallel)
+    return estimate_memory(
+        info,
+        draft_context(n_ctx or trained_context(info), params),
+        cache_type_k=params.cache_type_k,
+        cache_type_v=params.cache_type_v,
+        n_batch=params.n_batch,
+        n_seq=parallel,
+        flash_attn=params.flash_attn,
+        swa_full=True,
+        n_outputs=parallel,
+    )
+
+
+def _own_estimate(info: GGUFInfo, n_ctx: int, params: LoadParams) -> MemoryEstimate:
     return estimate_memory(
         info,
         n_ctx,
@@ -293,10 +353,12 @@ def n_outputs(params: LoadParams) -> int:
 
 def max_context(info: GGUFInfo, params: LoadParams, available: int) -> int:
     """The largest context (capped by the trained one) that fits in ``available`` bytes with
-    ``params``' settings; 0 when not even 256 tokens fit."""
+    ``params``' settings; 0 when not even 256 tokens fit. A draft model's memory is taken
+    off first, as it needs it at the default context (a little more or less at others)."""
+    draft = draft_estimate(params, default_context(info))
     return max_context_for_memory(
         info,
-        available,
+        available - (draft.total_bytes if draft else 0),
         cache_type_k=params.cache_type_k,
         cache_type_v=params.cache_type_v,
         n_batch=params.n_batch,

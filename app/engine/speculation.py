@@ -9,19 +9,26 @@ difference (or the end of the draft) the token sampled is the slot's next one, a
 tokens after it are removed from the sequence (``llama_memory_seq_rm``), so the sequence and the
 prefix cache's record of it hold exactly the answer's tokens.
 
-Why the output is exactly the model's, greedy or sampled: drafts here are deterministic (a
-point mass ``q`` on the drafted token ``d``). Rejection sampling accepts ``d`` with probability
+Why the output is exactly the model's, greedy or sampled: drafts here are deterministic (a point
+mass ``q`` on the drafted token ``d``). Rejection sampling accepts ``d`` with probability
 ``min(1, p(d)/q(d)) = p(d)`` and otherwise samples from ``norm(max(0, p - q))``, which is ``p``
 without ``d``. Sampling ``t ~ p`` and accepting when ``t == d`` is the same thing: ``d`` with
 probability ``p(d)``, else a token from ``p`` conditioned on ``t != d``. So each position is
 sampled by the slot's C sampler chain from the logits non-speculative decoding would give it
 (the drafted prefix equals the answer's), with the chain's penalty history, random state and
 grammar advanced exactly as without drafts (positions past the first difference are never
-sampled). Even a fixed seed gives the same text. A grammar checks each token the chain picks,
-as always, so constrained answers speculate too (a drafted token the grammar would reject is
-simply never sampled). Numerically, llama.cpp computes a row of a multi-token batch with the
-same kernels as a single token, so greedy answers equal non-speculative ones token for token
-(tests/engine/test_speculation.py).
+sampled). Even a fixed seed gives the same text (up to the rounding below). A grammar checks
+each token the chain picks, as always, so constrained answers speculate too (a drafted token the
+grammar would reject is simply never sampled). That is exact given the logits, as
+tests/engine/test_speculation.py proves with the scripted model's exact arithmetic. The logits
+themselves are not bit for bit the same: a token decoded in a batch with drafted tokens after it
+is computed by llama.cpp's multi-row kernels, which sum in another order than one row alone
+(differences up to about 1.0 on the CPU build), so where two tokens nearly tie a greedy answer
+can take the other branch and differ from there on: most answers are identical, some branch
+(on the test model 7 of 24 with prompt lookup, 4 of 24 with a draft model:
+bench/speculative_identity.py). vLLM and
+llama-server document the same; batching several answers together does it too. Sampled answers
+keep the model's distribution (tests/engine/test_speculation_distribution.py).
 
 Draft sources (:class:`Drafter`):
 
@@ -31,12 +38,17 @@ Draft sources (:class:`Drafter`):
 * **prompt lookup**: the last :data:`NGRAM` tokens looked up in the prompt and the answer so
   far (their most recent earlier occurrence); the tokens that followed are the draft. Code and
   quoted text repeat; free prose rarely does, and then there is simply no draft.
+* **a draft model** (``LoadParams.draft_model``, :mod:`app.engine.draft_model`), instead of
+  prompt lookup: a small model with the same vocabulary guesses greedily for every drafting
+  slot at once before the step's decode and leaves each slot's guess in ``offered``
+  (:meth:`Drafter.wants` says how many tokens to guess). Greedy guesses are point masses too.
 
-Adaptive: a prompt-lookup draft's length doubles while whole drafts are accepted and falls to
-what was accepted otherwise (a prediction, which the answer follows but at its edits, is drafted
-at full length); drafts that are rejected outright make the slot stop drafting for a number of
-steps that doubles each time (up to :data:`MAX_BACKOFF`), so free chat pays for at most an
-occasional one-token guess, and so does a prediction the answer does not follow.
+Adaptive: a prompt-lookup or draft-model draft's length doubles while whole drafts are accepted
+and falls to what was accepted otherwise (a prediction, which the answer follows but at its
+edits, is drafted at full length); drafts that are rejected outright make the slot stop
+drafting for a number of steps that doubles each time (up to :data:`MAX_BACKOFF`), so free
+chat pays for at most an occasional one-token guess, and so does a prediction the answer does
+not follow.
 
 Pure Python, worker thread only; no llama.cpp calls here.
 """
@@ -134,6 +146,8 @@ class Drafter:
         draft_max: int,
         prediction: list[int] | None = None,
         lookup: bool = True,
+        *,
+        model: bool = False,
     ) -> None:
         self.tokens = tokens
         self.draft_max = max(0, draft_max)
@@ -147,33 +161,60 @@ class Drafter:
         self.k = self.draft_max if self.prediction else min(LOOKUP_START, self.draft_max)
         self._skip = 0
         self._backoff = 1
+        self.model = model and self.draft_max > 0  # a draft model drafts (not prompt lookup)
+        self.offered: list[int] | None = None  # the draft model's guess for this step
         self.drafted = 0  # tokens drafted, counted by the scheduler
         self.accepted = 0  # of which the answer took
+
+    def wants(self, last: int, room: int) -> int:
+        """With a draft model: how many tokens to ask it for this step (0: none, while paused
+        or while the prediction drafts)."""
+        if not self.model or room <= 0:
+            return 0
+        self._follow(last)
+        if self._skip > 0 or self._predicted_guess(last, room):
+            return 0
+        return min(self.k, room)
 
     def draft(self, last: int, room: int) -> list[int]:
         """Up to ``room`` tokens guessed to follow ``tokens`` then ``last`` (the token about to
         be decoded)."""
         self._follow(last)
+        offered, self.offered = self.offered, None
         if self._skip > 0:
             self._skip -= 1
             return []
         k = min(self.k, room)
         if k <= 0:
             return []
-        tail = (*self.tokens[len(self.tokens) - NGRAM + 1 :], last)
-        if len(tail) < NGRAM:
-            return []
-        if self._predicted is not None:
-            if self._sync < 0:
-                self._sync = self._predicted.find(tail, self._mark)
-            if self._sync >= 0:  # the answer follows the prediction: draft it at full length
-                guess = self.prediction[self._sync : self._sync + min(self.draft_max, room)]
-                if guess:
-                    return guess
-        if self._lookup is None:
+        guess = self._predicted_guess(last, room)
+        if guess:
+            return guess
+        if offered:
+            return offered[:k]
+        tail = self._tail(last)
+        if self._lookup is None or tail is None:
             return []
         end = self._lookup.find_best(tail, self.tokens[-NGRAM - LOOKBACK + 1 : -NGRAM + 1])
         return self.tokens[end : end + k] if end >= 0 else []
+
+    def _tail(self, last: int) -> tuple[int, ...] | None:
+        tail = (*self.tokens[len(self.tokens) - NGRAM + 1 :], last)
+        return tail if len(tail) >= NGRAM else None
+
+    def _predicted_guess(self, last: int, room: int) -> list[int]:
+        """The prediction from where the answer follows it (found again by the last
+        :data:`NGRAM` tokens after a difference), at full length; [] when it does not."""
+        if self._predicted is None or room <= 0:
+            return []
+        if self._sync < 0:
+            tail = self._tail(last)
+            if tail is None:
+                return []
+            self._sync = self._predicted.find(tail, self._mark)
+        if self._sync < 0:
+            return []
+        return self.prediction[self._sync : self._sync + min(self.draft_max, room)]
 
     def _follow(self, last: int) -> None:
         """Move the prediction's pointer over the answer's tokens decoded since last time."""

@@ -68,8 +68,11 @@ class LoadParams:
     # ``"force": true``): the check that raises ModelTooLargeError is skipped
     force: bool = False
     # Speculative decoding (app.engine.speculation): most tokens drafted per answer and step,
-    # from a request's prediction or by prompt lookup; 0 turns it off
+    # from a request's prediction, by prompt lookup or by the draft model; 0 turns it off
     draft_max: int = 16
+    # A draft model (a smaller GGUF with the same vocabulary) that drafts instead of prompt
+    # lookup (app.engine.draft_model; Settings → Model loading, ``--draft-model``)
+    draft_model: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

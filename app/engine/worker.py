@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from app.engine.draft_model import open_draft
 from app.engine.scheduler import Scheduler
 from app.engine.types import (
     BadRequestError,
@@ -525,9 +526,14 @@ class EngineWorker:
             if job.cancelled.is_set():
                 return Finished(job.id, "cancelled")
             raise
+        try:
+            drafts = open_draft(model, r.params)
+        except BaseException:
+            model.close()
+            raise
         self._state.models[model.model_id] = model
         self._state.schedulers[model.model_id] = Scheduler(
-            model, self._finish_generation, draft_max=r.params.draft_max
+            model, self._finish_generation, draft_max=r.params.draft_max, drafts=drafts
         )
         self._state.last_loaded = model.model_id
         return Finished(job.id, "stop", result=model.describe())
@@ -538,6 +544,8 @@ class EngineWorker:
             scheduler = self._state.schedulers.pop(mid, None)
             if scheduler is not None:
                 scheduler.cancel_all()
+                if scheduler.drafts is not None:  # the draft model (app.engine.draft_model)
+                    scheduler.drafts.close()
             model = self._state.models.pop(mid, None)
             if model is not None:
                 model.close()

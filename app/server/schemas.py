@@ -232,12 +232,22 @@ class SamplingBody(OpenAIBody):
         return bool(self.stream_options and self.stream_options.include_usage)
 
 
+MAX_PREDICTION_PARTS = 1024
+
+
 class Prediction(OpenAIBody):
     """OpenAI's predicted output: text the answer is expected to largely be (a file an
     editor asks back with a change); it speeds the answer up, never changes it."""
 
     type: Literal["content"]
     content: str | list[ContentPart]
+
+    @field_validator("content", mode="before")
+    @classmethod
+    def _few_parts(cls, v: Any) -> Any:
+        if isinstance(v, list) and len(v) > MAX_PREDICTION_PARTS:  # before each is validated
+            raise ValueError(f"at most {MAX_PREDICTION_PARTS} parts; send the text as one string")
+        return v
 
     def text(self) -> str:
         if isinstance(self.content, str):

@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -114,6 +115,8 @@ class EngineSession(QObject):
         self.loading_path: str | None = None
         self.load_fraction: float | None = None  # how far the load is, once llama.cpp says
         self._load_handle: JobHandle | None = None
+        # the draft model to load with a model's path, as Settings chose (ModelChoices.draft_for)
+        self.draft_for: Callable[[str], str | None] | None = None
         self._answer_models: dict[JobHandle, str | None] = {}  # handle -> its model id
         self._retiring: set[str] = set()  # model ids to unload once their answers are done
         self._deltas: deque[tuple[float, int]] = deque()  # (time, tokens) within RATE_WINDOW
@@ -165,6 +168,9 @@ class EngineSession(QObject):
         self.load_started.emit(path)
         self._update_state()
         params = params or load_params(self.settings)
+        draft = self.draft_for(path) if self.draft_for and params.draft_model is None else None
+        if draft is not None:  # speculative decoding with a draft model (Settings)
+            params = replace(params, draft_model=draft)
         if params.mmproj is None:  # a vision model in the library loads as one, no step needed
             projector = projector_beside(path)
             if projector is not None:

@@ -115,6 +115,7 @@ def create_services(worker: EngineWorker | None = None) -> Services:
     engine = EngineSession(settings, worker, router=router)
     library = default_library()
     catalog = ModelChoices(settings, library)
+    engine.draft_for = catalog.draft_for
     downloads = DownloadManager(p.models_dir, p.downloads_dir)
     return Services(
         settings,

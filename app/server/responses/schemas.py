@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Discriminator, Field, Tag, field_validator
 
-from app.server.schemas import TTL, OpenAIBody
+from app.server.schemas import TTL, OpenAIBody, Prediction
 
 RESPONSE_ID = re.compile(r"resp_[A-Za-z0-9]{1,64}")
 MAX_NAME_CHARS = 256  # function names and call ids
@@ -240,6 +240,8 @@ class ResponsesRequest(OpenAIBody):
     min_p: float | None = None
     repeat_penalty: float | None = None
     logit_bias: dict[str, float] | None = None
+    # chat completions' predicted output (the text the answer is expected to largely be)
+    prediction: Prediction | None = None
 
     @field_validator("tools", mode="before")
     @classmethod

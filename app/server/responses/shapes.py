@@ -23,13 +23,17 @@ def event_frame(data: dict[str, Any]) -> bytes:
 
 
 def usage_body(usage: Usage, reasoning_tokens: int) -> dict[str, Any]:
+    """Responses' usage; with a ``prediction`` (an extension: chat completions' field), its
+    ``output_tokens_details`` also say how many predicted tokens were accepted and rejected."""
+    details: dict[str, Any] = {"reasoning_tokens": min(reasoning_tokens, usage.completion_tokens)}
+    if usage.predicted:
+        details["accepted_prediction_tokens"] = usage.accepted_tokens
+        details["rejected_prediction_tokens"] = usage.drafted_tokens - usage.accepted_tokens
     return {
         "input_tokens": usage.prompt_tokens,
         "input_tokens_details": {"cached_tokens": usage.cached_tokens},
         "output_tokens": usage.completion_tokens,
-        "output_tokens_details": {
-            "reasoning_tokens": min(reasoning_tokens, usage.completion_tokens)
-        },
+        "output_tokens_details": details,
         "total_tokens": usage.total_tokens,
     }
 

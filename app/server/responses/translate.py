@@ -88,6 +88,7 @@ def chat_body(
         "parallel_tool_calls": body.parallel_tool_calls,
         "reasoning_effort": body.reasoning.effort if body.reasoning else None,
         "response_format": _response_format(body),
+        "prediction": body.prediction.model_dump() if body.prediction else None,
     }
     if body.tools:
         fields["tools"] = [

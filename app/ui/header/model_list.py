@@ -17,7 +17,9 @@ from PySide6.QtCore import QObject, Signal
 
 from app.config import Settings
 from app.engine.gguf_format import human_bytes
+from app.library.drafts import DRAFT_KEY, DRAFT_SUGGESTED, suggest_draft
 from app.library.local import Library
+from app.library.local_model import LocalModel
 from app.library.projectors import VISION_TAG, projector_beside
 from app.library.quant import is_projector, parse_quant
 from app.library.same_file import group_same
@@ -31,6 +33,10 @@ RECENT_KEY = "ui.recent_models"
 MAX_RECENT = 12
 BASE_TAG = "Base model"
 BASE_NOTICE = "base model: it continues text; for chat pick an instruct model"
+DRAFT_HINT = (
+    "Suggested draft model: {name} (smaller, the same tokenizer): Settings → Model loading → "
+    "Draft model → Suggested makes answers faster"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +49,8 @@ class ModelEntry:
     base: bool = False  # no chat template: a base model, which continues text
     locations: tuple[str, ...] = ()  # every path of this same file (``path`` first)
     thinks: bool = False  # its template knows about thinking (the chat offers its control)
+    # a smaller model with its tokenizer that could draft for it (app.library.drafts)
+    draft: str | None = None
 
     @property
     def vision(self) -> bool:
@@ -58,6 +66,8 @@ class ModelEntry:
             tip += f"\nVision: takes images (loads with {Path(self.projector).name})"
         if self.base:
             tip += f"\n{BASE_NOTICE[0].upper()}{BASE_NOTICE[1:]}."
+        if self.draft is not None:
+            tip += f"\n{DRAFT_HINT.format(name=Path(self.draft).name)}"
         return tip
 
 
@@ -86,7 +96,8 @@ def scan_models(settings: Settings, library: Library) -> list[ModelEntry]:
     (the first one found, listing the others' paths as its locations)."""
     seen: set[str] = set()
     entries: list[ModelEntry] = []
-    for model in library.scan():
+    scanned = library.scan()
+    for model in scanned:
         if model.error is None:
             seen.add(str(model.path.resolve()))
             projector = model.mmproj
@@ -104,6 +115,7 @@ def scan_models(settings: Settings, library: Library) -> list[ModelEntry]:
                     base,
                     locations=places,
                     thinks=thinks,
+                    draft=_draft(model, scanned),
                 )
             )
     for name in settings.get(RECENT_KEY):
@@ -117,6 +129,15 @@ def scan_models(settings: Settings, library: Library) -> list[ModelEntry]:
             if entry is not None:
                 entries.append(entry)
     return one_per_file(entries)
+
+
+def _draft(model: LocalModel, models: list[LocalModel]) -> str | None:
+    try:
+        draft = suggest_draft(model, models)
+    except Exception:  # a file that changed while listed: no suggestion, never no list
+        log.exception("Suggesting a draft model for %s failed", model.path)
+        return None
+    return str(draft.path) if draft is not None else None
 
 
 def one_per_file(entries: list[ModelEntry]) -> list[ModelEntry]:
@@ -176,6 +197,14 @@ class ModelChoices(QObject):
             coalesce=True,
             name="list the models",
         )
+
+    def draft_for(self, path: str) -> str | None:
+        """The draft model to load ``path`` with (Settings → Model loading → Draft model):
+        none, the library's suggestion for it (listed by the last scan), or the file chosen."""
+        choice = self.settings.get(DRAFT_KEY)
+        if choice != DRAFT_SUGGESTED:
+            return choice or None
+        return next((m.draft for m in self.models if path in (m.path, *m.locations)), None)
 
     def add_file(self, path: str) -> None:
         """Remember a file the user opened and list it at once."""

@@ -59,6 +59,7 @@ from app.ui import theme
 from app.ui.header.remote_models import RemoteCatalog
 from app.ui.machine_monitor import MachineMonitor
 from app.ui.settings import presets
+from app.ui.settings.draft_choice import DraftModelChoice
 from app.ui.settings.hardware_page import HardwarePage
 from app.ui.settings.models_page import ModelsPage
 from app.ui.settings.providers_page import ProvidersPage
@@ -368,6 +369,9 @@ class SettingsDialog(QDialog):
         form.addRow(theme.form_label("Parallel answers", self.parallel, page), self.parallel)
         form.addRow(theme.form_label("KV cache", self.cache_type, page), self.cache_type)
         form.addRow(theme.form_label("Conversations in RAM", self.cache_ram, page), self.cache_ram)
+        self.draft_model = DraftModelChoice(self.settings, page)
+        self.draft_model.setMaximumWidth(320)
+        form.addRow(theme.form_label("Draft model", self.draft_model, page), self.draft_model)
         layout.addLayout(form)
         for key, label in (
             ("load.flash_attn", "Flash attention"),
