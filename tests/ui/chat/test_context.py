@@ -1,49 +1,14 @@
-"""The context: what is dropped when a conversation no longer fits, and how it shows."""
+"""The context in the app: what is dropped when a conversation no longer fits, and how it
+shows (the rule itself: tests/engine/test_fitting.py)."""
 
 from __future__ import annotations
 
 import pytest
 from pytestqt.qtbot import QtBot
 
-from app.engine.fitting import Turn, answer_room, plan_context
 from app.engine.worker import EngineWorker
 from app.ui.main_window import MainWindow
 from tests.helpers.window import SMALL_CTX, send, widget
-
-
-def _turns(n: int, tokens: int) -> list[Turn]:
-    turns = []
-    for i in range(n):
-        turns.append(Turn("user", f"q{i}", tokens))
-        turns.append(Turn("assistant", f"a{i}", tokens))
-    return [*turns, Turn("user", "last", tokens)]
-
-
-def test_plan_keeps_everything_that_fits() -> None:
-    plan = plan_context("Be brief.", 5, _turns(3, 10), n_ctx=4096, room=512)
-    assert plan.fits and plan.dropped == 0
-    assert plan.messages[0] == {"role": "system", "content": "Be brief."}
-    assert len(plan.messages) == 1 + 7
-
-
-def test_plan_drops_whole_old_turns_and_keeps_the_system_prompt() -> None:
-    plan = plan_context("Be brief.", 5, _turns(10, 100), n_ctx=1024, room=256)
-    assert plan.fits and plan.dropped > 0 and plan.dropped % 2 == 0
-    assert plan.messages[0]["role"] == "system"
-    assert plan.messages[1]["role"] == "user"
-    assert plan.messages[-1]["content"] == "last"
-    assert plan.prompt_tokens <= 1024 - 256
-
-
-def test_plan_says_when_even_the_last_message_is_too_long() -> None:
-    plan = plan_context("", 0, [Turn("user", "huge", 5000)], n_ctx=2048, room=256)
-    assert not plan.fits
-
-
-def test_answer_room() -> None:
-    assert answer_room(4096, None) == 512
-    assert answer_room(4096, 100) == 100
-    assert answer_room(512, 4000) == 256
 
 
 @pytest.fixture
