@@ -5,9 +5,8 @@ A :class:`LlamaCppModel` is one loaded model: its weights, one llama.cpp context
 (see :mod:`app.engine.prefix_cache`), a reusable batch, and a second context for embeddings
 made on first use. It satisfies :class:`app.engine.types.Model`; the scheduler
 (:mod:`app.engine.scheduler`) drives it. Created, used and closed on the engine worker thread
-only (llama.cpp contexts are not thread-safe); only ``abort`` may be set from other threads, and
-``render_chat``, ``tokenize`` and ``completion_tokens`` may run on the thread that prepares
-prompts (:mod:`app.engine.prompt_prep`: they read only the template and the vocabulary).
+only (contexts are not thread-safe): ``abort`` may be set from any thread, and the prompt
+methods run on :mod:`app.engine.prompt_prep`'s thread too (they read only the vocabulary).
 
 The KV cache is unified (``kv_unified``): every sequence draws cells from one pool of
 ``n_ctx``, so one long conversation can use the whole context while the others are short, and a
@@ -142,8 +141,7 @@ def gpu_fallback_notice(devices: Sequence[str], name: str) -> str:
 
 
 class LlamaCppModel:
-    """One loaded llama.cpp model and its context. Worker thread only, but for the prompt
-    methods the preparing thread calls (see the module doc)."""
+    """One loaded llama.cpp model and its context. Worker thread only (see the module doc)."""
 
     def __init__(
         self,
