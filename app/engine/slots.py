@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from app.engine.media import MediaPrompt
 from app.engine.speculation import Drafter
 from app.engine.textstream import StopMatcher, Utf8Stream
-from app.engine.types import SamplerLike
+from app.engine.types import SamplerLike, Timings
 
 if TYPE_CHECKING:
     from app.engine.reasoning import ThinkingBudget
@@ -76,6 +76,25 @@ class Slot:
     @property
     def generating(self) -> bool:
         return self.state is SlotState.GENERATING
+
+    def timings(self) -> Timings:
+        """How long the job waited, read its prompt and wrote its answer, until now."""
+        ended = time.perf_counter()
+        start, queued = self.admitted_at, self.queued
+        if self.first_at is None:
+            return Timings(prompt_seconds=ended - start, queued_seconds=queued)
+        prompt_s = self.first_at - start
+        gen_s = ended - self.first_at
+        evaluated = len(self.prompt) - self.reused
+        n = self.n_out
+        return Timings(
+            time_to_first_token=prompt_s + queued,
+            prompt_seconds=prompt_s,
+            generation_seconds=gen_s,
+            prompt_tokens_per_second=evaluated / prompt_s if prompt_s > 0 else 0.0,
+            generation_tokens_per_second=(n - 1) / gen_s if n > 1 and gen_s > 0 else 0.0,
+            queued_seconds=queued,
+        )
 
     def pause(self) -> None:
         """Give the sequence's KV up (the caller removes its cells): everything it held, and

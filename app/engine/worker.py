@@ -390,6 +390,9 @@ class EngineWorker:
             admit, other = self._take_jobs()
             if other is not None:
                 self._current = other
+            elif not admit and not self._stopping and not self._has_steps():
+                self._cond.wait()  # only prompts being prepared: woken when one is ready
+                return True
         for job, scheduler in admit:
             scheduler.admit(job)
         if other is not None:
@@ -406,6 +409,15 @@ class EngineWorker:
                 log.exception("An engine step failed unexpectedly")
                 scheduler.fail_all(EngineCrashedError(f"The engine failed: {e}"))
         return True
+
+    def _has_steps(self) -> bool:
+        """Under the lock: whether a scheduler has a step to take now."""
+        return any(s.has_work for s in self._running.values())
+
+    def _wake(self) -> None:
+        """From a thread preparing a prompt: one is ready for its scheduler."""
+        with self._cond:
+            self._cond.notify_all()
 
     def _take_jobs(self) -> tuple[list[tuple[Job, Scheduler]], Job | None]:
         """Under the lock: the generations that can start now (in queue order, each while its
@@ -533,7 +545,11 @@ class EngineWorker:
             raise
         self._state.models[model.model_id] = model
         self._state.schedulers[model.model_id] = Scheduler(
-            model, self._finish_generation, draft_max=r.params.draft_max, drafts=drafts
+            model,
+            self._finish_generation,
+            draft_max=r.params.draft_max,
+            drafts=drafts,
+            wake=self._wake,
         )
         self._state.last_loaded = model.model_id
         return Finished(job.id, "stop", result=model.describe())

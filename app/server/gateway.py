@@ -14,6 +14,7 @@ import functools
 import logging
 import os
 import threading
+from collections import deque
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -99,8 +100,10 @@ def capabilities(meta: ModelMeta, loaded: LoadedModel | None = None) -> tuple[st
 class JobStream:
     """One engine job's events, delivered to the event loop that submitted it.
 
-    ``sink`` runs on the worker thread; it only schedules a ``put`` on the loop. Iterating
-    yields every event up to and including the final one.
+    ``sink`` runs on the worker thread; it only puts the event in an inbox and, unless a drain
+    is already scheduled, schedules one on the loop: the events of a burst (several answers, a
+    busy loop) cross to the loop in one call. Iterating yields every event up to and including
+    the final one.
     """
 
     def __init__(
@@ -110,7 +113,11 @@ class JobStream:
         on_final: Callable[[JobStream], None],
     ) -> None:
         self._loop = loop
-        self._queue: asyncio.Queue[Event] = asyncio.Queue()
+        self._inbox: list[Event] = []  # from the worker thread, under _lock
+        self._lock = threading.Lock()
+        self._draining = False  # a drain is scheduled on the loop
+        self._events: deque[Event] = deque()  # on the loop
+        self._waiter: asyncio.Future[None] | None = None
         self._on_left_queue = on_left_queue
         self._on_final = on_final
         self._left_queue = False
@@ -123,12 +130,50 @@ class JobStream:
             self._on_left_queue()
         if isinstance(event, Finished | Failed):
             self._on_final(self)
+        with self._lock:
+            self._inbox.append(event)
+            if self._draining:
+                return
+            self._draining = True
         # A closed loop means the server is gone and nobody listens.
         with contextlib.suppress(RuntimeError):
-            self._loop.call_soon_threadsafe(self._queue.put_nowait, event)
+            self._loop.call_soon_threadsafe(self._drain)
+
+    def _drain(self) -> None:
+        with self._lock:
+            self._events.extend(self._inbox)
+            self._inbox.clear()
+            self._draining = False
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     async def next(self) -> Event:
-        event = await self._queue.get()
+        while not self._events:
+            await self._wait(None)
+        return self._take()
+
+    async def next_within(self, seconds: float) -> Event | None:
+        """The next event, or None when none came within ``seconds`` (a future and a timer:
+        cheaper per token than ``asyncio.wait_for``, which makes a task)."""
+        if not self._events:
+            await self._wait(seconds)
+            if not self._events:
+                return None
+        return self._take()
+
+    async def _wait(self, seconds: float | None) -> None:
+        waiter = self._waiter = self._loop.create_future()
+        timer = None if seconds is None else self._loop.call_later(seconds, _wake, waiter)
+        try:
+            await waiter
+        finally:
+            self._waiter = None
+            if timer is not None:
+                timer.cancel()
+
+    def _take(self) -> Event:
+        event = self._events.popleft()
         if isinstance(event, Finished | Failed):
             self.final = event
         return event
@@ -140,6 +185,11 @@ class JobStream:
     def cancel(self) -> None:
         if self.job is not None and not self.job.done:
             self.job.cancel()
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 class LoadHandle:

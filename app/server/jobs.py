@@ -36,9 +36,8 @@ async def first_events(stream: JobStream, request: Request) -> list[Event]:
     deadline = loop.time() + QUEUE_DEADLINE
     async with disconnect_watch(request.receive, stream.cancel):
         while True:
-            try:
-                event = await asyncio.wait_for(stream.next(), deadline - loop.time())
-            except TimeoutError:
+            event = await stream.next_within(max(0.0, deadline - loop.time()))
+            if event is None:
                 return events
             events.append(event)
             if isinstance(event, Started):
@@ -65,10 +64,8 @@ async def next_event(stream: JobStream, early: list[Event]) -> Event | Tick | No
         return early.pop(0)
     if stream.final is not None:
         return None
-    try:
-        return await asyncio.wait_for(stream.next(), KEEPALIVE_AFTER)
-    except TimeoutError:
-        return TICK
+    event = await stream.next_within(KEEPALIVE_AFTER)
+    return TICK if event is None else event
 
 
 async def collect(stream: JobStream, request: Request) -> tuple[list[str], Finished]:
