@@ -205,8 +205,12 @@ class Residency:
         ModelTooLargeError (unless ``params.force``) when it cannot fit without unloading a
         busy model or one the person loaded. Reads the GGUF header: not on the event loop."""
         from app.engine import fit, gguf
+        from app.engine.gguf_reader import GGUFError
 
-        info = gguf.read_gguf(path)
+        try:
+            info = gguf.read_gguf(path)
+        except GGUFError:  # no such file, not a GGUF: the load itself says what is wrong
+            return Room((), 0, 0)
         n_ctx = params.n_ctx or _default_context(info)
         loaded = [m for m in self.worker.loaded_models() if m.model_id != model_id]
         busy = models_in_use(self.worker)

@@ -262,3 +262,14 @@ def test_a_model_whose_request_went_away_mid_load_still_gets_its_ttl(
     assert loaded.model.model_id == "gemma-a" and loaded.ttl == 60 and loaded.jit
     clock.now += 61
     assert residency.expire_due() == ["gemma-a"]
+
+
+def test_a_model_file_that_cannot_be_read_leaves_the_load_to_say_why(tmp_path: Path) -> None:
+    """The budget reads the file's header; a missing or broken file is the load's to report
+    (a scripted model, or a model deleted since the catalog listed it), not the budget's."""
+    residency = Residency(EngineWorker(), budget_bytes=1, timer=False)
+    try:
+        room = residency.make_room(str(tmp_path / "gone.gguf"), LoadParams(), "gone")
+        assert room.evicted == () and room.needed_bytes == 0
+    finally:
+        residency.worker.shutdown()
