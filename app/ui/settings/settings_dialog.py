@@ -372,6 +372,7 @@ class SettingsDialog(QDialog):
         self.draft_model = DraftModelChoice(self.settings, page)
         self.draft_model.setMaximumWidth(320)
         form.addRow(theme.form_label("Draft model", self.draft_model, page), self.draft_model)
+        QWidget.setTabOrder(self.cache_ram, self.draft_model)  # made after: Tab follows the form
         layout.addLayout(form)
         for key, label in (
             ("load.flash_attn", "Flash attention"),
