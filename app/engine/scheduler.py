@@ -205,9 +205,11 @@ class Scheduler:
             progress=isinstance(r, ChatRequest) and r.prompt_progress,
         )
         if self.draft_max > 0:
-            lookup = self.drafts is None  # else the draft model drafts (app.engine.draft_model)
-            drafted = (slot.tokens, len(prompt), self.draft_max, prepared.predicted)
-            slot.drafter = Drafter(*drafted, lookup, model=not lookup)
+            by_model = self.drafts is not None  # a draft model, else prompt lookup
+            predicted = prepared.predicted
+            slot.drafter = Drafter(
+                slot.tokens, len(prompt), self.draft_max, predicted, model=by_model
+            )
         return slot
 
     # -- cancelling ---------------------------------------------------------------------------

@@ -145,7 +145,6 @@ class Drafter:
         answer_start: int,
         draft_max: int,
         prediction: list[int] | None = None,
-        lookup: bool = True,
         *,
         model: bool = False,
     ) -> None:
@@ -153,7 +152,8 @@ class Drafter:
         self.draft_max = max(0, draft_max)
         self.prediction = prediction or []
         start = answer_start - MAX_INDEXED
-        self._lookup = NgramIndex(tokens, start) if lookup and self.draft_max else None
+        # a draft model (``model``) replaces prompt lookup
+        self._lookup = NgramIndex(tokens, start) if not model and self.draft_max else None
         self._predicted = NgramIndex(self.prediction) if self.prediction else None
         self._sync = 0 if self.prediction else -1  # where the answer follows the prediction
         self._mark = 0  # the prediction's position after the last token the answer followed
