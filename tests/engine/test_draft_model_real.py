@@ -19,6 +19,7 @@ from app.engine.draft_vocab import DraftModelError
 from app.engine.gguf import read_gguf
 from app.engine.types import ChatRequest, Failed, Finished, LoadParams, SamplingParams
 from app.engine.worker import EngineWorker
+from tests.helpers.engine_checks import chat
 from tests.helpers.gguf_writer import write_gguf
 
 PROMPTS = [
@@ -47,18 +48,12 @@ def draft_model_of(worker: EngineWorker) -> DraftModel:
     return scheduler.drafts
 
 
-def ask(worker: EngineWorker, text: str, sampling: SamplingParams) -> Finished:
-    final = worker.submit(ChatRequest([{"role": "user", "content": text}], sampling)).wait(900)
-    assert isinstance(final, Finished), final
-    return final
-
-
 def test_the_model_drafting_for_itself_answers_as_without_drafts(
     workers: tuple[EngineWorker, EngineWorker],
 ) -> None:
     plain, drafting = workers
     greedy = SamplingParams(temperature=0.0, max_tokens=32)
-    expected = [ask(plain, p, greedy) for p in PROMPTS]
+    expected = [chat(plain, p, greedy) for p in PROMPTS]
     jobs = [  # both at once: one draft decode serves both answers
         drafting.submit(ChatRequest([{"role": "user", "content": p}], greedy)) for p in PROMPTS
     ]
@@ -84,7 +79,7 @@ def test_a_constrained_answer_speculates_with_the_draft_model(
         "required": ["name", "count"],
     }
     sampling = SamplingParams(temperature=0.0, max_tokens=40, json_schema=schema)
-    answer = ask(
+    answer = chat(
         drafting, 'Answer with this JSON exactly: {"name": "apples", "count": 12}', sampling
     )
     assert set(json.loads(answer.result)) == {"name", "count"}

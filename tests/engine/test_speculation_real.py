@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from app.engine.types import ChatRequest, Finished, LoadParams, SamplingParams
+from app.engine.types import LoadParams, SamplingParams
 from app.engine.worker import EngineWorker
-from tests.helpers.engine_checks import assert_no_leak
+from tests.helpers.engine_checks import assert_no_leak, chat
 
 CODE = "\n".join(f"def area_{i}(w, h):\n    return w * h + {i}\n" for i in range(8))
 PROMPTS = [
@@ -47,13 +47,6 @@ def workers(gemma_path: Path) -> Iterator[tuple[EngineWorker, EngineWorker]]:
     finally:
         plain.shutdown()
         drafting.shutdown()
-
-
-def chat(worker: EngineWorker, text: str, sampling: SamplingParams, **kw: object) -> Finished:
-    request = ChatRequest([{"role": "user", "content": text}], sampling, **kw)  # type: ignore[arg-type]
-    final = worker.submit(request).wait(600)
-    assert isinstance(final, Finished), final
-    return final
 
 
 def test_greedy_answers_with_drafts_equal_those_without(

@@ -1,10 +1,19 @@
-"""What the engine's tests check after a run on the real model: the context's sequences hold
-exactly what the prefix cache says they keep."""
+"""What the engine's tests do on the real model: ask a chat and wait for its answer, and check
+after a run that the context's sequences hold exactly what the prefix cache says they keep."""
 
 from __future__ import annotations
 
 from app.engine.llamacpp import LlamaCppModel
+from app.engine.types import ChatRequest, Finished, SamplingParams
 from app.engine.worker import EngineWorker
+
+
+def chat(worker: EngineWorker, text: str, sampling: SamplingParams, **kw: object) -> Finished:
+    """One user message's answer, which must finish."""
+    request = ChatRequest([{"role": "user", "content": text}], sampling, **kw)  # type: ignore[arg-type]
+    final = worker.submit(request).wait(900)
+    assert isinstance(final, Finished), final
+    return final
 
 
 def model_of(worker: EngineWorker) -> LlamaCppModel:
