@@ -256,9 +256,11 @@ class SettingsDialog(QDialog):
             scroll.setWidget(page)
             self.pages.addWidget(scroll)
         self.nav.currentRowChanged.connect(self.pages.setCurrentIndex)
-        # Tab as the form shows them (the KV cache box was made after the RAM field)
+        # Tab as the form shows them (the KV cache box was made after the RAM field, the draft
+        # model box on another parent); only here are they all in one window
         QWidget.setTabOrder(self.parallel, self.cache_type)
         QWidget.setTabOrder(self.cache_type, self.cache_ram)
+        QWidget.setTabOrder(self.cache_ram, self.draft_model)
         self.nav.setCurrentRow(0)
 
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close, self)
@@ -372,7 +374,6 @@ class SettingsDialog(QDialog):
         self.draft_model = DraftModelChoice(self.settings, page)
         self.draft_model.setMaximumWidth(320)
         form.addRow(theme.form_label("Draft model", self.draft_model, page), self.draft_model)
-        QWidget.setTabOrder(self.cache_ram, self.draft_model)  # made after: Tab follows the form
         layout.addLayout(form)
         for key, label in (
             ("load.flash_attn", "Flash attention"),
