@@ -212,6 +212,12 @@ SETTINGS: dict[str, Setting] = _settings(
         "MiB of RAM that keep conversations evicted from the context, to resume them (0: off)",
     ),
     Setting(
+        "load.draft_max",
+        int,
+        _LOAD.draft_max,
+        "Speculative decoding: most tokens drafted per answer and step (0: off)",
+    ),
+    Setting(
         "load.draft_model",
         str,
         "",

@@ -10,6 +10,7 @@ from typing import get_args
 
 from app.cli import CliError
 from app.engine.sizing import AUTO_GPU_LAYERS, DEVICE_AUTO, DEVICE_CPU
+from app.engine.speculation import MAX_DRAFT_ROWS
 from app.engine.types import (
     DEFAULT_CACHE_RAM_MB,
     DEFAULT_KV_CACHE_TYPE,
@@ -79,6 +80,15 @@ def add_load_flags(p: argparse.ArgumentParser) -> None:
         "verify (speculative decoding: the same answers, often faster)",
     )
     g.add_argument(
+        "--draft-max",
+        type=draft_max,
+        default=LoadParams().draft_max,
+        metavar="N",
+        help="most tokens drafted per answer and step for speculative decoding (by prompt "
+        f"lookup, a prediction or --draft-model; 0 to {MAX_DRAFT_ROWS}; default: "
+        f"{LoadParams().draft_max}; 0 turns it off)",
+    )
+    g.add_argument(
         "--flash-attn",
         action=argparse.BooleanOptionalAction,
         default=LoadParams().flash_attn,
@@ -132,6 +142,18 @@ def gpu_layers(text: str) -> int:
     return value
 
 
+def draft_max(text: str) -> int:
+    """``--draft-max``: 0 (no speculative decoding) to :data:`MAX_DRAFT_ROWS`."""
+    try:
+        value = int(text)
+    except ValueError:
+        shown = text if len(text) <= 20 else f"{text[:20]}…"
+        raise argparse.ArgumentTypeError(f"{shown!r} is not a number of tokens") from None
+    if not 0 <= value <= MAX_DRAFT_ROWS:
+        raise argparse.ArgumentTypeError(f"{value}: give 0 (off) to {MAX_DRAFT_ROWS} tokens")
+    return value
+
+
 def load_params(args: argparse.Namespace) -> LoadParams:
     """The load flags as given (``--mmproj`` or none); :func:`model_load_params` adds the
     projector the library keeps beside a model."""
@@ -150,6 +172,7 @@ def load_params(args: argparse.Namespace) -> LoadParams:
         mmproj=str(args.mmproj) if getattr(args, "mmproj", None) else None,
         device=_device(getattr(args, "device", DEVICE_AUTO)),
         force=bool(getattr(args, "force", False)),
+        draft_max=getattr(args, "draft_max", LoadParams().draft_max),
         draft_model=_draft_model(getattr(args, "draft_model", None)),
     )
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Final, get_args
 
 from app.engine.ggml_types import ggml_type
+from app.engine.speculation import MAX_DRAFT_ROWS
 from app.engine.types import DEFAULT_KV_CACHE_TYPE, KVCacheType, LoadParams
 
 if TYPE_CHECKING:
@@ -80,5 +81,6 @@ def load_params(settings: Settings) -> LoadParams:
         cache_type_v=cache,
         n_parallel=max(1, settings.get("load.parallel")),
         cache_ram_mb=max(0, settings.get("load.cache_ram_mb")),
+        draft_max=min(max(0, settings.get("load.draft_max")), MAX_DRAFT_ROWS),
         device=settings.get("load.device") or "auto",
     )

@@ -56,3 +56,38 @@ def test_serve_takes_a_draft_model_only_for_its_model(
     assert main(["serve", "--draft-model", str(gemma_path)]) == 1
     _out, err = capsys.readouterr()
     assert "--draft-model drafts for the --model loaded at start" in err
+
+
+REPEATING = "1 2 3 4 5 1 2 3 4 5 1 2 3 4 5 1 2 3 4 5 1 2 3 4 5"
+
+
+@pytest.mark.parametrize(("flags", "drafts"), [([], True), (["--draft-max", "0"], False)])
+def test_draft_max_zero_turns_speculative_decoding_off(
+    capsys: pytest.CaptureFixture[str], gemma_path: Path, flags: list[str], drafts: bool
+) -> None:
+    argv = ["run", str(gemma_path), *flags, "-c", "512", "--parallel", "1", "--temp", "0"]
+    assert main([*argv, "-n", "24", "--json", REPEATING]) == 0
+    out, _err = capsys.readouterr()
+    usage = json.loads(out.strip().splitlines()[-1])["usage"]
+    assert (usage["drafted_tokens"] > 0) is drafts, usage
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [
+        ("-1", "-1: give 0 (off) to 32 tokens"),
+        ("33", "33: give 0 (off) to 32 tokens"),
+        ("many", "'many' is not a number of tokens"),
+        ("1e3", "'1e3' is not a number of tokens"),
+        ("9" * 5000, "'99999999999999999999…' is not a number of tokens"),
+    ],
+)
+def test_a_draft_max_out_of_range_is_one_clear_line(
+    capsys: pytest.CaptureFixture[str], gemma_path: Path, value: str, words: str
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["run", str(gemma_path), "--draft-max", value, "Hi"])
+    assert exited.value.code == 2
+    _out, err = capsys.readouterr()
+    last = err.strip().splitlines()[-1]  # argparse's usage, then its one line
+    assert "--draft-max" in last and words in last and len(last) < 200, err

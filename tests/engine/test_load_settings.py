@@ -37,6 +37,7 @@ def test_load_params_follow_the_settings() -> None:
         "load.use_mlock": True,
         "load.cache_type": "q8_0",
         "load.parallel": 2,
+        "load.draft_max": 0,
     }.items():
         settings.set(key, value)
     assert load_params(settings) == LoadParams(
@@ -51,7 +52,15 @@ def test_load_params_follow_the_settings() -> None:
         cache_type_k="q8_0",
         cache_type_v="q8_0",
         n_parallel=2,
+        draft_max=0,
     )
+
+
+@pytest.mark.parametrize(("value", "loaded"), [(-5, 0), (8, 8), (10_000, 32)])
+def test_the_draft_max_setting_is_bounded(value: int, loaded: int) -> None:
+    settings = Settings()
+    settings.set("load.draft_max", value)
+    assert load_params(settings).draft_max == loaded
 
 
 @pytest.mark.parametrize("value", ["q3_k", "", "F16 ", None, 8])
