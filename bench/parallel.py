@@ -12,12 +12,17 @@ editors reach them. Targets: 4 clients ≥ 1.5× one client's rate, and
 llama-server: set LLAMA_SERVER to its binary (built from the llama.cpp sources in the
 llama-cpp-python sdist with -DLLAMA_BUILD_SERVER=ON and the portable flags; see README).
 
-``--clients 1`` measures one client alone on both servers. ``--base DIR`` also runs Ember from
-another checkout of the repository (``git worktree add /tmp/base <commit>``) in every round, to
-compare a change with what it started from in the same run; each figure comes with the CPU
-time the server spent per token, which a busy machine disturbs less than the rate.
+``--clients 1`` measures one client alone on both servers. Ember decodes speculatively by
+default (prompt lookup) and llama-server does not; ``--plain`` adds Ember without it and
+llama-server with its own prompt lookup, so each is compared with its like too (greedy text
+from a small model repeats itself, which prompt lookup turns into speed).
+``--base DIR`` also runs Ember from another checkout of the repository (``git worktree add
+/tmp/base <commit>``) in every round, to compare a change with what it started from in the
+same run; each figure comes with the CPU time the server spent per token, which a busy machine
+disturbs less than the rate.
 
 Run: .venv/bin/python bench/parallel.py [--tokens 192] [--clients 4] [--rounds 3] [--base DIR]
+[--plain]
 """
 
 from __future__ import annotations
@@ -49,6 +54,8 @@ from tests.helpers.net import free_port  # noqa: E402
 
 BAN_END = {"1": -100.0, "106": -100.0}  # Gemma's <eos> and <end_of_turn>
 N_CTX = 4096
+PLAIN = ("--draft-max", "0")  # Ember without speculative decoding
+NGRAM = ("--spec-type", "ngram-simple")  # llama-server's prompt lookup
 MODEL_NAMES: dict[str, str] = {}  # Ember's id for the model, per server
 PROMPTS = [
     "Here is a long story about a lighthouse keeper:",
@@ -131,13 +138,16 @@ def aggregate(base: str, clients: int, tokens: int, round_no: int) -> float:
 
 
 @contextlib.contextmanager
-def ember(model: str, parallel: int, root: Path = ROOT) -> Iterator[str]:
+def ember(
+    model: str, parallel: int, root: Path = ROOT, extra: tuple[str, ...] = ()
+) -> Iterator[str]:
     """``ember serve`` (of the checkout at ``root``) in its own process, as llama-server runs
     and as editors reach it: in this process the clients' Python (reading SSE lines, parsing
     JSON) would share Ember's GIL."""
     port = free_port()
     cmd = [sys.executable, "-m", "app", "serve", "-m", model, "--port", str(port)]
     cmd += ["-c", str(N_CTX), "--parallel", str(parallel), "-t", str(default_threads())]
+    cmd += extra
     env = {**os.environ, "EMBER_HOME": tempfile.mkdtemp(prefix="ember-bench-")}
     with server_process(cmd, port, "/v1/models", env, cwd=root) as base:
         models = httpx.get(f"{base}/v1/models", timeout=10).json()["data"]
@@ -182,11 +192,13 @@ def llama_server_binary() -> str | None:
 
 
 @contextlib.contextmanager
-def llama_server(binary: str, model: str, parallel: int) -> Iterator[str]:
+def llama_server(
+    binary: str, model: str, parallel: int, extra: tuple[str, ...] = ()
+) -> Iterator[str]:
     port = free_port()
     cmd = [binary, "-m", model, "--host", "127.0.0.1", "--port", str(port)]
     cmd += ["-c", str(N_CTX), "-np", str(parallel), "-t", str(default_threads())]
-    cmd += ["--kv-unified", "--no-webui"]
+    cmd += ["--kv-unified", "--no-webui", *extra]
     with server_process(cmd, port, "/health") as base:
         yield base
 
@@ -198,6 +210,13 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--model", default=None, help="a .gguf (default: the test model)")
     parser.add_argument("--base", type=Path, default=None, help="another checkout to compare")
+    parser.add_argument(
+        "--plain",
+        action="store_true",
+        help="also Ember without speculative decoding (--draft-max 0) and llama-server with "
+        "its prompt lookup (--spec-type ngram-simple): engine against engine, and both "
+        "speculating",
+    )
     args = parser.parse_args()
     if args.clients < 1 or args.tokens < 1 or args.rounds < 1:
         parser.error("--clients, --tokens and --rounds must be at least 1")
@@ -214,8 +233,17 @@ def main() -> int:
     ]
     if args.base is not None:
         servers.append(("base", lambda: ember(args.model, args.clients, args.base.resolve())))
+    if args.plain:
+        servers.append(("Ember plain", lambda: ember(args.model, args.clients, extra=PLAIN)))
     if binary:
         servers.append(("llama-server", lambda: llama_server(binary, args.model, args.clients)))
+        if args.plain:
+            servers.append(
+                (
+                    "llama-server ngram",
+                    lambda: llama_server(binary, args.model, args.clients, NGRAM),
+                )
+            )
     for i in range(args.rounds):
         line = [f"round {i + 1} (load {os.getloadavg()[0]:.1f}):"]
         for name, start in servers:
@@ -248,6 +276,11 @@ def report(runs: dict[str, list[Rate]], clients: int) -> None:
         if f"llama-server {n}" in runs:
             ratio = median(f"Ember {n}") / median(f"llama-server {n}")
             print(f"median: Ember ÷ llama-server, {n} client(s) = {ratio:.3f} (target {target})")
+        pairs = (("Ember plain", "llama-server"), ("Ember", "llama-server ngram"))
+        for ours, theirs in pairs:
+            if f"{ours} {n}" in runs and f"{theirs} {n}" in runs:
+                ratio = median(f"{ours} {n}") / median(f"{theirs} {n}")
+                print(f"median: {ours} ÷ {theirs}, {n} client(s) = {ratio:.3f} (target {target})")
         if f"base {n}" in runs:
             ratio = median(f"Ember {n}") / median(f"base {n}")
             print(f"median: Ember ÷ base, {n} client(s) = {ratio:.3f}")
