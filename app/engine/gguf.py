@@ -18,6 +18,7 @@ from __future__ import annotations
 import io
 import os
 import struct
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -145,6 +146,13 @@ class GGUFInfo:
 
 # --- parsing -------------------------------------------------------------------------------
 
+# The last headers read (without tokens), by path and the file's identity, size and time:
+# a load reads its model's header for the memory budget, then to load it (~40 ms for a
+# 262k-token vocabulary walked past). A file changed in place is read again.
+_READ_KEPT: Final = 16
+_READ: dict[tuple[str, int, int, int, int], GGUFInfo] = {}
+_READ_LOCK = threading.Lock()
+
 
 def read_gguf(path: str | os.PathLike[str], *, tokens: bool = False) -> GGUFInfo:
     """Read a local GGUF file's header (never its tensor data) and check the file is whole.
@@ -162,7 +170,16 @@ def read_gguf(path: str | os.PathLike[str], *, tokens: bool = False) -> GGUFInfo
         raise GGUFError(f"Cannot read {label}: {exc.strerror or exc}") from exc
     try:
         with stream:
-            size = os.fstat(stream.fileno()).st_size
+            stat = os.fstat(stream.fileno())
+            size = stat.st_size
+            key = (label, stat.st_dev, stat.st_ino, size, stat.st_mtime_ns)
+            if not tokens:
+                with _READ_LOCK:
+                    known = _READ.pop(key, None)
+                    if known is not None:
+                        _READ[key] = known  # the most recent last
+                if known is not None:
+                    return known
 
             def short(total: int) -> GGUFError:
                 return GGUFTruncatedError(label, total, size, at_least=True)
@@ -173,6 +190,11 @@ def read_gguf(path: str | os.PathLike[str], *, tokens: bool = False) -> GGUFInfo
         raise GGUFError(f"Cannot read {label}: {exc.strerror or exc}") from exc
     if size < info.expected_file_size:
         raise GGUFTruncatedError(label, info.expected_file_size, size)
+    if not tokens:
+        with _READ_LOCK:
+            _READ[key] = info
+            while len(_READ) > _READ_KEPT:
+                del _READ[next(iter(_READ))]
     return info
 
 

@@ -26,6 +26,7 @@ from app.engine.gguf_reader import (
     NotGGUFError,
 )
 from app.engine.sizing import estimate_memory, max_context_for_memory
+from tests.helpers.gguf_writer import write_gguf
 
 # The test model's true values, cross-checked with gguf-py 0.19.0's GGUFReader.
 GEMMA_FILE_SIZE = 253_113_024
@@ -185,11 +186,27 @@ def test_read_gguf_reads_only_the_header(
         return CountingFile(file, "rb")
 
     monkeypatch.setattr(gguf, "open", counting_open, raising=False)
+    monkeypatch.setattr(gguf, "_READ", {})  # not the header read before
     assert read_gguf(gemma_path) == gemma
     # The 6.5 MB header (mostly the 262k-token vocabulary) plus at most one read-ahead chunk.
     assert read_sizes
     assert sum(read_sizes) <= GEMMA_DATA_OFFSET + (1 << 20)
     assert sum(read_sizes) < GEMMA_FILE_SIZE // 25
+
+
+def test_a_header_read_again_is_the_one_read_before_until_the_file_changes(
+    tmp_path: Path,
+) -> None:
+    path = write_gguf(tmp_path / "m.gguf", vocab_size=64)
+    first = read_gguf(path)
+    assert read_gguf(path) is first  # a load reads it twice: the budget, then the load
+    assert read_gguf(path, tokens=True) is not first  # the vocabulary's texts: read
+    write_gguf(path, vocab_size=96)
+    changed = read_gguf(path)
+    assert changed is not first and changed.vocab_size == 96 != first.vocab_size
+    path.unlink()
+    with pytest.raises(GGUFNotFoundError):
+        read_gguf(path)
 
 
 def test_parse_bytes_gives_the_same_info(gemma: GGUFInfo, gemma_head: bytes) -> None:
