@@ -115,3 +115,17 @@ def test_conversations_in_ram_is_a_model_loading_setting(
     assert load_params(settings).cache_ram_mb == 1024
     spin.setValue(0)
     assert spin.text() == "Off" and load_params(Settings()).cache_ram_mb == 0
+
+
+def test_speculation_is_a_model_loading_setting_that_can_be_off(
+    qtbot: QtBot, ember_app: QApplication
+) -> None:
+    settings = Settings()
+    dialog = SettingsDialog(settings, None)
+    qtbot.addWidget(dialog)
+    dialog.show_page("Model loading")
+    spin = dialog.findChild(QSpinBox, "load_draft_max")
+    assert spin is dialog.draft_max and spin.value() == 16 == load_params(settings).draft_max
+    assert spin.maximum() == 32 and spin.text() == "16 tokens"
+    spin.setValue(0)
+    assert spin.text() == "Off" and load_params(Settings()).draft_max == 0

@@ -51,6 +51,7 @@ from app.config import Settings, paths
 from app.engine.load_settings import KV_CACHE_CHOICES
 from app.engine.providers import ProviderRegistry
 from app.engine.sizing import AUTO_GPU_LAYERS
+from app.engine.speculation import MAX_DRAFT_ROWS
 from app.engine.types import LoadedModel
 from app.library.local import Library
 from app.library.user_library import default_library
@@ -261,6 +262,7 @@ class SettingsDialog(QDialog):
         QWidget.setTabOrder(self.parallel, self.cache_type)
         QWidget.setTabOrder(self.cache_type, self.cache_ram)
         QWidget.setTabOrder(self.cache_ram, self.draft_model)
+        QWidget.setTabOrder(self.draft_model, self.draft_max)
         self.nav.setCurrentRow(0)
 
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close, self)
@@ -374,6 +376,16 @@ class SettingsDialog(QDialog):
         self.draft_model = DraftModelChoice(self.settings, page)
         self.draft_model.setMaximumWidth(320)
         form.addRow(theme.form_label("Draft model", self.draft_model, page), self.draft_model)
+        self.draft_max = self._spin("load.draft_max", 0, MAX_DRAFT_ROWS, 1, "Off")
+        self.draft_max.setSuffix(" tokens")
+        self.draft_max.setToolTip(
+            "Speculative decoding: up to this many tokens are guessed ahead (from the draft "
+            "model, or from the conversation itself: code being edited, quoted text) and checked "
+            "in one step, so answers that repeat what came before are written faster. The answer "
+            "is the model's either way. Off writes one token a step. Applies the next time a "
+            "model loads."
+        )
+        form.addRow(theme.form_label("Speculation", self.draft_max, page), self.draft_max)
         layout.addLayout(form)
         for key, label in (
             ("load.flash_attn", "Flash attention"),
