@@ -24,6 +24,8 @@ HOMES = {
     "DEFAULT_PARALLEL": "app/engine/types.py",
     # the id of a model file no one named: the app's loads, `ember serve FILE`, the library
     "file_model_id": "app/library/quant.py",
+    # the key the engine keeps a model under when its caller gave none
+    "engine_model_id": "app/engine/types.py",
     # refusing a request before any route runs, in the shape of its API family
     "send_refusal": "app/server/protocols.py",
     "refusal_body": "app/server/protocols.py",
@@ -92,13 +94,15 @@ def test_the_settings_and_the_cli_load_with_load_params_defaults() -> None:
     assert defaults["load.parallel"] == load.n_parallel
     assert defaults["load.use_mmap"] == load.use_mmap
     assert defaults["load.use_mlock"] == load.use_mlock
+    assert defaults["load.draft_max"] == load.draft_max
     parser = argparse.ArgumentParser()
     add_load_flags(parser)
     args = parser.parse_args([])
-    assert (args.batch, args.kv_type, args.parallel) == (
+    assert (args.batch, args.kv_type, args.parallel, args.draft_max) == (
         load.n_batch,
         load.cache_type_k,
         load.n_parallel,
+        load.draft_max,
     )
 
 

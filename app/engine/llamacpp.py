@@ -52,6 +52,7 @@ from app.engine.types import (
     LoadParams,
     ProjectorError,
     SamplingParams,
+    engine_model_id,
 )
 
 if TYPE_CHECKING:
@@ -114,7 +115,7 @@ class LlamaCppModel:
         self.n_ctx = choose_n_ctx(self.info, params, available_memory())
         self.n_threads = params.n_threads or default_threads()
         self.params = params
-        self.model_id = model_id or self.path
+        self.model_id = engine_model_id(path, model_id)
         self.n_parallel = max(1, params.n_parallel)
         self.cache_ram = max(0, params.cache_ram_mb) * 1024 * 1024
         self.n_seq = self.n_parallel + CACHED_SEQUENCES

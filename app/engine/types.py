@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict
 
 if TYPE_CHECKING:
@@ -158,7 +159,15 @@ class CompletionRequest:
 class LoadRequest:
     path: str
     params: LoadParams = field(default_factory=LoadParams)
-    model_id: str | None = None  # defaults to the file's path
+    model_id: str | None = None  # defaults to the file's path (engine_model_id)
+
+
+def engine_model_id(path: str, model_id: str | None = None) -> str:
+    """The id the engine keeps a loaded model under: the one given, else the file's resolved
+    path (a relative path or a link names the same model as its target)."""
+    if model_id:
+        return model_id
+    return str(Path(path).resolve()) if Path(path).exists() else path
 
 
 @dataclass(slots=True)

@@ -22,6 +22,7 @@ from app.engine.types import (
     Failed,
     Finished,
     LoadedModel,
+    LoadParams,
     ModelNotLoadedError,
     RenderPromptRequest,
     SamplingParams,
@@ -430,3 +431,32 @@ def test_describing_loaded_models_never_calls_into_llama_cpp(
     monkeypatch.setattr(llama_cpp, "llama_vocab_fim_pre", native)
     assert [m.model_id for m in worker.loaded_models()] == [loaded.model_id]
     assert worker.loaded_models()[0].has_fim == loaded.has_fim
+
+
+def test_a_model_loaded_again_by_another_name_of_its_file_replaces_itself(
+    gemma_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The engine keys a model by its resolved path when no id is given: loading the same file
+    through a link (or a relative path) reloads it, and the first copy is closed, not leaked."""
+    from app.engine.llamacpp import LlamaCppModel
+
+    closed: list[str] = []
+    close = LlamaCppModel.close
+
+    def counting_close(self: LlamaCppModel) -> None:
+        closed.append(self.model_id)
+        close(self)
+
+    monkeypatch.setattr(LlamaCppModel, "close", counting_close)
+    link = tmp_path / "same.gguf"
+    link.symlink_to(gemma_path)
+    w = EngineWorker()
+    try:
+        params = LoadParams(n_ctx=512, n_parallel=1)
+        first = w.load(str(gemma_path), params).result(120)
+        second = w.load(str(link), params).result(120)
+        assert first.model_id == second.model_id == str(gemma_path.resolve())
+        assert [m.model_id for m in w.loaded_models()] == [first.model_id]
+        assert closed == [first.model_id]  # the first copy, closed before the second loaded
+    finally:
+        w.shutdown()
