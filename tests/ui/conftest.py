@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from PySide6.QtCore import QEvent
@@ -112,8 +112,14 @@ def make_window(
 
 
 @pytest.fixture
-def window(make_window: Callable[[], MainWindow]) -> MainWindow:
-    return make_window()
+def window(request: pytest.FixtureRequest) -> MainWindow:
+    """The test's window: on the fake engine (``fake_window``) in a module that sets
+    ``FAKE_ENGINE``, else on the real model (``make_window``). Asked for by name so that a fake
+    window's test never loads the real model."""
+    if hasattr(request.module, "FAKE_ENGINE"):
+        return cast(MainWindow, request.getfixturevalue("fake_window"))
+    make = cast(Callable[[], MainWindow], request.getfixturevalue("make_window"))
+    return make()
 
 
 @pytest.fixture

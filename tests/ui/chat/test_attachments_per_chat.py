@@ -7,19 +7,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 from pytestqt.qtbot import QtBot
 
 from app.chats.models import Message
 from app.ui.main_window import MainWindow
 from tests.helpers.attaching import chip_texts
 from tests.helpers.builders import long_pdf
-from tests.helpers.fake_app import WAIT_MS
+from tests.helpers.fake_app import WAIT_MS, FakeEngine
 
-
-@pytest.fixture
-def window(fake_window: MainWindow) -> MainWindow:
-    return fake_window
+FAKE_ENGINE = FakeEngine()  # the `window` fixture is on the fake engine
 
 
 def note(tmp_path: Path, name: str) -> Path:

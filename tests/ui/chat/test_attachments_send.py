@@ -13,7 +13,6 @@ import dataclasses
 import sys
 from pathlib import Path
 
-import pytest
 from PySide6.QtCore import QPoint
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
@@ -39,11 +38,6 @@ from tests.helpers.scripted_engine import ScriptedEngine
 from tests.helpers.window import widget
 
 FAKE_ENGINE = RECORDING
-
-
-@pytest.fixture
-def window(fake_window: MainWindow) -> MainWindow:
-    return fake_window
 
 
 def shown_sources(qtbot: QtBot, window: MainWindow, answer: Message) -> SourcesLine:

@@ -23,11 +23,6 @@ from tests.helpers.fake_app import WAIT_MS, FakeEngine
 FAKE_ENGINE = FakeEngine(options={"tokens_per_second": 2000}, max_tokens=200)
 
 
-@pytest.fixture
-def window(fake_window: MainWindow) -> MainWindow:
-    return fake_window
-
-
 def test_sending_builds_one_message_per_event_loop_turn(
     qtbot: QtBot, window: MainWindow, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -106,11 +106,6 @@ def fake_worker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[_Re
     worker.shutdown()
 
 
-@pytest.fixture
-def window(fake_window: MainWindow) -> MainWindow:
-    return fake_window
-
-
 def test_a_thinking_answer_is_folded_above_it_and_timed(
     qtbot: QtBot, window: MainWindow, fake_worker: _Recording
 ) -> None:
