@@ -21,7 +21,7 @@ from app.ui.collector import GuiCollector
 from app.ui.main_window import DEFAULT_SIZE, GEOMETRY_KEY, MainWindow
 from app.ui.services import Services, create_services
 from app.ui.theme import ThemeManager
-from tests.helpers.fake_app import FakeEngine, fake_services, load_fake, model_file, show_window
+from tests.helpers.fake_app import FakeEngine, fake_window_on, load_fake, model_file
 from tests.helpers.parallel_fake import ParallelFakeWorker
 from tests.helpers.window import SMALL_CTX, TEST_CTX, loaded_worker
 
@@ -144,8 +144,5 @@ def fake_window(
     qtbot: QtBot, ember_app: QApplication, fake_worker: ParallelFakeWorker, fake_engine: FakeEngine
 ) -> Iterator[MainWindow]:
     """The real window on the fake engine, on fresh services over this test's EMBER_HOME."""
-    services = fake_services(fake_worker, max_tokens=fake_engine.max_tokens)
-    window = show_window(qtbot, services)
-    yield window
-    window.close()
-    services.close()
+    with fake_window_on(qtbot, fake_worker, fake_engine.max_tokens) as window:
+        yield window

@@ -20,7 +20,7 @@ from app.ui.chat.thought_block import AnswerBody
 from app.ui.main_window import MainWindow
 from app.ui.theme import LIGHT
 from tests.helpers import parallel_fake
-from tests.helpers.fake_app import FakeEngine, fake_services, load_fake, model_file, show_window
+from tests.helpers.fake_app import FakeEngine, load_fake, model_file, own_fake_window
 from tests.helpers.parallel_fake import ParallelFakeWorker
 from tests.helpers.window import send, widget
 
@@ -150,17 +150,9 @@ def test_the_thinking_control_is_saved_with_the_chat_and_sent(
 def test_no_thinking_control_for_a_model_that_does_not_think(
     qtbot: QtBot, ember_app: QApplication, tmp_path: Path
 ) -> None:
-    worker = ParallelFakeWorker()
-    load_fake(worker, model_file(tmp_path, "plain.gguf"))
-    services = fake_services(worker, max_tokens=4)
-    window = show_window(qtbot, services)
-    try:
+    with own_fake_window(qtbot, tmp_path, "plain.gguf") as window:
         window.panel.show()
         assert not window.panel.thinking_box.isVisibleTo(window.panel)
-    finally:
-        window.close()
-        services.close()
-        worker.shutdown()
 
 
 def test_an_answer_without_thinking_streams_without_splitting_it_again(
