@@ -19,7 +19,6 @@ from pytestqt.qtbot import QtBot
 
 from app.attachments.store import stored_path
 from app.chats.models import Message
-from app.engine.providers import make_provider
 from app.tools.config import McpConfig, ServerConfig
 from app.ui.chat.message_attachments import SourcesLine
 from app.ui.chat.tool_turn import ToolSetup
@@ -33,9 +32,8 @@ from tests.helpers.attaching import (
 )
 from tests.helpers.builders import FACT, FACT_PAGE, QUESTION, long_pdf
 from tests.helpers.fake_app import WAIT_MS, fake_services, show_window
-from tests.helpers.http_stub import Stub, sse_answer
 from tests.helpers.scripted_engine import ScriptedEngine
-from tests.helpers.window import widget
+from tests.helpers.window import on_remote_stub, widget
 
 FAKE_ENGINE = RECORDING
 
@@ -155,12 +153,7 @@ def test_a_follow_up_rebuilds_a_whole_document_from_its_stored_copy(
 def test_a_remote_model_gets_the_attached_document_too(
     qtbot: QtBot, window: MainWindow, tmp_path: Path
 ) -> None:
-    stub = Stub()  # an OpenAI-compatible server on 127.0.0.1 that keeps what it was sent
-    stub.routes[("POST", "/v1/chat/completions")] = sse_answer
-    try:
-        window.services.providers.add(make_provider("stub", f"{stub.url}/v1", "llama-server"))
-        window.services.engine.select_remote("stub::alpha")
-        window.controller.set_model("stub::alpha")
+    with on_remote_stub(window) as stub:
         notes = tmp_path / "notes.txt"
         notes.write_text("The ferry leaves at seven.", encoding="utf-8")
         attach(qtbot, window, notes)
@@ -169,8 +162,6 @@ def test_a_remote_model_gets_the_attached_document_too(
         sent = chats[-1]["messages"][-1]["content"]  # (the model list is read meanwhile)
         assert '<file name="notes.txt">' in sent and "The ferry leaves at seven." in sent
         assert sent.endswith("When does the ferry leave?")
-    finally:
-        stub.close()
 
 
 def test_an_answer_with_tools_gets_the_attached_document_too(
