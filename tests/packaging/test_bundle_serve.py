@@ -19,8 +19,9 @@ pytestmark = pytest.mark.slow
 
 def ctrl_c(process: subprocess.Popen[str]) -> tuple[str, str]:
     """Ctrl+C as a terminal sends it (Ctrl+Break on Windows): serve stops cleanly."""
-    interrupt = signal.CTRL_BREAK_EVENT if sys.platform == "win32" else signal.SIGINT
-    return stop(process, timeout=30, sig=interrupt)
+    if sys.platform == "win32":
+        return stop(process, timeout=30, sig=signal.CTRL_BREAK_EVENT)
+    return stop(process, timeout=30, sig=signal.SIGINT)
 
 
 def test_serve_answers_models_and_a_chat_completion(

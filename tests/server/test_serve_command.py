@@ -192,8 +192,8 @@ def test_serve_answers_anthropics_api_with_aliases_and_prints_clients(
 
     port = free_port()
     root = f"http://127.0.0.1:{port}"
-    args = ("--model", str(gemma_path), "--port", str(port), "--ctx", "1024")
-    args += ("--alias", "claude-sonnet-4-5=gemma-3-270m-q4_k_m", "--clients")
+    args = ["--model", str(gemma_path), "--port", str(port), "--ctx", "1024"]
+    args += ["--alias", "claude-sonnet-4-5=gemma-3-270m-q4_k_m", "--clients"]
     with reaped(serve_process(*args)) as process:
         wait_for_health(root, process)
         hi: Any = [{"role": "user", "content": "Hi"}]
