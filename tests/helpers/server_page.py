@@ -49,6 +49,15 @@ def start(qtbot: QtBot, window: MainWindow) -> str:
     return url
 
 
+def start_with_a_new_key(qtbot: QtBot, window: MainWindow) -> str:
+    """Make an API key with the form's button, then start the server; the key."""
+    qtbot.mouseClick(pane(window).form.generate_button, Qt.MouseButton.LeftButton)
+    key = window.services.settings.get("server.api_key")
+    assert isinstance(key, str) and key
+    start(qtbot, window)
+    return key
+
+
 WAIT_MS = 120_000  # a failsafe for a busy machine, never reached when it works
 
 

@@ -18,7 +18,7 @@ from pytestqt.qtbot import QtBot
 from app.server.clients import NAMES
 from app.ui.main_window import MainWindow
 from tests.helpers.net import free_port
-from tests.helpers.server_page import WAIT_MS, show_server_page, start
+from tests.helpers.server_page import WAIT_MS, show_server_page, start, start_with_a_new_key
 
 
 def test_each_client_is_listed_and_claude_codes_settings_work(
@@ -27,9 +27,7 @@ def test_each_client_is_listed_and_claude_codes_settings_work(
     port = free_port()
     window = show_server_page(make_window, port)
     page = window.server_pane
-    qtbot.mouseClick(page.form.generate_button, Qt.MouseButton.LeftButton)
-    key = window.services.settings.get("server.api_key")
-    start(qtbot, window)
+    key = start_with_a_new_key(qtbot, window)
     root = f"http://127.0.0.1:{port}"
     view = page.clients
     assert view.combo is not None
