@@ -66,13 +66,6 @@ def files(gemma_path: Path, tmp_path_factory: pytest.TempPathFactory) -> list[Pa
     return model_copies(gemma_path, tmp_path_factory.mktemp("several"), IDS)
 
 
-@pytest.fixture(scope="module")
-def worker() -> Iterator[EngineWorker]:
-    w = EngineWorker()
-    yield w
-    w.shutdown()
-
-
 @pytest.fixture
 def clean(worker: EngineWorker) -> Iterator[EngineWorker]:
     yield worker
