@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import ollama
+
 from app.engine.worker import EngineWorker
 from app.server.config import ServerConfig
 from app.server.gateway import Gateway
@@ -51,3 +53,8 @@ def serving(
     finally:
         runner.stop()
         gateway.worker.shutdown()
+
+
+def ollama_names(client: ollama.Client) -> list[str]:
+    """The names of the models the server lists to Ollama's client (``ollama list``)."""
+    return [m.model or "" for m in client.list().models]
