@@ -1,14 +1,18 @@
 """A chat's tool turn on the scripted engine and the real mcp-server-time: the call the model
-writes, and the turn to run it in."""
+writes, the turn to run it in, and a window's chat sent a message that the turn asks about."""
 
 from __future__ import annotations
+
+from pytestqt.qtbot import QtBot
 
 from app.engine.types import LoadedModel, LoadParams, SamplingParams
 from app.tools.manager import ToolManager
 from app.ui.chat.tool_turn import ToolSetup, ToolTurn
+from app.ui.main_window import MainWindow
 from tests.helpers.scripted_engine import ScriptedEngine, call_text
 
 WAIT_MS = 60_000  # a failsafe for a busy machine, never reached when it works
+ASK_MS = 240_000  # the same, for a real model's round that writes the call
 
 
 TIME_CALL = call_text("get_current_time", '{"timezone": "UTC"}')
@@ -25,3 +29,11 @@ def make_turn(manager: ToolManager, engine: ScriptedEngine) -> ToolTurn:
         timeout=30.0,
         max_rounds=2,
     )
+
+
+def send_until_asked(qtbot: QtBot, window: MainWindow, text: str) -> object:
+    """Send ``text`` in the window's chat; what the tool turn asks the user to approve (a call,
+    or a server's command line), once it asks."""
+    with qtbot.waitSignal(window.controller.tool_approval_requested, timeout=ASK_MS) as asked:
+        window.chat.composer.send_requested.emit(text)
+    return asked.args[0]

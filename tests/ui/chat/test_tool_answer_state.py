@@ -34,6 +34,7 @@ from tests.helpers.fake_app import load_fake, model_file
 from tests.helpers.mcp_config import sdk_server
 from tests.helpers.parallel_fake import ParallelFakeWorker
 from tests.helpers.scripted_engine import ScriptedEngine, call_text
+from tests.helpers.tool_turn import send_until_asked
 from tests.helpers.window import widget
 
 WAIT_MS = 60_000
@@ -83,8 +84,7 @@ def test_while_a_call_waits_and_runs_the_bar_says_so_and_the_chat_offers_only_co
     controller = window.controller
     controller.answers.tools.engine = ScriptedEngine([call_text("hang", "{}"), "Done."])
 
-    with qtbot.waitSignal(controller.tool_approval_requested, timeout=WAIT_MS):
-        window.chat.composer.send_requested.emit("Wait for it.")
+    send_until_asked(qtbot, window, "Wait for it.")
     assert status(window) == ("Waiting for your approval to run hang", LOADING)
     question, call = controller.branch[:2]
     assert call.metadata.get("tool_calls") and call.status == "complete"
@@ -124,8 +124,7 @@ def test_between_the_rounds_the_answer_counts_as_generating(
     engine = HoldsTheSecondRound([call_text("echo", '{"text": "hi"}')])
     controller.answers.tools.engine = engine
 
-    with qtbot.waitSignal(controller.tool_approval_requested, timeout=WAIT_MS):
-        window.chat.composer.send_requested.emit("Say hi.")
+    send_until_asked(qtbot, window, "Say hi.")
     card = window.chat.tool_panel.pending()
     assert isinstance(card, ToolCallCard)
     card.allow_button.click()

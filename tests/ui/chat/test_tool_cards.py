@@ -20,6 +20,7 @@ from app.ui.main_window import MainWindow
 from tests.helpers.mcp_config import TIME_ARGS, approved, sdk_server, silent_server
 from tests.helpers.mcp_servers import PICTURE_SIZE
 from tests.helpers.scripted_engine import ScriptedEngine, call_text
+from tests.helpers.tool_turn import send_until_asked
 
 WAIT_MS = 120_000  # a failsafe for a busy machine, never reached when it works
 UTC_CALL = call_text("get_current_time", '{"timezone": "UTC"}')
@@ -41,9 +42,7 @@ def test_a_command_line_never_run_is_asked_about_in_the_chat_and_runs_after_run_
     chat_with(window, TIME, ScriptedEngine([UTC_CALL, "Noon."]))
     McpConfig().update("time", always_allow=frozenset({"get_current_time"}))
     controller, panel = window.controller, window.chat.tool_panel
-    with qtbot.waitSignal(controller.tool_approval_requested, timeout=WAIT_MS) as asked:
-        window.chat.composer.send_requested.emit("What time is it?")
-    assert isinstance(asked.args[0], CommandRequest)
+    assert isinstance(send_until_asked(qtbot, window, "What time is it?"), CommandRequest)
     card = panel.pending()
     assert isinstance(card, CommandCard)
     assert card.title.text() == "Start the MCP server time?"
@@ -65,8 +64,7 @@ def test_dont_run_answers_without_that_servers_tools_and_says_so(
     engine = ScriptedEngine(["Without tools, I cannot tell the time."])
     chat_with(window, TIME, engine)
     controller, panel = window.controller, window.chat.tool_panel
-    with qtbot.waitSignal(controller.tool_approval_requested, timeout=WAIT_MS):
-        window.chat.composer.send_requested.emit("What time is it?")
+    send_until_asked(qtbot, window, "What time is it?")
     card = panel.pending()
     assert isinstance(card, CommandCard)
     with qtbot.waitSignal(controller.answer_finished, timeout=WAIT_MS) as finished:
@@ -82,8 +80,7 @@ def test_dont_run_answers_without_that_servers_tools_and_says_so(
     assert panel.cards == {card.call.id: card} and panel.pending() is None  # a note stays
     assert card.title.text() == "time was not started"
     assert "goes on without time's tools" in card.state.text()
-    with qtbot.waitSignal(controller.tool_approval_requested, timeout=WAIT_MS):
-        window.chat.composer.send_requested.emit("And now?")  # a new answer: a new question
+    send_until_asked(qtbot, window, "And now?")  # a new answer: a new question
     assert isinstance(panel.pending(), CommandCard) and card not in panel.cards.values()
 
 
@@ -94,8 +91,7 @@ def test_esc_while_a_command_line_is_asked_about_stops_the_answer_and_runs_nothi
     engine = ScriptedEngine(["never asked"])
     chat_with(window, TIME, engine)
     controller, panel = window.controller, window.chat.tool_panel
-    with qtbot.waitSignal(controller.tool_approval_requested, timeout=WAIT_MS):
-        window.chat.composer.send_requested.emit("What time is it?")
+    send_until_asked(qtbot, window, "What time is it?")
     assert isinstance(panel.pending(), CommandCard)
     with qtbot.waitSignal(controller.answer_finished, timeout=WAIT_MS) as finished:
         controller.stop()  # what Esc does

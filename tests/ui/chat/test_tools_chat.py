@@ -19,6 +19,7 @@ from app.ui.chat.tool_panel import ToolPanel
 from app.ui.chat.tool_turn import ToolSetup
 from app.ui.main_window import MainWindow
 from tests.helpers.scripted_engine import ScriptedEngine, call_text
+from tests.helpers.tool_turn import send_until_asked
 
 WAIT_MS = 240_000
 
@@ -92,8 +93,7 @@ def test_esc_while_a_call_waits_denies_it_and_stops_the_answer(
     add_time_server(window)
     controller = window.controller
     controller.set_tool_setup(ToolSetup(("time",), "required"))
-    with qtbot.waitSignal(controller.tool_approval_requested, timeout=WAIT_MS):
-        window.chat.composer.send_requested.emit("What time is it?")
+    send_until_asked(qtbot, window, "What time is it?")
     with qtbot.waitSignal(controller.answer_finished, timeout=WAIT_MS) as finished:
         controller.stop()  # what Esc does
     assert finished.args[0].status == "stopped"
@@ -120,8 +120,7 @@ def test_always_allow_asks_once_and_the_next_call_just_runs(
     controller.answers.tools.engine = ScriptedEngine([utc, tokyo, "Noon in London."])
     asked: list[object] = []
     controller.tool_approval_requested.connect(asked.append)
-    with qtbot.waitSignal(controller.tool_approval_requested, timeout=WAIT_MS):
-        window.chat.composer.send_requested.emit("What time is it?")
+    send_until_asked(qtbot, window, "What time is it?")
     card = window.chat.tool_panel.pending()
     assert isinstance(card, ToolCallCard)
     with qtbot.waitSignal(controller.answer_finished, timeout=WAIT_MS):
