@@ -144,9 +144,16 @@ def test_my_models_rescans_when_asked_while_an_import_runs(
     assert held == [True]
 
 
+@pytest.mark.parametrize("asks", [1, 3])
 def test_the_model_list_scans_on_the_task_runner_once_more_when_asked_mid_scan(
-    qtbot: QtBot, ember_app: QApplication, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    qtbot: QtBot,
+    ember_app: QApplication,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    asks: int,
 ) -> None:
+    """A download that finishes while the picker's list is being scanned still shows up: asked
+    once or again and again mid-scan, the list is scanned once more."""
     release = threading.Event()
     calls: list[int] = []
     new = model_list.ModelEntry(str(tmp_path / "new.gguf"), "new", 1, "1 B")
@@ -154,7 +161,7 @@ def test_the_model_list_scans_on_the_task_runner_once_more_when_asked_mid_scan(
     def scan(_settings: object, _library: object) -> list[model_list.ModelEntry]:
         calls.append(1)
         if len(calls) == 1:
-            release.wait(10)
+            release.wait(10)  # the first scan started before the file arrived
             return []
         return [new]
 
@@ -165,7 +172,7 @@ def test_the_model_list_scans_on_the_task_runner_once_more_when_asked_mid_scan(
     catalog.refresh()
     qtbot.waitUntil(lambda: len(calls) == 1)
     assert [t.name for t in tasks().pending()] == ["list the models"]
-    for _ in range(3):  # asked again and again mid-scan: one more scan
+    for _ in range(asks):  # the download finished: asks while the first scan runs
         catalog.refresh()
     release.set()
     qtbot.waitUntil(lambda: catalog.models == [new])
