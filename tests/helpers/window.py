@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
 from app.chats.models import Message
@@ -14,6 +15,7 @@ from app.engine.types import LoadParams
 from app.engine.worker import EngineWorker
 from app.ui.chat.message_widget import MessageWidget
 from app.ui.main_window import MainWindow
+from app.ui.settings.settings_dialog import SettingsDialog
 from tests.helpers.http_stub import Stub, sse_answer
 
 ANSWER_TIMEOUT = 90_000
@@ -41,6 +43,14 @@ def set_max_tokens(window: MainWindow, max_tokens: int) -> None:
     values["max_tokens"] = max_tokens
     form.set_values(values)
     window.panel.save()
+
+
+def settings_by_shortcut(qtbot: QtBot, window: MainWindow) -> SettingsDialog:
+    """Ctrl+, pressed on the window, as a user opens Settings; the dialog, shown."""
+    qtbot.keyClick(window, Qt.Key.Key_Comma, Qt.KeyboardModifier.ControlModifier)
+    dialog = window.settings_dialog
+    assert dialog is not None and dialog.isVisible()
+    return dialog
 
 
 @contextmanager
