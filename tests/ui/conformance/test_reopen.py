@@ -87,41 +87,39 @@ def page(name: str) -> Callable[[MainWindow], tuple[Callable[[], QWidget], Calla
     return make
 
 
-def settings(window: MainWindow) -> tuple[Callable[[], QWidget], Callable[[], None]]:
-    def open_() -> QWidget:
-        window.open_settings()
-        assert window.settings_dialog is not None
-        return window.settings_dialog
+def dialog(
+    opens: str, kept_in: str
+) -> Callable[[MainWindow], tuple[Callable[[], QWidget], Callable[[], None]]]:
+    """A dialog the window opens with ``window.<opens>()`` and keeps in ``window.<kept_in>``."""
 
-    def close() -> None:
-        assert window.settings_dialog is not None
-        window.settings_dialog.close()
+    def make(window: MainWindow) -> tuple[Callable[[], QWidget], Callable[[], None]]:
+        def shown() -> QWidget:
+            widget = getattr(window, kept_in)
+            assert isinstance(widget, QWidget)
+            return widget
 
-    return open_, close
+        def open_() -> QWidget:
+            getattr(window, opens)()
+            return shown()
 
+        def close() -> None:
+            shown().close()
 
-def shortcuts(window: MainWindow) -> tuple[Callable[[], QWidget], Callable[[], None]]:
-    def open_() -> QWidget:
-        window.open_shortcuts()
-        assert window.shortcuts_dialog is not None
-        return window.shortcuts_dialog
+        return open_, close
 
-    def close() -> None:
-        assert window.shortcuts_dialog is not None
-        window.shortcuts_dialog.close()
-
-    return open_, close
+    return make
 
 
 OPENERS = {
-    "keyboard shortcuts": shortcuts,
+    "keyboard shortcuts": dialog("open_shortcuts", "shortcuts_dialog"),
     "chat settings": chat_settings,
     "sidebar": sidebar,
     "model picker": model_picker,
     "loaded models": loaded_models,
     "models page": page(MODELS),
     "server page": page(SERVER),
-    "settings": settings,  # issue 23, finding 1: it could not be opened a second time
+    # issue 23, finding 1: Settings could not be opened a second time
+    "settings": dialog("open_settings", "settings_dialog"),
 }
 
 
