@@ -22,6 +22,7 @@ from app.ui.theme import LIGHT
 from tests.helpers import parallel_fake
 from tests.helpers.fake_app import FakeEngine, load_fake, model_file, own_fake_window
 from tests.helpers.parallel_fake import ParallelFakeWorker
+from tests.helpers.spying import spy
 from tests.helpers.window import send, widget
 
 THINKS = "{% if enable_thinking %}<think>{% endif %}{{ messages[0].content }}"
@@ -162,14 +163,7 @@ def test_an_answer_without_thinking_streams_without_splitting_it_again(
     a long answer is not split from its start on every piece (quadratic)."""
     from app.ui.chat import thought_block
 
-    splits: list[int] = []
-    real = thought_block.split_thinking
-
-    def counting(text: str) -> Any:
-        splits.append(len(text))
-        return real(text)
-
-    monkeypatch.setattr(thought_block, "split_thinking", counting)
+    splits = spy(monkeypatch, thought_block, "split_thinking", len)
     body = AnswerBody(MarkdownRenderer(LIGHT))
     qtbot.addWidget(body)
     for i in range(200):
