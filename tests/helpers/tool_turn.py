@@ -6,6 +6,7 @@ from __future__ import annotations
 from pytestqt.qtbot import QtBot
 
 from app.engine.types import LoadedModel, LoadParams, SamplingParams
+from app.tools.config import McpConfig, ServerConfig
 from app.tools.manager import ToolManager
 from app.ui.chat.tool_turn import ToolSetup, ToolTurn
 from app.ui.main_window import MainWindow
@@ -37,3 +38,11 @@ def send_until_asked(qtbot: QtBot, window: MainWindow, text: str) -> object:
     with qtbot.waitSignal(window.controller.tool_approval_requested, timeout=ASK_MS) as asked:
         window.chat.composer.send_requested.emit(text)
     return asked.args[0]
+
+
+def offer_tools(window: MainWindow, server: ServerConfig, engine: ScriptedEngine) -> None:
+    """The window's chat offered ``server``'s tools (the server added to the MCP config), the
+    tool loop's model being ``engine``."""
+    McpConfig().add(server)
+    window.controller.set_tool_setup(ToolSetup((server.name,), "auto"))
+    window.controller.answers.tools.engine = engine

@@ -9,8 +9,6 @@ tested here: what reaches it is)."""
 
 from __future__ import annotations
 
-import dataclasses
-import sys
 from pathlib import Path
 
 from PySide6.QtCore import QPoint
@@ -19,9 +17,7 @@ from pytestqt.qtbot import QtBot
 
 from app.attachments.store import stored_path
 from app.chats.models import Message
-from app.tools.config import McpConfig, ServerConfig
 from app.ui.chat.message_attachments import SourcesLine
-from app.ui.chat.tool_turn import ToolSetup
 from app.ui.main_window import MainWindow
 from tests.helpers.attaching import (
     RECORDING,
@@ -32,7 +28,9 @@ from tests.helpers.attaching import (
 )
 from tests.helpers.builders import FACT, FACT_PAGE, QUESTION, long_pdf
 from tests.helpers.fake_app import WAIT_MS, fake_services, show_window
+from tests.helpers.mcp_config import time_server
 from tests.helpers.scripted_engine import ScriptedEngine
+from tests.helpers.tool_turn import offer_tools
 from tests.helpers.window import on_remote_stub, widget
 
 FAKE_ENGINE = RECORDING
@@ -167,11 +165,8 @@ def test_a_remote_model_gets_the_attached_document_too(
 def test_an_answer_with_tools_gets_the_attached_document_too(
     qtbot: QtBot, window: MainWindow, tmp_path: Path
 ) -> None:
-    server = ServerConfig("time", command=sys.executable, args=("-m", "mcp_server_time"))
-    McpConfig().add(dataclasses.replace(server, approved_command=server.command_line))
-    window.controller.set_tool_setup(ToolSetup(("time",), "auto"))
     scripted = ScriptedEngine(["It leaves at seven."])  # the tool loop's engine: no calls
-    window.controller.answers.tools.engine = scripted
+    offer_tools(window, time_server(), scripted)
     notes = tmp_path / "notes.txt"
     notes.write_text("The ferry leaves at seven.", encoding="utf-8")
     attach(qtbot, window, notes)

@@ -20,26 +20,23 @@ from app.ui.main_window import MainWindow
 from tests.helpers.mcp_config import TIME_ARGS, approved, sdk_server, silent_server
 from tests.helpers.mcp_servers import PICTURE_SIZE
 from tests.helpers.scripted_engine import ScriptedEngine, call_text
-from tests.helpers.tool_turn import send_until_asked
+from tests.helpers.tool_turn import TIME_CALL, offer_tools, send_until_asked
 
 WAIT_MS = 120_000  # a failsafe for a busy machine, never reached when it works
-UTC_CALL = call_text("get_current_time", '{"timezone": "UTC"}')
 TIME = ServerConfig("time", command=sys.executable, args=TIME_ARGS)
 
 
 def chat_with(window: MainWindow, server: ServerConfig, engine: ScriptedEngine) -> None:
-    McpConfig().add(server)
     window.services.settings.set("tools.max_rounds", 8)
     window.controller.new_conversation()
-    window.controller.set_tool_setup(ToolSetup((server.name,), "auto"))
-    window.controller.answers.tools.engine = engine
+    offer_tools(window, server, engine)
 
 
 def test_a_command_line_never_run_is_asked_about_in_the_chat_and_runs_after_run_it(
     qtbot: QtBot, make_window: Callable[[], MainWindow]
 ) -> None:
     window = make_window()
-    chat_with(window, TIME, ScriptedEngine([UTC_CALL, "Noon."]))
+    chat_with(window, TIME, ScriptedEngine([TIME_CALL, "Noon."]))
     McpConfig().update("time", always_allow=frozenset({"get_current_time"}))
     controller, panel = window.controller, window.chat.tool_panel
     assert isinstance(send_until_asked(qtbot, window, "What time is it?"), CommandRequest)
@@ -127,21 +124,21 @@ def test_the_message_that_calls_a_tool_shows_the_tokens_it_produced(
     qtbot: QtBot, make_window: Callable[[], MainWindow]
 ) -> None:
     window = make_window()
-    chat_with(window, approved(TIME), ScriptedEngine([UTC_CALL, "Noon."]))
+    chat_with(window, approved(TIME), ScriptedEngine([TIME_CALL, "Noon."]))
     McpConfig().update("time", always_allow=frozenset({"get_current_time"}))
     controller = window.controller
     with qtbot.waitSignal(controller.answer_finished, timeout=WAIT_MS):
         window.chat.composer.send_requested.emit("What time is it?")
     calling, answer = controller.branch[1], controller.branch[3]
-    assert calling.metadata["tokens"] == len(UTC_CALL)  # its own round, not 0 nor the total
+    assert calling.metadata["tokens"] == len(TIME_CALL)  # its own round, not 0 nor the total
     assert calling.metadata["prompt_tokens"] == 100
     assert answer.metadata["tokens"] == len("Noon.")
     shown = window.chat.view.widget_for(calling.id)
     assert shown is not None
-    assert shown.stats_label.text().startswith(f"{len(UTC_CALL)} tokens")
+    assert shown.stats_label.text().startswith(f"{len(TIME_CALL)} tokens")
     window.close()
     again = make_window()  # reopened: the same stats
-    assert again.controller.branch[1].metadata["tokens"] == len(UTC_CALL)
+    assert again.controller.branch[1].metadata["tokens"] == len(TIME_CALL)
 
 
 def test_an_image_from_a_real_server_is_a_thumbnail_under_the_call(
