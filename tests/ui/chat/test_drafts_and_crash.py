@@ -150,9 +150,11 @@ def test_closing_mid_answer_saves_its_stats_so_far(
     assert answer is not None
     # a rate needs two deliveries apart in time: under load one burst can carry them all
     qtbot.waitUntil(
-        lambda: answer.tokens > 5
-        and answer.first_delta_at is not None
-        and (answer.last_delta_at or 0) > answer.first_delta_at,
+        lambda: (
+            answer.tokens > 5
+            and answer.first_delta_at is not None
+            and (answer.last_delta_at or 0) > answer.first_delta_at
+        ),
         timeout=WAIT_MS,
     )
     window.close()
