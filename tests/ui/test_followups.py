@@ -32,7 +32,7 @@ from app.ui.models.my_models import MyModelsView
 from app.ui.settings import presets, provider_editor
 from app.ui.settings.settings_dialog import SettingsDialog
 from app.ui.task_runner import Lane, tasks
-from tests.helpers.damaged_db import fill, garbage, page_holding, page_size
+from tests.helpers.damaged_db import damage_page_holding, fill, garbage, page_size
 from tests.helpers.fake_model import fake_factory, fake_load_params
 from tests.helpers.gguf_writer import write_gguf
 
@@ -231,7 +231,7 @@ def test_damage_met_by_a_rename_is_said_and_the_sidebar_lists_the_recovered_hist
     window = damaged_history_window(make_window)
     db = paths().chats_db
     conversation_id = chat_id(window, "title-0060")
-    garbage(db, page_holding(db, "title-0060"), page_size(db))
+    damage_page_holding(db, "title-0060")
     assert not window.sidebar.apply_rename(conversation_id, "Renamed")
     assert shows_damage(window)
     store = window.services.store
@@ -246,7 +246,7 @@ def test_damage_met_when_opening_a_chat_is_said_and_it_opens_from_the_recovered_
     window = damaged_history_window(make_window)
     db = paths().chats_db
     conversation_id = chat_id(window, "title-0060")
-    garbage(db, page_holding(db, "answer-0060"), page_size(db))
+    damage_page_holding(db, "answer-0060")
     refreshed: list[bool] = []
     window.controller.conversations_changed.connect(lambda: refreshed.append(True))
     window.controller.open_conversation(conversation_id)  # raised StoreDamagedError before
