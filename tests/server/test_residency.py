@@ -79,6 +79,15 @@ def _gateway(
     return Gateway(worker, catalog, PARAMS, residency=residency, model_ttl=ttl)
 
 
+def _on_a_fake_clock(
+    worker: EngineWorker, files: list[Path], ttl: float | None = 3600
+) -> tuple[FakeClock, RecordingResidency, Gateway]:
+    """A gateway whose residency keeps time by a clock the test moves."""
+    clock = FakeClock()
+    residency = RecordingResidency(worker, clock=clock)
+    return clock, residency, _gateway(worker, files, residency, ttl=ttl)
+
+
 def _loaded(worker: EngineWorker) -> set[str]:
     return {m.model_id for m in worker.loaded_models()}
 
@@ -160,9 +169,8 @@ def test_a_busy_model_is_never_unloaded_for_another_the_load_is_refused(
 def test_an_idle_model_is_unloaded_when_its_ttl_runs_out_on_a_fake_clock(
     clean: EngineWorker, files: list[Path]
 ) -> None:
-    worker, clock = clean, FakeClock()
-    residency = RecordingResidency(worker, clock=clock)
-    gateway = _gateway(worker, files, residency, ttl=60)
+    worker = clean
+    clock, residency, gateway = _on_a_fake_clock(worker, files, ttl=60)
     asyncio.run(gateway.resolve("gemma-a"))
     (entry,) = residency.snapshot()
     assert entry.ttl == 60 and entry.expires_at is not None and entry.jit
@@ -201,9 +209,8 @@ def test_the_timer_thread_unloads_without_anyone_asking(
 
 
 def test_a_ttl_of_zero_unloads_once_the_answer_ends(clean: EngineWorker, files: list[Path]) -> None:
-    worker, clock = clean, FakeClock()
-    residency = RecordingResidency(worker, clock=clock)
-    gateway = _gateway(worker, files, residency)
+    worker = clean
+    _clock, residency, gateway = _on_a_fake_clock(worker, files)
 
     async def answer() -> None:
         model = await gateway.resolve("gemma-a", ttl=0)
@@ -221,9 +228,8 @@ def test_a_ttl_of_zero_unloads_once_the_answer_ends(clean: EngineWorker, files: 
 def test_a_model_the_person_loaded_is_never_unloaded_by_the_budget_or_a_ttl(
     clean: EngineWorker, files: list[Path]
 ) -> None:
-    worker, clock = clean, FakeClock()
-    residency = RecordingResidency(worker, clock=clock)
-    gateway = _gateway(worker, files, residency)
+    worker = clean
+    clock, residency, gateway = _on_a_fake_clock(worker, files)
     loaded = gateway.load(str(files[0]), "gemma-a", PARAMS).wait(300)  # as --model does
     residency.budget_bytes = memory_of(loaded) * 3 // 2
     asyncio.run(gateway.resolve("gemma-a", ttl=0))  # a request's ttl: not for this one
@@ -237,9 +243,8 @@ def test_a_model_the_person_loaded_is_never_unloaded_by_the_budget_or_a_ttl(
 def test_a_model_whose_request_went_away_mid_load_still_gets_its_ttl(
     clean: EngineWorker, files: list[Path]
 ) -> None:
-    worker, clock = clean, FakeClock()
-    residency = RecordingResidency(worker, clock=clock)
-    gateway = _gateway(worker, files, residency, ttl=60)
+    worker = clean
+    clock, residency, gateway = _on_a_fake_clock(worker, files, ttl=60)
 
     async def leave_while_loading() -> None:
         request = asyncio.create_task(gateway.resolve("gemma-a"))
