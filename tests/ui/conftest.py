@@ -1,7 +1,8 @@
 """GUI test fixtures: the real model loaded once, a window on an isolated EMBER_HOME; and the
 same window on the fake engine (``fake_worker``, ``fake_window``: no model, answers streamed at
 a scripted pace), which a module tunes with ``FAKE_ENGINE = FakeEngine(...)`` or replaces by
-overriding ``fake_worker``."""
+overriding ``fake_worker``. In a module that sets ``FAKE_ENGINE``, ``window`` is that fake
+window."""
 
 from __future__ import annotations
 
