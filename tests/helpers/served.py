@@ -18,6 +18,22 @@ from app.server.runner import ServerRunner
 
 MODEL_ID = "gemma"
 
+# A tool offered to the served model, as Chat Completions' ``tools`` lists it ...
+WEATHER: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "The weather in a city",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string", "enum": ["Paris", "Oslo", "Lima"]}},
+            "required": ["city"],
+        },
+    },
+}
+# ... and as the Responses API lists it: the same function, flat
+RESPONSES_WEATHER = {"type": "function", **WEATHER["function"]}
+
 
 N_CTX = 2048
 
