@@ -13,6 +13,7 @@ from app.ui.main_window import MainWindow
 from app.ui.nav_rail import SERVER
 from app.ui.server.controller import ServerController
 from app.ui.server.pane import ServerPane
+from tests.helpers.net import free_port
 
 START_TIMEOUT = 20_000
 
@@ -56,6 +57,17 @@ def start_with_a_new_key(qtbot: QtBot, window: MainWindow) -> str:
     assert isinstance(key, str) and key
     start(qtbot, window)
     return key
+
+
+def serving_with_a_new_key(
+    qtbot: QtBot, make_window: Callable[[], MainWindow]
+) -> tuple[MainWindow, str, str]:
+    """A window on the Server page for a free port, its server started with a new API key: the
+    window, the key and the server's root URL."""
+    port = free_port()
+    window = show_server_page(make_window, port)
+    key = start_with_a_new_key(qtbot, window)
+    return window, key, f"http://127.0.0.1:{port}"
 
 
 WAIT_MS = 120_000  # a failsafe for a busy machine, never reached when it works

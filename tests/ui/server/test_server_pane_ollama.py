@@ -21,9 +21,9 @@ from tests.helpers.net import free_port
 from tests.helpers.server_page import (
     WAIT_MS,
     nothing_listens,
+    serving_with_a_new_key,
     show_server_page,
     start,
-    start_with_a_new_key,
     wait_state,
 )
 
@@ -31,11 +31,8 @@ from tests.helpers.server_page import (
 def test_the_ollama_snippet_really_works_and_is_logged(
     qtbot: QtBot, make_window: Callable[[], MainWindow]
 ) -> None:
-    port = free_port()
-    window = show_server_page(make_window, port)
+    window, key, root = serving_with_a_new_key(qtbot, make_window)
     page = window.server_pane
-    key = start_with_a_new_key(qtbot, window)
-    root = f"http://127.0.0.1:{port}"
     assert page.ollama_label.text() == f"Ollama-compatible API: {root}"
 
     snippet = page.snippets.text("Ollama")
