@@ -62,9 +62,13 @@ def small_gemma_worker(gemma_path: Path) -> Iterator[EngineWorker]:
 
 
 @pytest.fixture
-def engine_worker(gemma_worker: EngineWorker) -> EngineWorker:
-    """The worker the test's windows use (override to use another)."""
-    return gemma_worker
+def engine_worker(request: pytest.FixtureRequest) -> EngineWorker:
+    """The worker the test's windows use: the fixture its module names in ``ENGINE_WORKER``
+    (``idle_worker``: no model loaded; ``small_gemma_worker``; one of the module's own), else
+    the real model loaded once (``gemma_worker``). Asked for by name, so that a test on another
+    worker never loads the shared model; a module may also override this fixture."""
+    name = getattr(request.module, "ENGINE_WORKER", "gemma_worker")
+    return cast(EngineWorker, request.getfixturevalue(name))
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import logging.handlers
 import os
 import stat
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -36,13 +36,7 @@ from tests.helpers.damaged_db import damage_page_holding, fill, garbage, page_si
 from tests.helpers.fake_model import fake_factory, fake_load_params
 from tests.helpers.gguf_writer import write_gguf
 
-
-@pytest.fixture
-def engine_worker() -> Iterator[EngineWorker]:
-    """No model: these tests only look at the window."""
-    worker = EngineWorker()
-    yield worker
-    worker.shutdown()
+ENGINE_WORKER = "idle_worker"  # no model: these tests only look at the window
 
 
 ROOT = Path(__file__).resolve().parents[2]
