@@ -40,9 +40,21 @@ def send_until_asked(qtbot: QtBot, window: MainWindow, text: str) -> object:
     return asked.args[0]
 
 
-def offer_tools(window: MainWindow, server: ServerConfig, engine: ScriptedEngine) -> None:
+def offer_tools(
+    window: MainWindow, server: ServerConfig, engine: ScriptedEngine | None = None
+) -> None:
     """The window's chat offered ``server``'s tools (the server added to the MCP config), the
-    tool loop's model being ``engine``."""
+    tool loop's model being ``engine`` (none: the window's own)."""
     McpConfig().add(server)
     window.controller.set_tool_setup(ToolSetup((server.name,), "auto"))
-    window.controller.answers.tools.engine = engine
+    if engine is not None:
+        window.controller.answers.tools.engine = engine
+
+
+def new_chat_with_tools(
+    window: MainWindow, server: ServerConfig, engine: ScriptedEngine | None = None
+) -> None:
+    """A new chat offered ``server``'s tools for up to 8 rounds (see ``offer_tools``)."""
+    window.services.settings.set("tools.max_rounds", 8)
+    window.controller.new_conversation()
+    offer_tools(window, server, engine)

@@ -20,23 +20,17 @@ from app.ui.main_window import MainWindow
 from tests.helpers.mcp_config import TIME_ARGS, approved, sdk_server, silent_server
 from tests.helpers.mcp_servers import PICTURE_SIZE
 from tests.helpers.scripted_engine import ScriptedEngine, call_text
-from tests.helpers.tool_turn import TIME_CALL, offer_tools, send_until_asked
+from tests.helpers.tool_turn import TIME_CALL, new_chat_with_tools, send_until_asked
 
 WAIT_MS = 120_000  # a failsafe for a busy machine, never reached when it works
 TIME = ServerConfig("time", command=sys.executable, args=TIME_ARGS)
-
-
-def chat_with(window: MainWindow, server: ServerConfig, engine: ScriptedEngine) -> None:
-    window.services.settings.set("tools.max_rounds", 8)
-    window.controller.new_conversation()
-    offer_tools(window, server, engine)
 
 
 def test_a_command_line_never_run_is_asked_about_in_the_chat_and_runs_after_run_it(
     qtbot: QtBot, make_window: Callable[[], MainWindow]
 ) -> None:
     window = make_window()
-    chat_with(window, TIME, ScriptedEngine([TIME_CALL, "Noon."]))
+    new_chat_with_tools(window, TIME, ScriptedEngine([TIME_CALL, "Noon."]))
     McpConfig().update("time", always_allow=frozenset({"get_current_time"}))
     controller, panel = window.controller, window.chat.tool_panel
     assert isinstance(send_until_asked(qtbot, window, "What time is it?"), CommandRequest)
@@ -59,7 +53,7 @@ def test_dont_run_answers_without_that_servers_tools_and_says_so(
 ) -> None:
     window = make_window()
     engine = ScriptedEngine(["Without tools, I cannot tell the time."])
-    chat_with(window, TIME, engine)
+    new_chat_with_tools(window, TIME, engine)
     controller, panel = window.controller, window.chat.tool_panel
     send_until_asked(qtbot, window, "What time is it?")
     card = panel.pending()
@@ -86,7 +80,7 @@ def test_esc_while_a_command_line_is_asked_about_stops_the_answer_and_runs_nothi
 ) -> None:
     window = make_window()
     engine = ScriptedEngine(["never asked"])
-    chat_with(window, TIME, engine)
+    new_chat_with_tools(window, TIME, engine)
     controller, panel = window.controller, window.chat.tool_panel
     send_until_asked(qtbot, window, "What time is it?")
     assert isinstance(panel.pending(), CommandCard)
@@ -104,7 +98,9 @@ def test_esc_while_a_server_is_still_connecting_stops_the_answer_at_once(
     window = make_window()
     started = tmp_path / "pid"
     engine = ScriptedEngine(["never asked"])
-    chat_with(window, silent_server("silent", started), engine)  # connecting waits out 30 s
+    new_chat_with_tools(
+        window, silent_server("silent", started), engine
+    )  # connecting waits out 30 s
     controller = window.controller
     window.chat.composer.send_requested.emit("What time is it?")
     qtbot.waitUntil(started.exists, timeout=WAIT_MS)
@@ -124,7 +120,7 @@ def test_the_message_that_calls_a_tool_shows_the_tokens_it_produced(
     qtbot: QtBot, make_window: Callable[[], MainWindow]
 ) -> None:
     window = make_window()
-    chat_with(window, approved(TIME), ScriptedEngine([TIME_CALL, "Noon."]))
+    new_chat_with_tools(window, approved(TIME), ScriptedEngine([TIME_CALL, "Noon."]))
     McpConfig().update("time", always_allow=frozenset({"get_current_time"}))
     controller = window.controller
     with qtbot.waitSignal(controller.answer_finished, timeout=WAIT_MS):
@@ -147,7 +143,7 @@ def test_an_image_from_a_real_server_is_a_thumbnail_under_the_call(
     window = make_window()
     pictures = sdk_server("pictures", tmp_path / "markers")
     engine = ScriptedEngine([call_text("picture", "{}"), "A red rectangle."])
-    chat_with(window, pictures, engine)
+    new_chat_with_tools(window, pictures, engine)
     McpConfig().update("pictures", always_allow=frozenset({"picture"}))
     controller = window.controller
     with qtbot.waitSignal(controller.answer_finished, timeout=WAIT_MS):
