@@ -48,14 +48,21 @@ def test_a_command_line_never_run_is_asked_about_in_the_chat_and_runs_after_run_
     assert panel.cards == {}
 
 
+def asked_to_start_time(qtbot: QtBot, window: MainWindow, answer: str) -> ScriptedEngine:
+    """A new chat offered the time server never run: "What time is it?" sent, and the chat asks
+    whether to start the server. The tool loop's engine, which would write ``answer``."""
+    engine = ScriptedEngine([answer])
+    new_chat_with_tools(window, TIME, engine)
+    assert isinstance(send_until_asked(qtbot, window, "What time is it?"), CommandRequest)
+    return engine
+
+
 def test_dont_run_answers_without_that_servers_tools_and_says_so(
     qtbot: QtBot, make_window: Callable[[], MainWindow]
 ) -> None:
     window = make_window()
-    engine = ScriptedEngine(["Without tools, I cannot tell the time."])
-    new_chat_with_tools(window, TIME, engine)
+    engine = asked_to_start_time(qtbot, window, "Without tools, I cannot tell the time.")
     controller, panel = window.controller, window.chat.tool_panel
-    send_until_asked(qtbot, window, "What time is it?")
     card = panel.pending()
     assert isinstance(card, CommandCard)
     with qtbot.waitSignal(controller.answer_finished, timeout=WAIT_MS) as finished:
@@ -79,10 +86,8 @@ def test_esc_while_a_command_line_is_asked_about_stops_the_answer_and_runs_nothi
     qtbot: QtBot, make_window: Callable[[], MainWindow]
 ) -> None:
     window = make_window()
-    engine = ScriptedEngine(["never asked"])
-    new_chat_with_tools(window, TIME, engine)
+    engine = asked_to_start_time(qtbot, window, "never asked")
     controller, panel = window.controller, window.chat.tool_panel
-    send_until_asked(qtbot, window, "What time is it?")
     assert isinstance(panel.pending(), CommandCard)
     with qtbot.waitSignal(controller.answer_finished, timeout=WAIT_MS) as finished:
         controller.stop()  # what Esc does
