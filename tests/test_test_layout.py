@@ -9,6 +9,7 @@ test folder under it is a subpackage of ``app/ui`` (or the conformance suite).""
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,23 +50,26 @@ def _outside_helpers(path: Path) -> list[str]:
     )
 
 
-def test_a_test_module_or_conftest_imports_only_the_helpers_from_tests() -> None:
-    wrong = {
+def _importing_outside_helpers(paths: Iterable[Path]) -> dict[str, list[str]]:
+    """Each of ``paths`` that imports from ``tests`` what is not ``tests.helpers``, with what."""
+    return {
         path.relative_to(ROOT).as_posix(): found
-        for path in sorted(TESTS.rglob("*.py"))
-        if path.name.startswith("test_") or path.name == "conftest.py"
+        for path in sorted(paths)
         if (found := _outside_helpers(path))
     }
+
+
+def test_a_test_module_or_conftest_imports_only_the_helpers_from_tests() -> None:
+    wrong = _importing_outside_helpers(
+        path
+        for path in TESTS.rglob("*.py")
+        if path.name.startswith("test_") or path.name == "conftest.py"
+    )
     assert not wrong, "move what they share into tests/helpers (fixtures: the nearest conftest)"
 
 
 def test_the_helpers_import_no_test_module_and_no_conftest() -> None:
-    wrong = {
-        path.relative_to(ROOT).as_posix(): found
-        for path in sorted((TESTS / "helpers").rglob("*.py"))
-        if (found := _outside_helpers(path))
-    }
-    assert not wrong
+    assert not _importing_outside_helpers((TESTS / "helpers").rglob("*.py"))
 
 
 def test_every_python_module_in_tests_is_a_test_a_conftest_or_a_helper() -> None:
@@ -80,12 +84,7 @@ def test_every_python_module_in_tests_is_a_test_a_conftest_or_a_helper() -> None
 
 
 def test_the_benchmarks_import_only_app_the_helpers_and_each_other() -> None:
-    wrong = {
-        path.relative_to(ROOT).as_posix(): found
-        for path in sorted((ROOT / "bench").rglob("*.py"))
-        if (found := _outside_helpers(path))
-    }
-    assert not wrong
+    assert not _importing_outside_helpers((ROOT / "bench").rglob("*.py"))
 
 
 def test_every_test_folder_is_a_package() -> None:

@@ -16,6 +16,7 @@ from app.attachments.index import index_path
 from app.chats import attachments
 from app.chats.store import ChatStore
 from tests.helpers.chat_attachments import attach_text, chat_with_files
+from tests.helpers.spying import spy
 
 
 def test_a_purge_removes_the_index_and_the_unshared_file_and_keeps_the_shared_one(
@@ -107,14 +108,7 @@ def test_a_purge_reads_only_the_messages_that_name_its_files(
     for i in range(20):
         chat_with_files(store, attach_text(tmp_path, f"other{i}.txt", f"Another file {i}.\n"))
     store.delete_conversation(purged)
-    parsed: list[str] = []
-    real_loads = attachments.json.loads
-
-    def counting_loads(text: str) -> Any:
-        parsed.append(text)
-        return real_loads(text)
-
-    monkeypatch.setattr(attachments.json, "loads", counting_loads)
+    parsed = spy(monkeypatch, attachments.json, "loads")
     store.purge_deleted()
     # one read to list the purged chat's files; none of the 20 other chats' messages
     assert len(parsed) == 1

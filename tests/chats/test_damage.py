@@ -25,7 +25,7 @@ from app.chats.models import (
     StoreLockedError,
 )
 from app.chats.store import ChatStore
-from tests.helpers.damaged_db import fill, garbage, page_holding, page_size
+from tests.helpers.damaged_db import damage_page_holding, fill, garbage, page_size
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -114,7 +114,7 @@ def test_a_bad_page_costs_only_its_own_messages(
     db_path: Path, history: dict[str, MessageRow]
 ) -> None:
     """Reading goes on after the bad page: the rows before and after it come back."""
-    garbage(db_path, page_holding(db_path, "answer-0075"), page_size(db_path))
+    damage_page_holding(db_path, "answer-0075")
 
     with ChatStore(db_path) as store:
         report = store.recovery
@@ -139,7 +139,7 @@ def test_a_lost_chat_row_brings_its_messages_back_in_a_recovered_chat(
     db_path: Path, history: dict[str, MessageRow]
 ) -> None:
     before = titles(db_path)
-    garbage(db_path, page_holding(db_path, "title-0100"), page_size(db_path))
+    damage_page_holding(db_path, "title-0100")
 
     with ChatStore(db_path) as store:
         report = store.recovery
@@ -209,7 +209,7 @@ def test_the_damaged_files_wal_goes_aside_with_it(db_path: Path) -> None:
     )
     assert child.returncode == 1, child.stderr
     assert Path(f"{db_path}-wal").stat().st_size > 0
-    garbage(db_path, page_holding(db_path, "answer-0020"), page_size(db_path))
+    damage_page_holding(db_path, "answer-0020")
     with ChatStore(db_path) as store:
         report = store.recovery
         assert report is not None
@@ -245,7 +245,7 @@ def test_damage_while_open_is_recovered_and_said_once(
         # A history larger than SQLite's page cache: the page is read from the disk again.
         conn.execute("PRAGMA cache_size = 1")
         conn.execute("PRAGMA mmap_size = 0")
-        garbage(db_path, page_holding(db_path, "answer-0060"), page_size(db_path))
+        damage_page_holding(db_path, "answer-0060")
 
         with pytest.raises(StoreDamagedError, match="The chat history was damaged") as info:
             store.active_branch(conversation.id)

@@ -28,10 +28,10 @@ from app.engine.types import CompletionRequest, LoadedModel, LoadParams, Samplin
 from app.engine.worker import EngineWorker
 from tests.helpers.cli import EMBER, ember
 from tests.helpers.cpu_variant import best_variant
+from tests.helpers.engine_checks import NO_END
 
 pytestmark = pytest.mark.vulkan
 
-NO_END = {1: -100.0, 106: -100.0}  # Gemma's <eos> and <end_of_turn>: the answers write text
 GREEDY = SamplingParams(temperature=0.0, max_tokens=6, logit_bias=NO_END)
 PROMPT = "The capital of France is"
 

@@ -28,9 +28,8 @@ from app.engine.types import (
     TokenizeRequest,
 )
 from app.engine.worker import EngineWorker, Job
-from tests.helpers.engine_checks import assert_no_leak, model_of
+from tests.helpers.engine_checks import NO_END, assert_no_leak, model_of
 
-NO_END = {1: -100.0, 106: -100.0}  # Gemma's <eos> and <end_of_turn>: answers write text
 GREEDY = SamplingParams(temperature=0.0, max_tokens=24, logit_bias=NO_END)
 PROMPTS = [
     "The history of the lighthouse begins",

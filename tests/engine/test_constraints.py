@@ -23,6 +23,7 @@ from app.engine.gbnf import MAX_NESTING as MAX_GRAMMAR_NESTING
 from app.engine.gbnf import MAX_REPEAT as MAX_GRAMMAR_REPEAT
 from app.engine.types import BadRequestError, SamplingParams
 from tests.helpers.grammar_child import llama_cpp_parses
+from tests.helpers.spying import spy
 
 
 def schema(s: object) -> SamplingParams:
@@ -186,14 +187,7 @@ def test_a_schema_bomb_is_refused_in_bounded_memory(bomb: dict[str, object]) -> 
 
 
 def test_a_schema_is_converted_once_and_cached(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls: list[str] = []
-    real = constraints._convert
-
-    def counting(text: str) -> str:
-        calls.append(text)
-        return real(text)
-
-    monkeypatch.setattr(constraints, "_convert", counting)
+    calls = spy(monkeypatch, constraints, "_convert")
     tool = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
     first = grammar_for(schema({**tool, "title": "once"}))
     again = grammar_for(schema(json.loads(json.dumps({**tool, "title": "once"}))))

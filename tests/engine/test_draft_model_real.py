@@ -19,7 +19,7 @@ from app.engine.draft_vocab import DraftModelError
 from app.engine.gguf import read_gguf
 from app.engine.types import ChatRequest, Failed, Finished, LoadParams, SamplingParams
 from app.engine.worker import EngineWorker
-from tests.helpers.engine_checks import chat
+from tests.helpers.engine_checks import NAME_COUNT, NAME_COUNT_SCHEMA, chat
 from tests.helpers.gguf_writer import write_gguf
 
 PROMPTS = [
@@ -73,15 +73,8 @@ def test_a_constrained_answer_speculates_with_the_draft_model(
     workers: tuple[EngineWorker, EngineWorker],
 ) -> None:
     _plain, drafting = workers
-    schema = {
-        "type": "object",
-        "properties": {"name": {"type": "string"}, "count": {"type": "integer"}},
-        "required": ["name", "count"],
-    }
-    sampling = SamplingParams(temperature=0.0, max_tokens=40, json_schema=schema)
-    answer = chat(
-        drafting, 'Answer with this JSON exactly: {"name": "apples", "count": 12}', sampling
-    )
+    sampling = SamplingParams(temperature=0.0, max_tokens=40, json_schema=NAME_COUNT_SCHEMA)
+    answer = chat(drafting, f"Answer with this JSON exactly: {NAME_COUNT}", sampling)
     assert set(json.loads(answer.result)) == {"name", "count"}
 
 

@@ -17,6 +17,7 @@ import pytest
 from app.engine.llamacpp import LlamaCppModel
 from app.engine.sampling import Sampler, VocabIndex, grammar_allows, grammar_for
 from app.engine.types import LoadParams, SamplingParams
+from tests.helpers.engine_checks import NO_END
 
 YES_NO = 'root ::= ("yes" | "no") ", because " [a-z ]{1,30} "."'
 YES_NO_RE = re.compile(r"(yes|no), because [a-z ]{1,30}\.")
@@ -166,7 +167,7 @@ def test_greedy_output_with_a_grammar_is_what_filtering_every_token_gives(
     "sampling",
     [
         SamplingParams(temperature=0.9, seed=11, max_tokens=24),
-        SamplingParams(temperature=0.0, max_tokens=24, logit_bias={1: -100.0, 106: -100.0}),
+        SamplingParams(temperature=0.0, max_tokens=24, logit_bias=NO_END),
         SamplingParams(temperature=0.7, seed=5, max_tokens=24, top_k=0, top_p=0.8, min_p=0.1),
         SamplingParams(
             temperature=1.0,

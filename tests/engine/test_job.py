@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from app.engine.types import CompletionRequest, Delta, Event, Failed, Finished, Started
 from app.engine.worker import Job
@@ -32,20 +34,31 @@ class RecordingSink:
             self._inside -= 1
 
 
+@contextmanager
+def deltas_pouring_in(job: Job, threads: int) -> Iterator[None]:
+    """While the block runs, ``threads`` threads emit deltas to ``job`` as fast as they can."""
+    stop = threading.Event()
+
+    def hammer() -> None:
+        while not stop.is_set():
+            job.emit(Delta(job.id, "t", 1))
+
+    emitters = [threading.Thread(target=hammer, daemon=True) for _ in range(threads)]
+    for t in emitters:
+        t.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        for t in emitters:
+            t.join(5)
+
+
 def test_nothing_is_delivered_after_the_final_event_under_concurrent_emits() -> None:
     for _round in range(20):
         sink = RecordingSink()
         job = Job(CompletionRequest("x"), sink)
-        stop = threading.Event()
-
-        def hammer(job: Job = job, stop: threading.Event = stop) -> None:
-            while not stop.is_set():
-                job.emit(Delta(job.id, "t", 1))
-
-        emitters = [threading.Thread(target=hammer, daemon=True) for _ in range(4)]
-        for t in emitters:
-            t.start()
-        try:
+        with deltas_pouring_in(job, threads=4):
             time.sleep(0.005)
             final = Finished(job.id, "cancelled")
             finisher = threading.Thread(target=job.finish, args=(final,), daemon=True)
@@ -53,10 +66,6 @@ def test_nothing_is_delivered_after_the_final_event_under_concurrent_emits() -> 
             finisher.join(5)
             assert isinstance(job.wait(5), Finished)
             time.sleep(0.005)  # emits keep coming after the final event: all must be dropped
-        finally:
-            stop.set()
-            for t in emitters:
-                t.join(5)
         finals = [e for e in sink.events if isinstance(e, Finished | Failed)]
         assert len(finals) == 1
         assert sink.events[-1] is finals[0], "an event was delivered after the final one"
@@ -111,24 +120,11 @@ def test_events_iterator_ends_with_the_single_final_event() -> None:
     stranded (the job would never be done)."""
     for _round in range(30):
         job = Job(CompletionRequest("x"))
-        stop = threading.Event()
-
-        def hammer(job: Job = job, stop: threading.Event = stop) -> None:
-            while not stop.is_set():
-                job.emit(Delta(job.id, "t", 1))
-
-        threads = [threading.Thread(target=hammer, daemon=True) for _ in range(3)]
-        for t in threads:
-            t.start()
-        try:
+        with deltas_pouring_in(job, threads=3):
             time.sleep(0.002)
             job.finish(Finished(job.id, "cancelled"))
             assert isinstance(job.wait(2), Finished)
             time.sleep(0.002)
-        finally:
-            stop.set()
-            for t in threads:
-                t.join(5)
         events = list(job.events(timeout=2))
         assert isinstance(events[-1], Finished)
         assert job._events is not None and job._events.empty()  # nothing queued after it

@@ -18,9 +18,7 @@ from app.engine.types import (
     SamplingParams,
 )
 from app.engine.worker import EngineWorker
-from tests.helpers.engine_checks import assert_no_leak
-
-NO_END = {1: -100.0, 106: -100.0}  # Gemma's <eos> and <end_of_turn>: answers write on
+from tests.helpers.engine_checks import NO_END, assert_no_leak
 
 
 def test_answers_that_outgrow_the_context_together_pause_and_resume(gemma_path: Path) -> None:

@@ -22,9 +22,7 @@ from app.engine.types import (
     TokenizeRequest,
 )
 from app.engine.worker import EngineWorker, Job
-
-NO_END = {1: -100.0, 106: -100.0}  # Gemma's <eos> and <end_of_turn>
-ENDLESS = SamplingParams(temperature=0.0, max_tokens=100_000, logit_bias=NO_END)
+from tests.helpers.engine_checks import ENDLESS
 
 
 def test_the_apps_token_count_and_chat_go_ahead_of_api_streams_waiting_for_a_slot(

@@ -28,9 +28,8 @@ from app.engine.types import (
     SamplingParams,
 )
 from app.engine.worker import EngineWorker, Job
+from tests.helpers.engine_checks import ENDLESS
 
-NO_END = {1: -100.0, 106: -100.0}  # Gemma's <eos> and <end_of_turn>
-ENDLESS = SamplingParams(temperature=0.0, max_tokens=100_000, logit_bias=NO_END)
 LONG = "The lighthouse keeper counted the waves. " * 2500  # 105,000 characters
 WAIT = 300  # seconds: only a broken engine waits this long (the gate is opened by events)
 

@@ -73,6 +73,17 @@ def drain(job: Job, timeout: float = 60) -> list[Event]:
     return list(job.events(timeout=timeout))
 
 
+def streaming(engine: RemoteEngine) -> Job:
+    """A long story asked of ``engine``, once its first text has come."""
+    first = threading.Event()
+    job = engine.submit(
+        CompletionRequest("Once upon a time", LONG),
+        lambda e: first.set() if isinstance(e, Delta) else None,
+    )
+    assert first.wait(30)
+    return job
+
+
 def text_of(events: list[Event]) -> str:
     return "".join(e.text for e in events if isinstance(e, Delta))
 
@@ -206,13 +217,7 @@ def test_cancel_closes_the_stream_fast(
 def test_remote_generation_does_not_block_local_jobs(
     server: LlamaServer, engines: Callable[..., RemoteEngine], gemma_path: Path
 ) -> None:
-    engine = engines(server.base_url)
-    first = threading.Event()
-    remote = engine.submit(
-        CompletionRequest("Once upon a time", LONG),
-        lambda e: first.set() if isinstance(e, Delta) else None,
-    )
-    assert first.wait(30)
+    remote = streaming(engines(server.base_url))
     worker = EngineWorker()
     try:
         worker.load(str(gemma_path), LoadParams(n_ctx=512)).result(60)
@@ -227,12 +232,7 @@ def test_remote_generation_does_not_block_local_jobs(
 
 def test_shutdown_cancels_running_jobs(server: LlamaServer) -> None:
     engine = RemoteEngine(server.base_url)
-    started = threading.Event()
-    job = engine.submit(
-        CompletionRequest("Once upon a time", LONG),
-        lambda e: started.set() if isinstance(e, Delta) else None,
-    )
-    assert started.wait(30)
+    job = streaming(engine)
     engine.shutdown()
     assert job.wait(WAIT).reason == "cancelled"
 

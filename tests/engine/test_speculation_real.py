@@ -20,7 +20,7 @@ import pytest
 
 from app.engine.types import LoadParams, SamplingParams
 from app.engine.worker import EngineWorker
-from tests.helpers.engine_checks import assert_no_leak, chat
+from tests.helpers.engine_checks import NAME_COUNT, NAME_COUNT_SCHEMA, assert_no_leak, chat
 
 CODE = "\n".join(f"def area_{i}(w, h):\n    return w * h + {i}\n" for i in range(8))
 PROMPTS = [
@@ -86,13 +86,8 @@ def test_sampled_and_constrained_answers_speculate_and_stay_valid(
     workers: tuple[EngineWorker, EngineWorker],
 ) -> None:
     _plain, drafting = workers
-    schema = {
-        "type": "object",
-        "properties": {"name": {"type": "string"}, "count": {"type": "integer"}},
-        "required": ["name", "count"],
-    }
-    expected = '{"name": "apples", "count": 12}'
-    constrained = SamplingParams(temperature=0.0, max_tokens=40, json_schema=schema)
+    expected = NAME_COUNT
+    constrained = SamplingParams(temperature=0.0, max_tokens=40, json_schema=NAME_COUNT_SCHEMA)
     text = f"Answer with this JSON exactly: {expected}"
     answer = chat(drafting, text, constrained, prediction=expected)
     assert set(json.loads(answer.result)) == {"name", "count"}

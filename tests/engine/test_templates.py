@@ -25,6 +25,7 @@ from app.engine.types import (
 from app.engine.worker import EngineWorker
 from tests.helpers.real_chat_templates import GEMMA_2, LLAMA_3_1, QWEN_2_5
 from tests.helpers.sdist_templates import template
+from tests.helpers.toolcall_families import TOOLS
 
 CHATML = (
     "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
@@ -100,20 +101,6 @@ def test_empty_messages_rejected() -> None:
 
 # ---- real templates render exactly as in a plain sandbox --------------------------------
 
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "get_weather",
-            "description": "The weather in a city",
-            "parameters": {
-                "type": "object",
-                "properties": {"city": {"type": "string"}, "unit": {"enum": ["c", "f"]}},
-                "required": ["city"],
-            },
-        },
-    }
-]
 CHAT: list[ChatMessage] = [
     {"role": "user", "content": "Hi there"},
     {"role": "assistant", "content": "Hello! How can I help?"},

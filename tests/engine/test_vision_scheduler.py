@@ -30,11 +30,10 @@ from app.engine.types import (
     Started,
 )
 from app.engine.worker import EngineWorker, Job
-from tests.helpers.engine_checks import assert_no_leak, model_of
+from tests.helpers.engine_checks import NO_END, assert_no_leak, model_of
 from tests.helpers.images import png
 from tests.helpers.projector import IMAGE_TOKENS, write_projector
 
-NO_END = {1: -100.0, 106: -100.0}  # Gemma's <eos> and <end_of_turn>: answers write text
 GREEDY = SamplingParams(temperature=0.0, max_tokens=4, logit_bias=NO_END)
 QUESTION = "What is in this picture?"
 

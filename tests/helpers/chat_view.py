@@ -13,8 +13,10 @@ from app.chats.models import Message, Role, Status
 from app.ui import theme
 from app.ui.chat import code_block
 from app.ui.chat.chat_view import ChatView
-from app.ui.chat.markdown import MarkdownRenderer
+from app.ui.chat.code_block import CodeBlock
+from app.ui.chat.markdown import CodeSegment, MarkdownRenderer
 from app.ui.chat.message_widget import MessageWidget
+from tests.helpers.spying import spy
 
 CHUNK = 60  # characters per update: ~15 tokens, as 450 tok/s arrive 30 times a second
 
@@ -49,12 +51,17 @@ def shown_chat_view(qtbot: QtBot) -> ChatView:
 
 def count_coloured_lines(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """From now on, how many lines each call of ``code_block.code_html`` colours, in order."""
-    coloured: list[int] = []
-    real = code_block.code_html
+    return spy(monkeypatch, code_block, "code_html", lambda code, *_: code.count("\n") + 1)
 
-    def counting(code: str, language: str, palette: theme.Palette) -> str:
-        coloured.append(code.count("\n") + 1)
-        return real(code, language, palette)
 
-    monkeypatch.setattr(code_block, "code_html", counting)
-    return coloured
+CODE_LINES = [f"value_{i} = compute({i})  # line {i}" for i in range(200)]
+
+
+def streamed_code_block(qtbot: QtBot, count: int) -> CodeBlock:
+    """A Python code block streamed the first ``count`` of ``CODE_LINES`` a line at a time (an
+    answer still writing it: not finished)."""
+    block = CodeBlock(CodeSegment("", "python", False))
+    qtbot.addWidget(block)
+    for n in range(1, count + 1):
+        block.set_segment(CodeSegment("\n".join(CODE_LINES[:n]), "python", False))
+    return block

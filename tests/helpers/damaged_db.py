@@ -48,3 +48,8 @@ def page_holding(db_path: Path, marker: str) -> int:
     assert data.count(marker.encode()) == 1, marker
     size = page_size(db_path)
     return data.index(marker.encode()) // size * size
+
+
+def damage_page_holding(db_path: Path, marker: str) -> None:
+    """Garbage written over the page that holds the only copy of ``marker``."""
+    garbage(db_path, page_holding(db_path, marker), page_size(db_path))

@@ -7,6 +7,19 @@ from app.engine.llamacpp import LlamaCppModel
 from app.engine.types import ChatRequest, Finished, SamplingParams
 from app.engine.worker import EngineWorker
 
+# Gemma's <eos> and <end_of_turn> banned: an answer writes text up to its max_tokens
+NO_END = {1: -100.0, 106: -100.0}
+# greedy and never ending: an answer that runs until it is cancelled (or its test is done)
+ENDLESS = SamplingParams(temperature=0.0, max_tokens=100_000, logit_bias=NO_END)
+
+# a JSON object the model is asked to copy, constrained to this schema (speculation's tests)
+NAME_COUNT = '{"name": "apples", "count": 12}'
+NAME_COUNT_SCHEMA = {
+    "type": "object",
+    "properties": {"name": {"type": "string"}, "count": {"type": "integer"}},
+    "required": ["name", "count"],
+}
+
 
 def chat(worker: EngineWorker, text: str, sampling: SamplingParams, **kw: object) -> Finished:
     """One user message's answer, which must finish."""

@@ -3,6 +3,8 @@ at the same time, switch models, and survive restarts and crashes (no real model
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,6 +59,36 @@ def show_window(qtbot: QtBot, services: Services) -> MainWindow:
     window.show()
     qtbot.waitExposed(window)
     return window
+
+
+@contextmanager
+def fake_window_on(
+    qtbot: QtBot, worker: ParallelFakeWorker, max_tokens: int
+) -> Iterator[MainWindow]:
+    """The real window on ``worker``, on fresh services over this test's EMBER_HOME; closed
+    with its services at the end (the worker stays: a restart opens another window on it)."""
+    services = fake_services(worker, max_tokens)
+    window = show_window(qtbot, services)
+    try:
+        yield window
+    finally:
+        window.close()
+        services.close()
+
+
+@contextmanager
+def own_fake_window(
+    qtbot: QtBot, folder: Path, model: str = "fake-model.gguf", max_tokens: int = 4
+) -> Iterator[MainWindow]:
+    """The real window on a ParallelFakeWorker of its own with ``model`` (a file made in
+    ``folder``) loaded; for a test whose module's ``fake_window`` fixture is made otherwise."""
+    worker = ParallelFakeWorker()
+    load_fake(worker, model_file(folder, model))
+    try:
+        with fake_window_on(qtbot, worker, max_tokens) as window:
+            yield window
+    finally:
+        worker.shutdown()
 
 
 def ask(qtbot: QtBot, window: MainWindow, text: str) -> str:

@@ -9,12 +9,30 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import ollama
+
 from app.engine.worker import EngineWorker
 from app.server.config import ServerConfig
 from app.server.gateway import Gateway
 from app.server.runner import ServerRunner
 
 MODEL_ID = "gemma"
+
+# A tool offered to the served model, as Chat Completions' ``tools`` lists it ...
+WEATHER: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "The weather in a city",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string", "enum": ["Paris", "Oslo", "Lima"]}},
+            "required": ["city"],
+        },
+    },
+}
+# ... and as the Responses API lists it: the same function, flat
+RESPONSES_WEATHER = {"type": "function", **WEATHER["function"]}
 
 
 N_CTX = 2048
@@ -51,3 +69,8 @@ def serving(
     finally:
         runner.stop()
         gateway.worker.shutdown()
+
+
+def ollama_names(client: ollama.Client) -> list[str]:
+    """The names of the models the server lists to Ollama's client (``ollama list``)."""
+    return [m.model or "" for m in client.list().models]

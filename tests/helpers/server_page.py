@@ -13,6 +13,7 @@ from app.ui.main_window import MainWindow
 from app.ui.nav_rail import SERVER
 from app.ui.server.controller import ServerController
 from app.ui.server.pane import ServerPane
+from tests.helpers.net import free_port
 
 START_TIMEOUT = 20_000
 
@@ -47,6 +48,26 @@ def start(qtbot: QtBot, window: MainWindow) -> str:
     url = window.server.base_url
     assert url is not None
     return url
+
+
+def start_with_a_new_key(qtbot: QtBot, window: MainWindow) -> str:
+    """Make an API key with the form's button, then start the server; the key."""
+    qtbot.mouseClick(pane(window).form.generate_button, Qt.MouseButton.LeftButton)
+    key = window.services.settings.get("server.api_key")
+    assert isinstance(key, str) and key
+    start(qtbot, window)
+    return key
+
+
+def serving_with_a_new_key(
+    qtbot: QtBot, make_window: Callable[[], MainWindow]
+) -> tuple[MainWindow, str, str]:
+    """A window on the Server page for a free port, its server started with a new API key: the
+    window, the key and the server's root URL."""
+    port = free_port()
+    window = show_server_page(make_window, port)
+    key = start_with_a_new_key(qtbot, window)
+    return window, key, f"http://127.0.0.1:{port}"
 
 
 WAIT_MS = 120_000  # a failsafe for a busy machine, never reached when it works

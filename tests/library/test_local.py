@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from app.engine.gguf import GGUFInfo
 from app.library import metadata_cache as local_mod
 from app.library.local import Library
 from app.library.local_model import AmbiguousModelError, LibraryError, NoMatchingModelError
 from app.library.manifest import read_manifest, update_manifest
 from tests.helpers.gguf_writer import gguf_bytes, write_gguf
+from tests.helpers.spying import spy
 
 
 class Tree:
@@ -117,14 +116,7 @@ def test_metadata_cache_avoids_rereading_headers(
     tree: Tree, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     paths = [tree.ember("alice/M-GGUF", f"m{i}-Q4_K_M.gguf", vocab_size=200) for i in range(5)]
-    calls: list[Path] = []
-    real: Callable[[Path], GGUFInfo] = local_mod.read_gguf
-
-    def counting(path: Path) -> GGUFInfo:
-        calls.append(Path(path))
-        return real(path)
-
-    monkeypatch.setattr(local_mod, "read_gguf", counting)
+    calls = spy(monkeypatch, local_mod, "read_gguf", Path)
     first = tree.library().scan()
     assert len(calls) == 5
     calls.clear()

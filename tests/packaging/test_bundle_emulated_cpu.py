@@ -48,6 +48,7 @@ import openai
 import pytest
 
 from tests.helpers.bundle import Bundle, mapped_files, open_bundle
+from tests.helpers.cli import reaped, stop
 from tests.helpers.net import free_port, wait_for_health
 
 pytestmark = pytest.mark.emulated_cpu
@@ -264,7 +265,7 @@ def test_the_api_answers_on_the_oldest_cpu(
         env=second_stage(bundle, home),
         cwd=home,
     )
-    try:
+    with reaped(process):
         wait_for_health(root, process, timeout=300)
         client = openai.OpenAI(base_url=f"{root}/v1", api_key="unused", timeout=300)
         model = client.models.list().data[0].id
@@ -280,12 +281,8 @@ def test_the_api_answers_on_the_oldest_cpu(
         # the emulated process's files are mapped into qemu's: the variant for this CPU
         cpu_code = {p.name for p in mapped_files(process.pid) if p.name.startswith("libggml-cpu")}
         assert cpu_code == {f"libggml-cpu-{cpu.variant}.so"}, cpu_code
-        process.send_signal(signal.SIGINT)  # qemu passes it on to the emulated process
-        out, err = process.communicate(timeout=120)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate()
+        # qemu passes SIGINT on to the emulated process
+        out, err = stop(process, timeout=120, sig=signal.SIGINT)
     assert process.returncode == 0, err
     assert out.splitlines()[0] == f"Ember API at {root}/v1"
     assert "Traceback" not in err, err

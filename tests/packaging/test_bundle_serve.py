@@ -11,18 +11,17 @@ import httpx
 import pytest
 
 from tests.helpers.bundle import Bundle, assert_self_contained
+from tests.helpers.cli import reaped, stop
 from tests.helpers.net import free_port, wait_for_health
 
 pytestmark = pytest.mark.slow
 
 
-def stop(process: subprocess.Popen[str]) -> tuple[str, str]:
+def ctrl_c(process: subprocess.Popen[str]) -> tuple[str, str]:
     """Ctrl+C as a terminal sends it (Ctrl+Break on Windows): serve stops cleanly."""
     if sys.platform == "win32":
-        process.send_signal(signal.CTRL_BREAK_EVENT)
-    else:
-        process.send_signal(signal.SIGINT)
-    return process.communicate(timeout=30)
+        return stop(process, timeout=30, sig=signal.CTRL_BREAK_EVENT)
+    return stop(process, timeout=30, sig=signal.SIGINT)
 
 
 def test_serve_answers_models_and_a_chat_completion(
@@ -39,7 +38,7 @@ def test_serve_answers_models_and_a_chat_completion(
         cwd=tmp_path,
         creationflags=getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0),
     )
-    try:
+    with reaped(process):
         wait_for_health(root, process, timeout=120)
         models = httpx.get(f"{root}/v1/models", timeout=30).json()
         ids = [m["id"] for m in models["data"]]
@@ -62,11 +61,7 @@ def test_serve_answers_models_and_a_chat_completion(
         assert body["choices"][0]["message"]["content"]
         if sys.platform.startswith("linux"):
             assert_self_contained(process.pid, bundle)
-        out, err = stop(process)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate()
+        out, err = ctrl_c(process)
     assert process.returncode == 0, err
     assert out.splitlines()[0] == f"Ember API at {root}/v1"
     assert "Traceback" not in err

@@ -10,7 +10,7 @@ import openai
 import pytest
 
 from app.engine.types import TokenizeRequest
-from tests.helpers.served import MODEL_ID, Served
+from tests.helpers.served import MODEL_ID, WEATHER, Served
 
 USER = [{"role": "user", "content": "Tell me a story about a fox."}]
 
@@ -165,18 +165,6 @@ def test_json_schema_response_format_validates(client: openai.OpenAI) -> None:
     assert data["pet"] in ("cat", "dog", "fox")
 
 
-WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "The weather in a city",
-        "parameters": {
-            "type": "object",
-            "properties": {"city": {"type": "string", "enum": ["Paris", "Oslo", "Lima"]}},
-            "required": ["city"],
-        },
-    },
-}
 TIME = {
     "type": "function",
     "function": {

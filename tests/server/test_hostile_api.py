@@ -34,6 +34,7 @@ from app.server.pieces import Piece
 from app.server.toolcalls import HERMES
 from tests.helpers.net import local_http
 from tests.helpers.served import MODEL_ID, N_CTX, Served, serving
+from tests.helpers.spying import spy
 
 MESSAGES = [{"role": "user", "content": "Hi"}]
 HEADERS = {"content-type": "application/json"}
@@ -198,14 +199,7 @@ def test_a_prompt_no_context_can_hold_never_reaches_the_engine(
     """They held the engine thread (every answer, the app's chats too) for 20 s and over 3
     minutes while llama.cpp tokenized them or the template rendered them, to find they do not
     fit; a client that hung up could not stop that."""
-    submitted: list[object] = []
-    submit = served.gateway.submit
-
-    def recording(request: Any) -> Any:
-        submitted.append(request)
-        return submit(request)
-
-    monkeypatch.setattr(served.gateway, "submit", recording)
+    submitted = spy(monkeypatch, served.gateway, "submit")
     text = "word " * (6 * 1024 * 1024)
     chat = "/v1/chat/completions"
     bodies: dict[str, tuple[str, dict[str, Any]]] = {
@@ -227,14 +221,7 @@ def test_an_embedding_input_no_embedding_can_cover_never_reaches_the_engine(
     served: Served, http: httpx.Client, monkeypatch: pytest.MonkeyPatch, path: str
 ) -> None:
     """One 30 MB input held the engine thread for 22 s while llama.cpp tokenized it."""
-    submitted: list[object] = []
-    submit = served.gateway.submit
-
-    def recording(request: Any) -> Any:
-        submitted.append(request)
-        return submit(request)
-
-    monkeypatch.setattr(served.gateway, "submit", recording)
+    submitted = spy(monkeypatch, served.gateway, "submit")
     r = http.post(path, json={"model": MODEL_ID, "input": ["Hi", "word " * (6 * 1024 * 1024)]})
     assert r.status_code == 400, r.text
     error = r.json()["error"]

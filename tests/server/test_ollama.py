@@ -19,7 +19,7 @@ from app.engine.types import ChatRequest, Finished
 from app.server import convert
 from app.server.convert import ChatPlan
 from app.server.ollama.answers import ChatAnswer
-from tests.helpers.served import N_CTX, Served
+from tests.helpers.served import N_CTX, Served, ollama_names
 
 COPY = "hf.co/test/gemma-copy:Q4_K_M"  # the library's test/gemma-copy/gemma-copy.gguf
 
@@ -28,10 +28,6 @@ COPY = "hf.co/test/gemma-copy:Q4_K_M"  # the library's test/gemma-copy/gemma-cop
 def oc(served: Served) -> Iterator[ollama.Client]:
     with ollama.Client(host=served.root) as c:
         yield c
-
-
-def names(oc: ollama.Client) -> list[str]:
-    return [m.model or "" for m in oc.list().models]
 
 
 # ---- 1. who is there, which models ----------------------------------------------------------
@@ -83,7 +79,7 @@ def test_names_round_trip_through_both_apis_and_keep_alive_0_unloads(
 ) -> None:
     """A name /api/tags lists is accepted by the OpenAI API too (it loads the model just in
     time); an empty /api/generate loads, keep_alive 0 unloads."""
-    assert COPY in names(oc)
+    assert COPY in ollama_names(oc)
     vectors = client.embeddings.create(model=COPY, input="hello")
     assert len(vectors.data[0].embedding) == 640
     assert "hf.co/test/gemma-copy:Q4_K_M" in [m.model for m in oc.ps().models]

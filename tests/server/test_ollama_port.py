@@ -4,8 +4,6 @@ one sentence saying who holds it."""
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 from pathlib import Path
 
@@ -14,7 +12,7 @@ import ollama
 from app.cli import build_parser
 from app.config import Settings
 from app.server.runner import bind_socket
-from tests.helpers.cli import EMBER
+from tests.helpers.cli import ember, reaped, serve_process, stop
 from tests.helpers.fake_ollama import fake_ollama
 from tests.helpers.net import free_port, wait_for_health
 
@@ -29,25 +27,13 @@ def test_the_flag_alone_means_ollamas_port() -> None:
 def test_the_setting_makes_serve_listen_on_the_ollama_port_too(ember_home: Path) -> None:
     port, extra = free_port(), free_port()
     Settings().set("server.ollama_port", extra)
-    process = subprocess.Popen(
-        [*EMBER, "serve", "--port", str(port)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "EMBER_HOME": str(ember_home)},
-    )
-    try:
+    with reaped(serve_process("--port", str(port))) as process:
         wait_for_health(f"http://127.0.0.1:{extra}", process)
         with ollama.Client(host=f"http://127.0.0.1:{extra}") as client:
             assert client.list().models == []
         with ollama.Client(host=f"http://127.0.0.1:{port}") as client:  # the main port too
             assert client.list().models == []
-        process.send_signal(signal.SIGTERM)
-        out, err = process.communicate(timeout=30)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate()
+        out, err = stop(process, timeout=30)
     assert process.returncode == 0, err
     assert out.splitlines()[:2] == [
         f"Ember API at http://127.0.0.1:{port}/v1",
@@ -55,20 +41,13 @@ def test_the_setting_makes_serve_listen_on_the_ollama_port_too(ember_home: Path)
     ]
 
 
-def serve_on(ember_home: Path, extra: int) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*EMBER, "serve", "--port", str(free_port()), "--ollama-port", str(extra)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "EMBER_HOME": str(ember_home)},
-        check=False,
-    )
+def serve_on(extra: int) -> subprocess.CompletedProcess[str]:
+    return ember("serve", "--port", str(free_port()), "--ollama-port", str(extra), timeout=60)
 
 
 def test_a_port_held_by_ollama_itself_is_one_sentence(ember_home: Path) -> None:
     with fake_ollama() as port:
-        r = serve_on(ember_home, port)
+        r = serve_on(port)
     assert r.returncode == 1
     assert r.stderr.count("\n") == 1
     assert r.stderr.startswith(f"ember: error: Port {port} is taken by Ollama itself")
@@ -79,7 +58,7 @@ def test_a_port_held_by_another_program_says_so(ember_home: Path) -> None:
     taken = bind_socket("127.0.0.1", 0)
     port = taken.getsockname()[1]
     try:
-        r = serve_on(ember_home, port)
+        r = serve_on(port)
     finally:
         taken.close()
     assert r.returncode == 1 and r.stderr.count("\n") == 1

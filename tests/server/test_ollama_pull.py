@@ -21,7 +21,7 @@ from app.server.gateway import Gateway
 from app.server.runner import ServerRunner
 from tests.helpers.gguf_writer import gguf_bytes
 from tests.helpers.hub_server import FakeHub, FakeRepo, fake_hub_env
-from tests.helpers.served import serving
+from tests.helpers.served import ollama_names, serving
 from tests.helpers.waiting import wait_until
 
 REPO = "someone/Tiny-GGUF"
@@ -64,12 +64,8 @@ def c(server: Server) -> Iterator[ollama.Client]:
         yield client
 
 
-def names(c: ollama.Client) -> list[str]:
-    return [m.model or "" for m in c.list().models]
-
-
 def test_pull_streams_progress_then_the_model_is_listed(c: ollama.Client) -> None:
-    assert NAME not in names(c)
+    assert NAME not in ollama_names(c)
     progress = list(c.pull(NAME, stream=True))
     statuses = [p.status for p in progress]
     assert statuses[0] == "pulling manifest"
@@ -78,7 +74,7 @@ def test_pull_streams_progress_then_the_model_is_listed(c: ollama.Client) -> Non
     pulling = [p for p in progress if (p.status or "").startswith("pulling sha") or p.total]
     assert pulling and pulling[-1].total == pulling[-1].completed
     assert (pulling[-1].digest or "").startswith("sha256:")
-    assert NAME in names(c)  # listed at once (no wait for the library's next scan)
+    assert NAME in ollama_names(c)  # listed at once (no wait for the library's next scan)
     files = sorted(p.name for p in paths().models_dir.rglob("*.gguf"))
     assert files == ["Tiny-Q4_K_M.gguf"]
 
@@ -86,7 +82,7 @@ def test_pull_streams_progress_then_the_model_is_listed(c: ollama.Client) -> Non
     assert again.status == "success"
     other = c.pull(f"huggingface.co/{REPO}:q8_0")  # any case, either host name
     assert other.status == "success"
-    assert f"hf.co/{REPO}:Q8_0" in names(c)
+    assert f"hf.co/{REPO}:Q8_0" in ollama_names(c)
 
 
 def test_names_that_cannot_be_pulled(c: ollama.Client) -> None:
@@ -109,7 +105,7 @@ def test_copy_is_an_alias_both_apis_accept_and_delete_removes(
 ) -> None:
     c.pull(NAME)
     assert c.copy(NAME, "tiny").status == "success"
-    assert "tiny" in names(c)
+    assert "tiny" in ollama_names(c)
     assert c.show("tiny:latest").details is not None
     entry = server.gateway.catalog.resolve("tiny")  # what the OpenAI routes resolve names by
     assert entry is not None and entry.path.endswith("Tiny-Q4_K_M.gguf")
@@ -118,9 +114,9 @@ def test_copy_is_an_alias_both_apis_accept_and_delete_removes(
     assert e.value.status_code == 400
 
     assert c.delete("tiny").status == "success"  # the alias only
-    assert "tiny" not in names(c) and NAME in names(c)
+    assert "tiny" not in ollama_names(c) and NAME in ollama_names(c)
     assert c.delete(NAME).status == "success"
-    assert NAME not in names(c)
+    assert NAME not in ollama_names(c)
     assert not list(paths().models_dir.rglob("*.gguf"))
     with pytest.raises(ollama.ResponseError) as e:
         c.delete(NAME)

@@ -4,15 +4,12 @@ subprocess, the real Gemma model, the local stand-in for the Hugging Face Hub)."
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
 from pathlib import Path
 
 import ollama
 import pytest
 
-from tests.helpers.cli import EMBER
+from tests.helpers.cli import reaped, serve_process, stop
 from tests.helpers.gguf_writer import gguf_bytes
 from tests.helpers.hub_server import FakeRepo, fake_hub_env
 from tests.helpers.net import free_port, wait_for_health
@@ -27,24 +24,13 @@ def test_the_ollama_client_against_ember_serve(
     with fake_hub_env(monkeypatch, tmp_path_factory) as hub:
         hub.add(FakeRepo("someone/Tiny-GGUF", {"Tiny-Q4_K_M.gguf": gguf_bytes(name="Tiny")}))
         port = free_port()
-        process = subprocess.Popen(
-            [*EMBER, "serve", "--model", str(gemma_path), "--port", str(port), "--ctx", "1024"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env={**os.environ, "EMBER_HOME": str(ember_home)},
-        )
-        try:
-            root = f"http://127.0.0.1:{port}"
+        root = f"http://127.0.0.1:{port}"
+        args = ("--model", str(gemma_path), "--port", str(port), "--ctx", "1024")
+        with reaped(serve_process(*args)) as process:
             wait_for_health(root, process)
             with ollama.Client(host=root) as client:
                 run_the_client(client)
-            process.send_signal(signal.SIGTERM)
-            out, err = process.communicate(timeout=30)
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.communicate()
+            out, err = stop(process, timeout=30)
     assert process.returncode == 0, err
     assert f"Ollama-compatible API at {root}" in out.splitlines()
 

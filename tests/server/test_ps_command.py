@@ -6,15 +6,12 @@ binds or loads."""
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.helpers.cli import EMBER, ember
+from tests.helpers.cli import ember, reaped, serve_process, stop
 from tests.helpers.model_copies import model_copies
 from tests.helpers.net import free_port, wait_for_health
 
@@ -26,13 +23,9 @@ def test_ember_ps_lists_a_model_loaded_for_a_request_and_until_when(
     folder.mkdir(parents=True)
     model_copies(gemma_path, folder, ("gemma-copy",))
     port = free_port()
-    env = {**os.environ, "EMBER_HOME": str(ember_home)}
-    args = ["serve", "--port", str(port), "--ctx", "512", "--model-ttl", "5m"]
-    process = subprocess.Popen(
-        [*EMBER, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
-    )
     root = f"http://127.0.0.1:{port}"
-    try:
+    args = ("--port", str(port), "--ctx", "512", "--model-ttl", "5m")
+    with reaped(serve_process(*args)) as process:
         wait_for_health(root, process)
         empty = ember("ps", "--url", root)
         assert empty.returncode == 0, empty.stderr
@@ -52,12 +45,7 @@ def test_ember_ps_lists_a_model_loaded_for_a_request_and_until_when(
         (model,) = json.loads(as_json.stdout)
         assert model["id"] == listed["id"] and model["ttl"] == 300
         assert model["memory_bytes"] > 100_000_000 and model["context_length"] == 512
-        process.send_signal(signal.SIGTERM)
-        process.communicate(timeout=60)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate()
+        stop(process, timeout=60)
     gone = ember("ps", "--url", root)
     assert gone.returncode == 1 and gone.stderr.count("\n") == 1
     assert "No Ember server answers" in gone.stderr

@@ -66,13 +66,6 @@ def files(gemma_path: Path, tmp_path_factory: pytest.TempPathFactory) -> list[Pa
     return model_copies(gemma_path, tmp_path_factory.mktemp("several"), IDS)
 
 
-@pytest.fixture(scope="module")
-def worker() -> Iterator[EngineWorker]:
-    w = EngineWorker()
-    yield w
-    w.shutdown()
-
-
 @pytest.fixture
 def clean(worker: EngineWorker) -> Iterator[EngineWorker]:
     yield worker
@@ -84,6 +77,15 @@ def _gateway(
 ) -> Gateway:
     catalog = StaticCatalog([entry_for_file(f, i) for f, i in zip(files, IDS, strict=True)])
     return Gateway(worker, catalog, PARAMS, residency=residency, model_ttl=ttl)
+
+
+def _on_a_fake_clock(
+    worker: EngineWorker, files: list[Path], ttl: float | None = 3600
+) -> tuple[FakeClock, RecordingResidency, Gateway]:
+    """A gateway whose residency keeps time by a clock the test moves."""
+    clock = FakeClock()
+    residency = RecordingResidency(worker, clock=clock)
+    return clock, residency, _gateway(worker, files, residency, ttl=ttl)
 
 
 def _loaded(worker: EngineWorker) -> set[str]:
@@ -167,9 +169,8 @@ def test_a_busy_model_is_never_unloaded_for_another_the_load_is_refused(
 def test_an_idle_model_is_unloaded_when_its_ttl_runs_out_on_a_fake_clock(
     clean: EngineWorker, files: list[Path]
 ) -> None:
-    worker, clock = clean, FakeClock()
-    residency = RecordingResidency(worker, clock=clock)
-    gateway = _gateway(worker, files, residency, ttl=60)
+    worker = clean
+    clock, residency, gateway = _on_a_fake_clock(worker, files, ttl=60)
     asyncio.run(gateway.resolve("gemma-a"))
     (entry,) = residency.snapshot()
     assert entry.ttl == 60 and entry.expires_at is not None and entry.jit
@@ -208,9 +209,8 @@ def test_the_timer_thread_unloads_without_anyone_asking(
 
 
 def test_a_ttl_of_zero_unloads_once_the_answer_ends(clean: EngineWorker, files: list[Path]) -> None:
-    worker, clock = clean, FakeClock()
-    residency = RecordingResidency(worker, clock=clock)
-    gateway = _gateway(worker, files, residency)
+    worker = clean
+    _clock, residency, gateway = _on_a_fake_clock(worker, files)
 
     async def answer() -> None:
         model = await gateway.resolve("gemma-a", ttl=0)
@@ -228,9 +228,8 @@ def test_a_ttl_of_zero_unloads_once_the_answer_ends(clean: EngineWorker, files: 
 def test_a_model_the_person_loaded_is_never_unloaded_by_the_budget_or_a_ttl(
     clean: EngineWorker, files: list[Path]
 ) -> None:
-    worker, clock = clean, FakeClock()
-    residency = RecordingResidency(worker, clock=clock)
-    gateway = _gateway(worker, files, residency)
+    worker = clean
+    clock, residency, gateway = _on_a_fake_clock(worker, files)
     loaded = gateway.load(str(files[0]), "gemma-a", PARAMS).wait(300)  # as --model does
     residency.budget_bytes = memory_of(loaded) * 3 // 2
     asyncio.run(gateway.resolve("gemma-a", ttl=0))  # a request's ttl: not for this one
@@ -244,9 +243,8 @@ def test_a_model_the_person_loaded_is_never_unloaded_by_the_budget_or_a_ttl(
 def test_a_model_whose_request_went_away_mid_load_still_gets_its_ttl(
     clean: EngineWorker, files: list[Path]
 ) -> None:
-    worker, clock = clean, FakeClock()
-    residency = RecordingResidency(worker, clock=clock)
-    gateway = _gateway(worker, files, residency, ttl=60)
+    worker = clean
+    clock, residency, gateway = _on_a_fake_clock(worker, files, ttl=60)
 
     async def leave_while_loading() -> None:
         request = asyncio.create_task(gateway.resolve("gemma-a"))

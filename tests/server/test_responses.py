@@ -15,18 +15,8 @@ import openai
 import pytest
 
 from app.config import ember_home
-from tests.helpers.served import MODEL_ID
+from tests.helpers.served import MODEL_ID, RESPONSES_WEATHER
 
-WEATHER = {
-    "type": "function",
-    "name": "get_weather",
-    "description": "The weather in a city",
-    "parameters": {
-        "type": "object",
-        "properties": {"city": {"type": "string", "enum": ["Paris", "Oslo", "Lima"]}},
-        "required": ["city"],
-    },
-}
 FORCE_WEATHER = {"type": "function", "name": "get_weather"}
 
 
@@ -101,7 +91,13 @@ def test_stream_raw_sse_names_each_event(http: httpx.Client) -> None:
 
 def test_forced_function_call_round_trip(client: openai.OpenAI) -> None:
     ask = [{"role": "user", "content": "What is the weather in Paris?"}]
-    r = create(client, input=ask, tools=[WEATHER], tool_choice=FORCE_WEATHER, max_output_tokens=60)
+    r = create(
+        client,
+        input=ask,
+        tools=[RESPONSES_WEATHER],
+        tool_choice=FORCE_WEATHER,
+        max_output_tokens=60,
+    )
     assert r.status == "completed"
     (call,) = r.output
     assert call.type == "function_call" and call.name == "get_weather"
@@ -109,10 +105,12 @@ def test_forced_function_call_round_trip(client: openai.OpenAI) -> None:
     assert json.loads(call.arguments)["city"] in ("Paris", "Oslo", "Lima")
     result = {"type": "function_call_output", "call_id": call.call_id, "output": "21 C, sunny"}
     # resent whole, as a stateless client does
-    again = create(client, input=[*ask, call.model_dump(), result], tools=[WEATHER], store=False)
+    again = create(
+        client, input=[*ask, call.model_dump(), result], tools=[RESPONSES_WEATHER], store=False
+    )
     assert again.output[0].type == "message" and again.output_text
     # and continued from the stored response
-    follow = create(client, previous_response_id=r.id, input=[result], tools=[WEATHER])
+    follow = create(client, previous_response_id=r.id, input=[result], tools=[RESPONSES_WEATHER])
     assert follow.output_text == again.output_text  # the same prompt, greedy
     assert follow.previous_response_id == r.id
 
@@ -122,7 +120,7 @@ def test_streamed_call_events(client: openai.OpenAI) -> None:
         create(
             client,
             input="Weather in Oslo?",
-            tools=[WEATHER],
+            tools=[RESPONSES_WEATHER],
             tool_choice="required",
             max_output_tokens=60,
             stream=True,
@@ -227,7 +225,7 @@ def test_agent_loop_of_three_tool_rounds_ends_in_text(client: openai.OpenAI) -> 
             client,
             input=turn,
             previous_response_id=previous,
-            tools=[WEATHER],
+            tools=[RESPONSES_WEATHER],
             tool_choice=FORCE_WEATHER,
             max_output_tokens=60,
         )
@@ -245,7 +243,11 @@ def test_agent_loop_of_three_tool_rounds_ends_in_text(client: openai.OpenAI) -> 
         if round_:
             assert r.usage.input_tokens_details.cached_tokens > 0
     final = create(
-        client, input=turn, previous_response_id=previous, tools=[WEATHER], tool_choice="none"
+        client,
+        input=turn,
+        previous_response_id=previous,
+        tools=[RESPONSES_WEATHER],
+        tool_choice="none",
     )
     assert final.output[0].type == "message" and final.output_text
     conversation: Any = client.responses.input_items.list(final.id)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import stat
 import subprocess
 from pathlib import Path
@@ -16,22 +15,15 @@ import openai
 import pytest
 
 from app.server.runner import bind_socket
-from tests.helpers.cli import EMBER
+from tests.helpers.cli import ember, reaped, serve_process, stop
 from tests.helpers.net import free_port, wait_for_health
 
 
 def test_serve_answers_then_stops_cleanly_on_sigterm(gemma_path: Path, ember_home: Path) -> None:
     port = free_port()
-    env = {**os.environ, "EMBER_HOME": str(ember_home)}
-    process = subprocess.Popen(
-        [*EMBER, "serve", "--model", str(gemma_path), "--port", str(port), "--ctx", "1024"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    try:
-        root = f"http://127.0.0.1:{port}"
+    root = f"http://127.0.0.1:{port}"
+    args = ("--model", str(gemma_path), "--port", str(port), "--ctx", "1024")
+    with reaped(serve_process(*args)) as process:
         wait_for_health(root, process)
         with openai.OpenAI(base_url=f"{root}/v1", api_key="x", max_retries=0) as client:
             r = client.chat.completions.create(
@@ -66,12 +58,7 @@ def test_serve_answers_then_stops_cleanly_on_sigterm(gemma_path: Path, ember_hom
             follow = events[-1].response  # type: ignore[union-attr]
             assert follow.previous_response_id == first.id
             assert follow.usage is not None and follow.usage.input_tokens_details.cached_tokens > 0
-        process.send_signal(signal.SIGTERM)
-        out, err = process.communicate(timeout=20)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate()
+        out, err = stop(process)
     assert process.returncode == 0, err
     assert out.splitlines()[0] == f"Ember API at {root}/v1"
     assert "Traceback" not in err
@@ -81,14 +68,7 @@ def test_taken_port_is_one_line_and_exit_1(ember_home: Path) -> None:
     taken = bind_socket("127.0.0.1", 0)
     port = taken.getsockname()[1]
     try:
-        r = subprocess.run(
-            [*EMBER, "serve", "--port", str(port)],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env={**os.environ, "EMBER_HOME": str(ember_home)},
-            check=False,
-        )
+        r = ember("serve", "--port", str(port), timeout=60)
     finally:
         taken.close()
     assert r.returncode == 1
@@ -98,26 +78,15 @@ def test_taken_port_is_one_line_and_exit_1(ember_home: Path) -> None:
 
 
 def test_network_bind_without_key_is_refused(ember_home: Path) -> None:
-    r = subprocess.run(
-        [*EMBER, "serve", "--host", "0.0.0.0", "--port", "0"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "EMBER_HOME": str(ember_home), "EMBER_API_KEY": ""},
-        check=False,
-    )
+    network = ("serve", "--host", "0.0.0.0", "--port", "0")
+    r = ember(*network, timeout=60, env={"EMBER_API_KEY": ""})
     assert r.returncode == 1
     assert r.stderr.count("\n") == 1 and "API key" in r.stderr
 
 
 def test_short_key_on_a_network_bind_is_refused(ember_home: Path) -> None:
-    r = subprocess.run(
-        [*EMBER, "serve", "--host", "0.0.0.0", "--port", "0"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "EMBER_HOME": str(ember_home), "EMBER_API_KEY": "secret"},
-        check=False,
+    r = ember(
+        "serve", "--host", "0.0.0.0", "--port", "0", timeout=60, env={"EMBER_API_KEY": "secret"}
     )
     assert r.returncode == 1
     assert r.stderr.count("\n") == 1
@@ -136,27 +105,14 @@ def test_unusable_key_files_are_one_line_each(ember_home: Path, tmp_path: Path) 
         two: "has several lines",
     }
     for path, message in cases.items():
-        r = subprocess.run(
-            [*EMBER, "serve", "--port", "0", "--api-key-file", str(path)],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env={**os.environ, "EMBER_HOME": str(ember_home)},
-            check=False,
-        )
+        r = ember("serve", "--port", "0", "--api-key-file", str(path), timeout=60)
         assert r.returncode == 1, path
         assert r.stderr.count("\n") == 1 and message in r.stderr, r.stderr
 
 
-def start_serve(ember_home: Path, *args: str, **env: str) -> tuple[subprocess.Popen[str], str]:
+def start_serve(*args: str, **env: str) -> tuple[subprocess.Popen[str], str]:
     """`ember serve --port 0 ARGS` and the root URL it prints."""
-    process = subprocess.Popen(
-        [*EMBER, "serve", "--port", "0", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "EMBER_HOME": str(ember_home), **env},
-    )
+    process = serve_process("--port", "0", *args, **env)
     assert process.stdout is not None
     first = process.stdout.readline()
     if not first.startswith("Ember API at "):
@@ -169,13 +125,8 @@ def start_serve(ember_home: Path, *args: str, **env: str) -> tuple[subprocess.Po
 
 
 def stop_serve(process: subprocess.Popen[str]) -> str:
-    process.send_signal(signal.SIGTERM)
-    try:
-        _, err = process.communicate(timeout=20)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate()
+    with reaped(process):
+        _, err = stop(process)
     assert process.returncode == 0, err
     return err
 
@@ -191,7 +142,7 @@ def test_key_from_a_file_or_the_environment_stays_out_of_ps(
     key_file.write_text(key + "\n")
     key_file.chmod(0o600)
     ember_home.chmod(0o755)  # as an older Ember left it
-    process, root = start_serve(ember_home, "--api-key-file", str(key_file), "--log-requests")
+    process, root = start_serve("--api-key-file", str(key_file), "--log-requests")
     try:
         cmdline = Path(f"/proc/{process.pid}/cmdline").read_bytes()
         assert key.encode() not in cmdline
@@ -212,7 +163,7 @@ def test_key_from_a_file_or_the_environment_stays_out_of_ps(
     assert refused["request_body"] == "" and "diary" not in json.dumps(refused)
     assert any(line["status"] == 200 and line["path"] == "/v1/models" for line in lines)
 
-    process, root = start_serve(ember_home, EMBER_API_KEY=key)
+    process, root = start_serve(EMBER_API_KEY=key)
     try:
         assert key.encode() not in Path(f"/proc/{process.pid}/cmdline").read_bytes()
         assert httpx.get(f"{root}/v1/models").status_code == 401
@@ -227,7 +178,7 @@ def test_a_key_file_others_can_read_is_warned_about(ember_home: Path, tmp_path: 
     key_file = tmp_path / "api.key"
     key_file.write_text("0123456789abcdef0123456789abcdef")
     key_file.chmod(0o644)
-    process, _ = start_serve(ember_home, "--api-key-file", str(key_file))
+    process, _ = start_serve("--api-key-file", str(key_file))
     err = stop_serve(process)
     assert f"ember: warning: other users can read {key_file}" in err
 
@@ -240,14 +191,10 @@ def test_serve_answers_anthropics_api_with_aliases_and_prints_clients(
     import anthropic
 
     port = free_port()
-    env = {**os.environ, "EMBER_HOME": str(ember_home)}
-    command = [*EMBER, "serve", "--model", str(gemma_path), "--port", str(port), "--ctx", "1024"]
-    command += ["--alias", "claude-sonnet-4-5=gemma-3-270m-q4_k_m", "--clients"]
-    process = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
-    )
-    try:
-        root = f"http://127.0.0.1:{port}"
+    root = f"http://127.0.0.1:{port}"
+    args = ["--model", str(gemma_path), "--port", str(port), "--ctx", "1024"]
+    args += ["--alias", "claude-sonnet-4-5=gemma-3-270m-q4_k_m", "--clients"]
+    with reaped(serve_process(*args)) as process:
         wait_for_health(root, process)
         hi: Any = [{"role": "user", "content": "Hi"}]
         with anthropic.Anthropic(base_url=root, api_key="x", max_retries=0) as client:
@@ -258,12 +205,7 @@ def test_serve_answers_anthropics_api_with_aliases_and_prints_clients(
             assert message.model == "claude-sonnet-4-5" and message.stop_reason
             with pytest.raises(anthropic.NotFoundError):
                 client.messages.create(model="claude-opus-4-1", max_tokens=3, messages=hi)
-        process.send_signal(signal.SIGTERM)
-        out, err = process.communicate(timeout=20)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate()
+        out, err = stop(process)
     assert process.returncode == 0, err
     assert f"Anthropic-compatible API at {root} (POST /v1/messages)" in out
     assert f"export ANTHROPIC_BASE_URL={root}\n" in out

@@ -6,14 +6,11 @@ the `openai` SDK sending an image."""
 from __future__ import annotations
 
 import base64
-import os
-import signal
-import subprocess
 from pathlib import Path
 
 import openai
 
-from tests.helpers.cli import EMBER, ember
+from tests.helpers.cli import ember, reaped, serve_process, stop
 from tests.helpers.images import png
 from tests.helpers.net import free_port, wait_for_health
 from tests.helpers.projector import IMAGE_TOKENS, model_folder
@@ -24,16 +21,10 @@ def test_serve_loads_the_models_projector_and_an_image_reaches_it(
 ) -> None:
     model = model_folder(gemma_path, tmp_path / "vision", projector=True)
     port = free_port()
-    env = {**os.environ, "EMBER_HOME": str(ember_home)}
-    process = subprocess.Popen(
-        [*EMBER, "serve", "--model", str(model), "--port", str(port), "--ctx", "1024"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    try:
-        root = f"http://127.0.0.1:{port}"
+    root = f"http://127.0.0.1:{port}"
+    with reaped(
+        serve_process("--model", str(model), "--port", str(port), "--ctx", "1024")
+    ) as process:
         wait_for_health(root, process)
         url = "data:image/png;base64," + base64.b64encode(png(32, 32)).decode("ascii")
         with openai.OpenAI(base_url=f"{root}/v1", api_key="x", max_retries=0) as client:
@@ -52,12 +43,7 @@ def test_serve_loads_the_models_projector_and_an_image_reaches_it(
                 temperature=0,
             )
         assert r.usage is not None and r.usage.prompt_tokens > IMAGE_TOKENS
-        process.send_signal(signal.SIGTERM)
-        _out, err = process.communicate(timeout=20)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate()
+        _out, err = stop(process)
     assert process.returncode == 0, err
 
 

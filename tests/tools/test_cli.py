@@ -84,24 +84,16 @@ def test_run_with_mcp_is_a_chat_not_raw(ember_home: Path) -> None:
     assert "--mcp works in a chat, not with --raw" in result.stderr
 
 
+def run_with_time(model: Path) -> tuple[str, ...]:
+    """``ember run MODEL`` offered the time server, a call required first, greedy, 40 tokens."""
+    tools = ("--mcp", "time", "--tool-choice", "required")
+    return ("run", str(model), *tools, "--temp", "0", "-n", "40")
+
+
 def test_run_calls_the_time_tool_when_forced(ember_home: Path, gemma_path: Path) -> None:
     """The issue's done-when, in a terminal."""
     ember("mcp", "add", "time", "--", sys.executable, *TIME_ARGS)
-    result = ember(
-        "run",
-        str(gemma_path),
-        "--mcp",
-        "time",
-        "--tool-choice",
-        "required",
-        "--yes",
-        "--temp",
-        "0",
-        "-n",
-        "40",
-        "What time is it?",
-        timeout=600,
-    )
+    result = ember(*run_with_time(gemma_path), "--yes", "What time is it?", timeout=600)
     assert result.returncode == 0, result.stderr
     assert "→ get_current_time {" in result.stderr
     assert '← {\n  "timezone":' in result.stderr
@@ -113,20 +105,8 @@ def test_interactive_run_asks_before_each_call(ember_home: Path, gemma_path: Pat
 
     ember("mcp", "add", "time", "--", sys.executable, *TIME_ARGS)
     Settings().set("tools.max_rounds", 1)  # one call, then an answer
-    result = ember(
-        "run",
-        str(gemma_path),
-        "--mcp",
-        "time",
-        "--tool-choice",
-        "required",
-        "--temp",
-        "0",
-        "-n",
-        "40",
-        stdin="What time is it?\ny\n/bye\n",
-        timeout=600,
-    )
+    answers = "What time is it?\ny\n/bye\n"
+    result = ember(*run_with_time(gemma_path), stdin=answers, timeout=600)
     assert result.returncode == 0, result.stderr
     assert "Allow get_current_time (time)? [y]es once, [a]lways, [N]o:" in result.stderr
     assert "→ get_current_time {" in result.stderr

@@ -1,13 +1,14 @@
 """GUI test fixtures: the real model loaded once, a window on an isolated EMBER_HOME; and the
 same window on the fake engine (``fake_worker``, ``fake_window``: no model, answers streamed at
 a scripted pace), which a module tunes with ``FAKE_ENGINE = FakeEngine(...)`` or replaces by
-overriding ``fake_worker``."""
+overriding ``fake_worker``. In a module that sets ``FAKE_ENGINE``, ``window`` is that fake
+window."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from PySide6.QtCore import QEvent
@@ -21,7 +22,7 @@ from app.ui.collector import GuiCollector
 from app.ui.main_window import DEFAULT_SIZE, GEOMETRY_KEY, MainWindow
 from app.ui.services import Services, create_services
 from app.ui.theme import ThemeManager
-from tests.helpers.fake_app import FakeEngine, fake_services, load_fake, model_file, show_window
+from tests.helpers.fake_app import FakeEngine, fake_window_on, load_fake, model_file
 from tests.helpers.parallel_fake import ParallelFakeWorker
 from tests.helpers.window import SMALL_CTX, TEST_CTX, loaded_worker
 
@@ -61,9 +62,13 @@ def small_gemma_worker(gemma_path: Path) -> Iterator[EngineWorker]:
 
 
 @pytest.fixture
-def engine_worker(gemma_worker: EngineWorker) -> EngineWorker:
-    """The worker the test's windows use (override to use another)."""
-    return gemma_worker
+def engine_worker(request: pytest.FixtureRequest) -> EngineWorker:
+    """The worker the test's windows use: the fixture its module names in ``ENGINE_WORKER``
+    (``idle_worker``: no model loaded; ``small_gemma_worker``; one of the module's own), else
+    the real model loaded once (``gemma_worker``). Asked for by name, so that a test on another
+    worker never loads the shared model; a module may also override this fixture."""
+    name = getattr(request.module, "ENGINE_WORKER", "gemma_worker")
+    return cast(EngineWorker, request.getfixturevalue(name))
 
 
 @pytest.fixture
@@ -112,8 +117,14 @@ def make_window(
 
 
 @pytest.fixture
-def window(make_window: Callable[[], MainWindow]) -> MainWindow:
-    return make_window()
+def window(request: pytest.FixtureRequest) -> MainWindow:
+    """The test's window: on the fake engine (``fake_window``) in a module that sets
+    ``FAKE_ENGINE``, else on the real model (``make_window``). Asked for by name so that a fake
+    window's test never loads the real model."""
+    if hasattr(request.module, "FAKE_ENGINE"):
+        return cast(MainWindow, request.getfixturevalue("fake_window"))
+    make = cast(Callable[[], MainWindow], request.getfixturevalue("make_window"))
+    return make()
 
 
 @pytest.fixture
@@ -138,8 +149,5 @@ def fake_window(
     qtbot: QtBot, ember_app: QApplication, fake_worker: ParallelFakeWorker, fake_engine: FakeEngine
 ) -> Iterator[MainWindow]:
     """The real window on the fake engine, on fresh services over this test's EMBER_HOME."""
-    services = fake_services(fake_worker, max_tokens=fake_engine.max_tokens)
-    window = show_window(qtbot, services)
-    yield window
-    window.close()
-    services.close()
+    with fake_window_on(qtbot, fake_worker, fake_engine.max_tokens) as window:
+        yield window

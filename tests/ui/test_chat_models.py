@@ -43,11 +43,6 @@ def fake_worker(files: dict[str, str]) -> Iterator[ParallelFakeWorker]:
     worker.shutdown()
 
 
-@pytest.fixture
-def window(fake_window: MainWindow) -> MainWindow:
-    return fake_window
-
-
 def _answer(qtbot: QtBot, window: MainWindow, text: str) -> str:
     message_id = ask(qtbot, window, text)
     store = window.services.store

@@ -10,7 +10,7 @@ import logging.handlers
 import os
 import stat
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -32,17 +32,11 @@ from app.ui.models.my_models import MyModelsView
 from app.ui.settings import presets, provider_editor
 from app.ui.settings.settings_dialog import SettingsDialog
 from app.ui.task_runner import Lane, tasks
-from tests.helpers.damaged_db import fill, garbage, page_holding, page_size
+from tests.helpers.damaged_db import damage_page_holding, fill, garbage, page_size
 from tests.helpers.fake_model import fake_factory, fake_load_params
 from tests.helpers.gguf_writer import write_gguf
 
-
-@pytest.fixture
-def engine_worker() -> Iterator[EngineWorker]:
-    """No model: these tests only look at the window."""
-    worker = EngineWorker()
-    yield worker
-    worker.shutdown()
+ENGINE_WORKER = "idle_worker"  # no model: these tests only look at the window
 
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -144,9 +138,16 @@ def test_my_models_rescans_when_asked_while_an_import_runs(
     assert held == [True]
 
 
+@pytest.mark.parametrize("asks", [1, 3])
 def test_the_model_list_scans_on_the_task_runner_once_more_when_asked_mid_scan(
-    qtbot: QtBot, ember_app: QApplication, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    qtbot: QtBot,
+    ember_app: QApplication,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    asks: int,
 ) -> None:
+    """A download that finishes while the picker's list is being scanned still shows up: asked
+    once or again and again mid-scan, the list is scanned once more."""
     release = threading.Event()
     calls: list[int] = []
     new = model_list.ModelEntry(str(tmp_path / "new.gguf"), "new", 1, "1 B")
@@ -154,7 +155,7 @@ def test_the_model_list_scans_on_the_task_runner_once_more_when_asked_mid_scan(
     def scan(_settings: object, _library: object) -> list[model_list.ModelEntry]:
         calls.append(1)
         if len(calls) == 1:
-            release.wait(10)
+            release.wait(10)  # the first scan started before the file arrived
             return []
         return [new]
 
@@ -165,7 +166,7 @@ def test_the_model_list_scans_on_the_task_runner_once_more_when_asked_mid_scan(
     catalog.refresh()
     qtbot.waitUntil(lambda: len(calls) == 1)
     assert [t.name for t in tasks().pending()] == ["list the models"]
-    for _ in range(3):  # asked again and again mid-scan: one more scan
+    for _ in range(asks):  # the download finished: asks while the first scan runs
         catalog.refresh()
     release.set()
     qtbot.waitUntil(lambda: catalog.models == [new])
@@ -224,7 +225,7 @@ def test_damage_met_by_a_rename_is_said_and_the_sidebar_lists_the_recovered_hist
     window = damaged_history_window(make_window)
     db = paths().chats_db
     conversation_id = chat_id(window, "title-0060")
-    garbage(db, page_holding(db, "title-0060"), page_size(db))
+    damage_page_holding(db, "title-0060")
     assert not window.sidebar.apply_rename(conversation_id, "Renamed")
     assert shows_damage(window)
     store = window.services.store
@@ -239,7 +240,7 @@ def test_damage_met_when_opening_a_chat_is_said_and_it_opens_from_the_recovered_
     window = damaged_history_window(make_window)
     db = paths().chats_db
     conversation_id = chat_id(window, "title-0060")
-    garbage(db, page_holding(db, "answer-0060"), page_size(db))
+    damage_page_holding(db, "answer-0060")
     refreshed: list[bool] = []
     window.controller.conversations_changed.connect(lambda: refreshed.append(True))
     window.controller.open_conversation(conversation_id)  # raised StoreDamagedError before

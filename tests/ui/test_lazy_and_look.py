@@ -21,6 +21,7 @@ from app.ui import theme
 from app.ui.chat.chat_view import INITIAL
 from app.ui.main_window import MainWindow
 from app.ui.theme import ThemeManager
+from tests.helpers.window import settings_by_shortcut
 
 BODY = "Some **markdown** with `code`.\n\n```python\nprint('hello')\n```\n\n- a\n- b\n"
 
@@ -76,9 +77,7 @@ def test_settings_dialog_changes_settings_and_theme(
     qtbot: QtBot, themed_window: tuple[MainWindow, ThemeManager]
 ) -> None:
     window, _manager = themed_window
-    qtbot.keyClick(window, Qt.Key.Key_Comma, Qt.KeyboardModifier.ControlModifier)
-    dialog = window.settings_dialog
-    assert dialog is not None and dialog.isVisible()
+    dialog = settings_by_shortcut(qtbot, window)
     dialog.n_ctx.setValue(4096)
     assert window.services.settings.get("load.n_ctx") == 4096
     dark = dialog.findChild(QToolButton, "theme_dark")
@@ -132,9 +131,7 @@ def test_a_checked_segment_never_clips_its_bold_label(
     window.resize(window.minimumSizeHint())
     window.show()
     window.show_page("server")
-    qtbot.keyClick(window, Qt.Key.Key_Comma, Qt.KeyboardModifier.ControlModifier)
-    dialog = window.settings_dialog
-    assert dialog is not None
+    dialog = settings_by_shortcut(qtbot, window)
     segments = [
         *window.findChildren(QPushButton, "Segment"),
         *dialog.findChildren(QPushButton, "Segment"),
@@ -155,9 +152,7 @@ def test_settings_labels_are_centred_on_their_fields(
 ) -> None:
     """Each form label's text lines up with the field it names (not a few pixels above)."""
     window, _manager = themed_window
-    qtbot.keyClick(window, Qt.Key.Key_Comma, Qt.KeyboardModifier.ControlModifier)
-    dialog = window.settings_dialog
-    assert dialog is not None
+    dialog = settings_by_shortcut(qtbot, window)
     fields = [
         dialog.n_ctx,
         dialog.n_threads,

@@ -15,9 +15,8 @@ from app.engine.monitor import GpuSample, Sampler
 from app.ui.machine_monitor import IDLE_INTERVAL_MS, WATCH_INTERVAL_MS, MachineMonitor
 from app.ui.settings.hardware_page import HardwarePage
 from app.ui.settings.settings_dialog import SettingsDialog
-from tests.helpers.fake_app import fake_services, load_fake, model_file, show_window
+from tests.helpers.fake_app import own_fake_window
 from tests.helpers.machine import GB, FakeClock, FakeMachine
-from tests.helpers.parallel_fake import ParallelFakeWorker
 
 
 class ThreadRecordingMachine(FakeMachine):
@@ -85,18 +84,15 @@ def test_the_hardware_page_graphs_ram_cpu_swap_and_gpus(
 def test_the_memory_figure_opens_settings_on_the_hardware_page(
     qtbot: QtBot, tmp_path: Path, ember_app: QApplication
 ) -> None:
-    worker = ParallelFakeWorker()
-    load_fake(worker, model_file(tmp_path, "small.gguf"))
-    window = show_window(qtbot, fake_services(worker, 4))
-    bar = window.status
-    qtbot.waitUntil(lambda: bar.memory_label.text().startswith("Memory "))
-    assert bar.monitor is window.monitor
-    qtbot.mouseClick(bar.memory_label, Qt.MouseButton.LeftButton)
-    dialog = window.settings_dialog
-    assert isinstance(dialog, SettingsDialog)
-    qtbot.waitUntil(dialog.isVisible)
-    page = dialog.findChild(HardwarePage)
-    assert page is not None and page.monitor is window.monitor
-    qtbot.waitUntil(lambda: page.graphs["RAM"].caption.text().startswith("RAM · "))
-    dialog.close()
-    window.close()
+    with own_fake_window(qtbot, tmp_path, "small.gguf") as window:
+        bar = window.status
+        qtbot.waitUntil(lambda: bar.memory_label.text().startswith("Memory "))
+        assert bar.monitor is window.monitor
+        qtbot.mouseClick(bar.memory_label, Qt.MouseButton.LeftButton)
+        dialog = window.settings_dialog
+        assert isinstance(dialog, SettingsDialog)
+        qtbot.waitUntil(dialog.isVisible)
+        page = dialog.findChild(HardwarePage)
+        assert page is not None and page.monitor is window.monitor
+        qtbot.waitUntil(lambda: page.graphs["RAM"].caption.text().startswith("RAM · "))
+        dialog.close()

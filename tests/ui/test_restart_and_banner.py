@@ -5,14 +5,12 @@ chats, the second open at quit, the app started again on the same EMBER_HOME."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from PySide6.QtCore import QPoint, QRect
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
 from app.ui.main_window import MainWindow
-from tests.helpers.fake_app import WAIT_MS, ask, fake_services, load_fake, model_file, show_window
+from tests.helpers.fake_app import WAIT_MS, FakeEngine, ask, fake_window_on
 from tests.helpers.parallel_fake import ParallelFakeWorker
 
 
@@ -23,37 +21,25 @@ def _rect_in(window: MainWindow, widget: object) -> QRect:
     return QRect(widget.mapTo(window, QPoint(0, 0)), widget.size())
 
 
-def test_an_error_banner_never_covers_the_messages(
-    qtbot: QtBot, tmp_path: Path, ember_app: QApplication
-) -> None:
-    worker = ParallelFakeWorker()
-    load_fake(worker, model_file(tmp_path, "m.gguf"))
-    services = fake_services(worker, max_tokens=4)
-    window = show_window(qtbot, services)
-    try:
-        ask(qtbot, window, "Hello")
-        qtbot.waitUntil(lambda: window.controller.answer is None, timeout=WAIT_MS)
-        window.chat.banner.show_message("error", "Something went wrong. " * 12, [("OK", print)])
-        qtbot.waitUntil(window.chat.banner.isVisible)
-        QApplication.processEvents()
-        banner = _rect_in(window, window.chat.banner)
-        view = _rect_in(window, window.chat.view.viewport())
-        assert not banner.intersects(view), (banner, view)
-        assert banner.bottom() < view.top()
-    finally:
-        window.close()
-        services.close()
-        worker.shutdown()
+FAKE_ENGINE = FakeEngine(max_tokens=4)  # the `window` fixture is on the fake engine
+
+
+def test_an_error_banner_never_covers_the_messages(qtbot: QtBot, window: MainWindow) -> None:
+    ask(qtbot, window, "Hello")
+    qtbot.waitUntil(lambda: window.controller.answer is None, timeout=WAIT_MS)
+    window.chat.banner.show_message("error", "Something went wrong. " * 12, [("OK", print)])
+    qtbot.waitUntil(window.chat.banner.isVisible)
+    QApplication.processEvents()
+    banner = _rect_in(window, window.chat.banner)
+    view = _rect_in(window, window.chat.view.viewport())
+    assert not banner.intersects(view), (banner, view)
+    assert banner.bottom() < view.top()
 
 
 def test_a_restart_reopens_the_chat_open_at_quit(
-    qtbot: QtBot, tmp_path: Path, ember_app: QApplication
+    qtbot: QtBot, ember_app: QApplication, fake_worker: ParallelFakeWorker
 ) -> None:
-    worker = ParallelFakeWorker()
-    load_fake(worker, model_file(tmp_path, "m.gguf"))
-    services = fake_services(worker, max_tokens=4)
-    window = show_window(qtbot, services)
-    try:
+    with fake_window_on(qtbot, fake_worker, max_tokens=4) as window:
         ask(qtbot, window, "First chat")
         first = window.controller.conversation_id
         window.controller.new_conversation()
@@ -62,15 +48,6 @@ def test_a_restart_reopens_the_chat_open_at_quit(
         window.controller.open_conversation(first)
         window.controller.open_conversation(second)  # back to the second, then quit
         qtbot.waitUntil(lambda: window.controller.answer is None, timeout=WAIT_MS)
-        window.close()
-    finally:
-        services.close()
-    again = fake_services(worker, max_tokens=4)
-    reopened = show_window(qtbot, again)
-    try:
+    with fake_window_on(qtbot, fake_worker, max_tokens=4) as reopened:
         assert second is not None and second != first
         assert reopened.controller.conversation_id == second
-    finally:
-        reopened.close()
-        again.close()
-        worker.shutdown()

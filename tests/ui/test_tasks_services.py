@@ -30,13 +30,21 @@ def services(ember_home: Path) -> Iterator[Services]:
     keyring.set_keyring(previous)
 
 
-def test_the_keyring_probe_runs_on_the_network_lane(qtbot: QtBot, services: Services) -> None:
-    def probe(task: Task) -> bool:
-        return task.name == "probe the keyring"
+def settled_at_warm_up(qtbot: QtBot, services: Services, name: str) -> Task:
+    """The task called ``name`` that the services' warm-up (at start) runs, once it settled."""
 
-    with qtbot.waitSignal(tasks().settled, timeout=TIMEOUT, check_params_cb=probe) as settled:
+    def named(task: Task) -> bool:
+        return task.name == name
+
+    with qtbot.waitSignal(tasks().settled, timeout=TIMEOUT, check_params_cb=named) as settled:
         services.warm_up()
     task = settled.args[0]
+    assert isinstance(task, Task)
+    return task
+
+
+def test_the_keyring_probe_runs_on_the_network_lane(qtbot: QtBot, services: Services) -> None:
+    task = settled_at_warm_up(qtbot, services, "probe the keyring")
     assert task.lane is tasks().lanes["network"] and task.state is TaskState.DONE
 
 
@@ -78,11 +86,6 @@ def test_start_up_removes_on_the_disk_lane_the_attached_files_a_purge_left(
     services.store.purge_deleted()
     assert any(f.stored.path.exists() for f in files)
 
-    def sweep(task: Task) -> bool:
-        return task.name == "remove unused attachments"
-
-    with qtbot.waitSignal(tasks().settled, timeout=TIMEOUT, check_params_cb=sweep) as settled:
-        services.warm_up()
-    task = settled.args[0]
+    task = settled_at_warm_up(qtbot, services, "remove unused attachments")
     assert task.lane is tasks().lanes["disk"] and task.state is TaskState.DONE
     assert not [f for f in files if f.stored.path.exists()]

@@ -8,6 +8,7 @@ from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
 from app.ui.main_window import MainWindow
+from tests.helpers.window import settings_by_shortcut
 
 
 def _delete_closed_widgets() -> None:
@@ -17,11 +18,7 @@ def _delete_closed_widgets() -> None:
 
 def test_settings_opens_again_after_it_was_closed(qtbot: QtBot, window: MainWindow) -> None:
     for _ in range(3):
-        qtbot.keyClick(window, Qt.Key.Key_Comma, Qt.KeyboardModifier.ControlModifier)
-        dialog = window.settings_dialog
-        assert dialog is not None
-        qtbot.waitUntil(dialog.isVisible)
-        dialog.reject()
+        settings_by_shortcut(qtbot, window).reject()
         _delete_closed_widgets()  # before the fix: the next open raised "already deleted"
         assert window.settings_dialog is None
     window.open_providers()  # opens Settings on a page, the same way

@@ -78,37 +78,6 @@ def test_a_second_launch_raises_the_window_and_loads_its_file(
     assert loaded == ["/models/a.gguf"]
 
 
-def test_a_refresh_asked_during_a_scan_scans_again(
-    qtbot: QtBot, ember_app: QApplication, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    """A download that finishes while the picker's list is being scanned still shows up."""
-    import threading
-
-    from app.config import Settings
-    from app.library.local import Library
-    from app.ui.header import model_list
-
-    release = threading.Event()
-    calls: list[int] = []
-    new = model_list.ModelEntry(str(tmp_path / "new.gguf"), "new", 1, "")
-
-    def scan(_settings: object, _library: object) -> list[model_list.ModelEntry]:
-        calls.append(1)
-        if len(calls) == 1:
-            release.wait(10)  # the first scan started before the file arrived
-            return []
-        return [new]
-
-    monkeypatch.setattr(model_list, "scan_models", scan)
-    catalog = model_list.ModelChoices(Settings(), Library())
-    catalog.refresh()
-    qtbot.waitUntil(lambda: len(calls) == 1)
-    catalog.refresh()  # the download finished: asks while the first scan runs
-    release.set()
-    qtbot.waitUntil(lambda: catalog.models == [new])
-    assert len(calls) == 2
-
-
 def test_the_picker_offers_models_from_the_users_own_folders(
     qtbot: QtBot, ember_app: QApplication, tmp_path: Path
 ) -> None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,19 +9,19 @@ import pytest
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
-from app.tools.config import McpConfig, ServerConfig
+from app.tools.config import McpConfig
 from app.tools.manager import ToolManager
 from app.ui.chat.chat_view import ChatView
 from tests.helpers.chat_view import settle_layouts, shown_chat_view, stored_message
+from tests.helpers.mcp_config import time_server
 from tests.helpers.parallel_fake import ANSWER
 
 
 @pytest.fixture
 def time_manager(ember_home: Path) -> Iterator[ToolManager]:
     """A tool manager with mcp-server-time, its command line approved."""
-    server = ServerConfig("time", command=sys.executable, args=("-m", "mcp_server_time"))
     config = McpConfig()
-    config.add(dataclasses.replace(server, approved_command=server.command_line))
+    config.add(time_server())
     manager = ToolManager(config)
     yield manager
     manager.shutdown()

@@ -29,6 +29,7 @@ from app.ui.chat.waiting_label import THINKING, WRITING_CALL
 from app.ui.main_window import MainWindow
 from tests.helpers.mcp_config import sdk_server
 from tests.helpers.scripted_engine import ScriptedEngine, call_text
+from tests.helpers.tool_turn import TIME_CALL, send_until_asked
 from tests.helpers.window import widget
 
 WAIT_MS = 60_000
@@ -62,14 +63,12 @@ def test_the_message_tells_what_the_answer_waits_for(
     controller = window.controller
     controller.new_conversation()
     controller.set_tool_setup(ToolSetup(("time",), "auto"))
-    utc = call_text("get_current_time", '{"timezone": "UTC"}')
-    engine = HoldsTheSecondRound([utc])
+    engine = HoldsTheSecondRound([TIME_CALL])
     controller.answers.tools.engine = engine
     said: list[str] = []
     controller.answer_waiting.connect(lambda _id, text: said.append(text))
 
-    with qtbot.waitSignal(controller.tool_approval_requested, timeout=WAIT_MS):
-        window.chat.composer.send_requested.emit("What time is it?")
+    send_until_asked(qtbot, window, "What time is it?")
     assert isinstance(window.chat.tool_panel.pending(), CommandCard)
     first = streaming_widget(window)
     assert first.streaming and not first.thinking.isVisible()  # the card asks, not "Thinking"

@@ -7,7 +7,6 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-import pytest
 from pytestqt.qtbot import QtBot
 
 from app.engine.types import Finished, LoadRequest
@@ -41,11 +40,6 @@ class GatedLoads(ParallelFakeWorker):
 
 
 FAKE_ENGINE = FakeEngine(worker=GatedLoads, model="first-model.gguf")
-
-
-@pytest.fixture
-def window(fake_window: MainWindow) -> MainWindow:
-    return fake_window
 
 
 def test_an_answer_waiting_for_its_model_says_it_is_loading(

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 from PySide6.QtCore import QMimeData, QUrl
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
@@ -18,12 +17,9 @@ from app.ui.chat.attachments_bar import CHIP_WIDTH, LEFT_OUT
 from app.ui.main_window import MainWindow
 from tests.helpers.attaching import chip_texts, drop_files
 from tests.helpers.builders import long_pdf, pdf_bytes_garbage
-from tests.helpers.fake_app import WAIT_MS
+from tests.helpers.fake_app import WAIT_MS, FakeEngine
 
-
-@pytest.fixture
-def window(fake_window: MainWindow) -> MainWindow:
-    return fake_window
+FAKE_ENGINE = FakeEngine()  # the `window` fixture is on the fake engine
 
 
 def chips_settled(window: MainWindow) -> bool:

@@ -30,11 +30,6 @@ from tests.helpers.fake_app import WAIT_MS
 FAKE_ENGINE = RECORDING
 
 
-@pytest.fixture
-def window(fake_window: MainWindow) -> MainWindow:
-    return fake_window
-
-
 def held(real: Callable[..., Any], release: threading.Event) -> Callable[..., Any]:
     """``real``, once ``release`` is set (or its own cancel flag, if it got one)."""
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
@@ -23,11 +22,6 @@ from tests.helpers.builders import long_pdf
 from tests.helpers.fake_app import WAIT_MS
 
 FAKE_ENGINE = RECORDING
-
-
-@pytest.fixture
-def window(fake_window: MainWindow) -> MainWindow:
-    return fake_window
 
 
 NOTE = "The tide at Ardmore Point turns at seven.\n" * 40  # about 1,600 characters

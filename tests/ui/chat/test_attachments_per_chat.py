@@ -7,19 +7,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 from pytestqt.qtbot import QtBot
 
 from app.chats.models import Message
 from app.ui.main_window import MainWindow
 from tests.helpers.attaching import chip_texts
 from tests.helpers.builders import long_pdf
-from tests.helpers.fake_app import WAIT_MS
+from tests.helpers.fake_app import WAIT_MS, FakeEngine
 
-
-@pytest.fixture
-def window(fake_window: MainWindow) -> MainWindow:
-    return fake_window
+FAKE_ENGINE = FakeEngine()  # the `window` fixture is on the fake engine
 
 
 def note(tmp_path: Path, name: str) -> Path:
@@ -47,30 +43,36 @@ def sent_names(message: Message) -> list[str]:
     return [str(e["name"]) for e in message.metadata.get("attachments", [])]
 
 
+def chats_one_and_two(window: MainWindow) -> tuple[str, str]:
+    """Two new chats' ids, the first one open."""
+    store = window.services.store
+    one, two = (store.create_conversation(title).id for title in ("One", "Two"))
+    window.controller.open_conversation(one)
+    return one, two
+
+
 def test_unsent_files_stay_with_their_chat(
     qtbot: QtBot, window: MainWindow, tmp_path: Path
 ) -> None:
     controller, composer = window.controller, window.chat.composer
-    store = window.services.store
-    one, two = (store.create_conversation(title) for title in ("One", "Two"))
-    controller.open_conversation(one.id)
+    one, two = chats_one_and_two(window)
     composer.attach_files([note(tmp_path, "one.txt")])
     qtbot.waitUntil(lambda: settled(window), timeout=WAIT_MS)
     assert set(chip_texts(window)) == {"one.txt"}
 
-    controller.open_conversation(two.id)  # another chat starts with no files
+    controller.open_conversation(two)  # another chat starts with no files
     assert chip_texts(window) == {} and not composer.attachments_bar.isVisible()
     assert controller.attachments.files == []
     composer.attach_files([note(tmp_path, "two.txt")])
     qtbot.waitUntil(lambda: settled(window), timeout=WAIT_MS)
 
-    controller.open_conversation(one.id)  # back: its file is still there, and only it
+    controller.open_conversation(one)  # back: its file is still there, and only it
     assert set(chip_texts(window)) == {"one.txt"} and composer.attachments_bar.isVisible()
     question = send(qtbot, window, "What does it say?")
     assert sent_names(question) == ["one.txt"]
     assert chip_texts(window) == {}
 
-    controller.open_conversation(two.id)  # sending in One took nothing from Two
+    controller.open_conversation(two)  # sending in One took nothing from Two
     assert set(chip_texts(window)) == {"two.txt"}
     assert sent_names(send(qtbot, window, "And this one?")) == ["two.txt"]
 
@@ -79,15 +81,13 @@ def test_a_file_still_being_read_goes_on_while_another_chat_is_open(
     qtbot: QtBot, window: MainWindow, tmp_path: Path
 ) -> None:
     controller, composer = window.controller, window.chat.composer
-    store = window.services.store
-    one, two = (store.create_conversation(title) for title in ("One", "Two"))
-    controller.open_conversation(one.id)
+    one, two = chats_one_and_two(window)
     composer.attach_files([long_pdf(tmp_path / "report.pdf", pages=40)])
     assert controller.attachments.reading
-    controller.open_conversation(two.id)
+    controller.open_conversation(two)
     assert chip_texts(window) == {} and settled(window)  # Two has nothing being read
     assert composer.send_button.isEnabled() or not composer.text  # nothing of One's blocks Two
-    controller.open_conversation(one.id)
+    controller.open_conversation(one)
     assert set(chip_texts(window)) == {"report.pdf"}
     qtbot.waitUntil(lambda: settled(window), timeout=WAIT_MS)
     assert chip_texts(window)["report.pdf"].endswith(" · 40 pages")

@@ -9,21 +9,15 @@ tested here: what reaches it is)."""
 
 from __future__ import annotations
 
-import dataclasses
-import sys
 from pathlib import Path
 
-import pytest
 from PySide6.QtCore import QPoint
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
 from app.attachments.store import stored_path
 from app.chats.models import Message
-from app.engine.providers import make_provider
-from app.tools.config import McpConfig, ServerConfig
 from app.ui.chat.message_attachments import SourcesLine
-from app.ui.chat.tool_turn import ToolSetup
 from app.ui.main_window import MainWindow
 from tests.helpers.attaching import (
     RECORDING,
@@ -34,16 +28,12 @@ from tests.helpers.attaching import (
 )
 from tests.helpers.builders import FACT, FACT_PAGE, QUESTION, long_pdf
 from tests.helpers.fake_app import WAIT_MS, fake_services, show_window
-from tests.helpers.http_stub import Stub, sse_answer
+from tests.helpers.mcp_config import time_server
 from tests.helpers.scripted_engine import ScriptedEngine
-from tests.helpers.window import widget
+from tests.helpers.tool_turn import offer_tools
+from tests.helpers.window import on_remote_stub, widget
 
 FAKE_ENGINE = RECORDING
-
-
-@pytest.fixture
-def window(fake_window: MainWindow) -> MainWindow:
-    return fake_window
 
 
 def shown_sources(qtbot: QtBot, window: MainWindow, answer: Message) -> SourcesLine:
@@ -161,12 +151,7 @@ def test_a_follow_up_rebuilds_a_whole_document_from_its_stored_copy(
 def test_a_remote_model_gets_the_attached_document_too(
     qtbot: QtBot, window: MainWindow, tmp_path: Path
 ) -> None:
-    stub = Stub()  # an OpenAI-compatible server on 127.0.0.1 that keeps what it was sent
-    stub.routes[("POST", "/v1/chat/completions")] = sse_answer
-    try:
-        window.services.providers.add(make_provider("stub", f"{stub.url}/v1", "llama-server"))
-        window.services.engine.select_remote("stub::alpha")
-        window.controller.set_model("stub::alpha")
+    with on_remote_stub(window) as stub:
         notes = tmp_path / "notes.txt"
         notes.write_text("The ferry leaves at seven.", encoding="utf-8")
         attach(qtbot, window, notes)
@@ -175,18 +160,13 @@ def test_a_remote_model_gets_the_attached_document_too(
         sent = chats[-1]["messages"][-1]["content"]  # (the model list is read meanwhile)
         assert '<file name="notes.txt">' in sent and "The ferry leaves at seven." in sent
         assert sent.endswith("When does the ferry leave?")
-    finally:
-        stub.close()
 
 
 def test_an_answer_with_tools_gets_the_attached_document_too(
     qtbot: QtBot, window: MainWindow, tmp_path: Path
 ) -> None:
-    server = ServerConfig("time", command=sys.executable, args=("-m", "mcp_server_time"))
-    McpConfig().add(dataclasses.replace(server, approved_command=server.command_line))
-    window.controller.set_tool_setup(ToolSetup(("time",), "auto"))
     scripted = ScriptedEngine(["It leaves at seven."])  # the tool loop's engine: no calls
-    window.controller.answers.tools.engine = scripted
+    offer_tools(window, time_server(), scripted)
     notes = tmp_path / "notes.txt"
     notes.write_text("The ferry leaves at seven.", encoding="utf-8")
     attach(qtbot, window, notes)

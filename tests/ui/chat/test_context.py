@@ -3,17 +3,12 @@ shows (the rule itself: tests/engine/test_fitting.py)."""
 
 from __future__ import annotations
 
-import pytest
 from pytestqt.qtbot import QtBot
 
-from app.engine.worker import EngineWorker
 from app.ui.main_window import MainWindow
 from tests.helpers.window import SMALL_CTX, send, widget
 
-
-@pytest.fixture
-def engine_worker(small_gemma_worker: EngineWorker) -> EngineWorker:
-    return small_gemma_worker
+ENGINE_WORKER = "small_gemma_worker"  # a 512-token context, filled quickly
 
 
 def test_full_context_drops_oldest_turns_and_says_so(qtbot: QtBot, window: MainWindow) -> None:

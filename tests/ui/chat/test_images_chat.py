@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-import sys
 from collections.abc import Generator, Iterator
 from pathlib import Path
 
@@ -26,21 +25,19 @@ from pytestqt.qtbot import QtBot
 from app.attachments.store import attachments_dir, stored_path
 from app.chats.models import Message
 from app.engine.media import MEDIA_MARKER
-from app.engine.providers import make_provider
 from app.engine.types import LoadParams
-from app.tools.config import McpConfig, ServerConfig
 from app.ui.chat.attached_prompt import IMAGE_TOKENS
 from app.ui.chat.attaching import forget_thumbnails
 from app.ui.chat.attachments_bar import AttachmentChip
-from app.ui.chat.tool_turn import ToolSetup
 from app.ui.engine_session import api_model_id
 from app.ui.main_window import MainWindow
 from tests.helpers.attaching import RecordingWorker, attach, drop_files, send_and_finish
 from tests.helpers.fake_app import WAIT_MS, fake_services, model_file, show_window
-from tests.helpers.http_stub import Stub, sse_answer
 from tests.helpers.images import png
+from tests.helpers.mcp_config import time_server
 from tests.helpers.scripted_engine import ScriptedEngine
-from tests.helpers.window import widget
+from tests.helpers.tool_turn import offer_tools
+from tests.helpers.window import on_remote_stub, widget
 
 REFUSAL = "fake-model can't read images; load a vision model."
 
@@ -226,12 +223,7 @@ def test_a_model_without_a_projector_says_so_and_send_is_refused(
 def test_a_remote_model_gets_the_image_as_an_image_url_part(
     qtbot: QtBot, window: MainWindow, tmp_path: Path
 ) -> None:
-    stub = Stub()  # an OpenAI-compatible server on 127.0.0.1 that keeps what it was sent
-    stub.routes[("POST", "/v1/chat/completions")] = sse_answer
-    try:
-        window.services.providers.add(make_provider("stub", f"{stub.url}/v1", "llama-server"))
-        window.services.engine.select_remote("stub::alpha")
-        window.controller.set_model("stub::alpha")
+    with on_remote_stub(window) as stub:
         harbour = picture(tmp_path)
         attach(qtbot, window, harbour)
         assert not the_chip(window).detail_label.text().endswith(REFUSAL)
@@ -242,8 +234,6 @@ def test_a_remote_model_gets_the_image_as_an_image_url_part(
             {"type": "image_url", "image_url": {"url": url}},
             {"type": "text", "text": "What is in this picture?"},
         ]
-    finally:
-        stub.close()
 
 
 def test_a_new_window_shows_the_sent_image_from_its_stored_copy(
@@ -289,11 +279,8 @@ def test_a_follow_up_to_a_model_without_a_projector_names_the_earlier_image_it_l
 def test_an_answer_with_tools_leaves_the_images_out_and_says_so(
     qtbot: QtBot, window: MainWindow, tmp_path: Path
 ) -> None:
-    server = ServerConfig("time", command=sys.executable, args=("-m", "mcp_server_time"))
-    McpConfig().add(dataclasses.replace(server, approved_command=server.command_line))
-    window.controller.set_tool_setup(ToolSetup(("time",), "auto"))
     scripted = ScriptedEngine(["A harbour."])  # the tool loop's engine: no calls
-    window.controller.answers.tools.engine = scripted
+    offer_tools(window, time_server(), scripted)
     attach(qtbot, window, picture(tmp_path))
     answer = send_and_finish(qtbot, window, "What is in this picture?")
     assert str(scripted.requests[-1].messages[-1].get("content")) == "What is in this picture?"

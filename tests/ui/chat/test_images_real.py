@@ -33,9 +33,7 @@ def vision_worker(
     yield from loaded_worker(gemma_path, params)
 
 
-@pytest.fixture
-def engine_worker(vision_worker: EngineWorker) -> EngineWorker:
-    return vision_worker
+ENGINE_WORKER = "vision_worker"  # the model with its projector
 
 
 def test_an_attached_png_reaches_the_real_model_and_a_restart_shows_it(

@@ -11,7 +11,7 @@ from app.ui.chat.code_block import CodeBlock
 from app.ui.chat.markdown import CodeSegment, HtmlSegment, MarkdownRenderer, stable_prefix
 from app.ui.chat.message_body import MarkdownBody, RichTextLabel
 from app.ui.main_window import MainWindow
-from tests.helpers.chat_view import count_coloured_lines
+from tests.helpers.chat_view import CODE_LINES, count_coloured_lines, streamed_code_block
 
 SAMPLE = """# Title
 
@@ -159,11 +159,8 @@ def test_a_long_streaming_code_block_redoes_only_its_last_lines(
 
     assert isinstance(monkeypatch, pytest.MonkeyPatch)
     highlighted = count_coloured_lines(monkeypatch)
-    lines = [f"value_{i} = compute({i})  # line {i}" for i in range(130)]
-    block = CodeBlock(CodeSegment("", "python", False))
-    qtbot.addWidget(block)
-    for n in range(1, len(lines) + 1):
-        block.set_segment(CodeSegment("\n".join(lines[:n]), "python", False))
+    lines = CODE_LINES[:130]
+    block = streamed_code_block(qtbot, len(lines))
     assert max(highlighted) <= code_block.FROZEN_LINES + 1
     block.show()
     qtbot.waitExposed(block)

@@ -4,7 +4,6 @@ chat has its own stop button, and opening a chat that is answering shows its ans
 
 from __future__ import annotations
 
-import pytest
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
@@ -21,11 +20,6 @@ from tests.helpers.window import widget
 
 # Long answers: each test stops them (or lets them end) when it chooses.
 FAKE_ENGINE = FakeEngine(options={"tokens_per_second": 150}, max_tokens=20_000)
-
-
-@pytest.fixture
-def window(fake_window: MainWindow) -> MainWindow:
-    return fake_window
 
 
 def test_two_chats_stream_at_once_each_with_its_own_stop(

@@ -12,12 +12,12 @@ from pytestqt.qtbot import QtBot
 from app.chats.models import Message
 from app.engine.types import SamplingParams
 from app.ui.main_window import MainWindow
+from tests.helpers.engine_checks import NO_END
 from tests.helpers.window import ANSWER_TIMEOUT, LONG_PROMPT, set_max_tokens, type_and_send
 
 pytestmark = pytest.mark.slow
 
 # Greedy, and end-of-turn / end-of-text banned: every answer writes text until max_tokens.
-BAN_END = {1: -100.0, 106: -100.0}
 
 
 def _started(window: MainWindow, text: str) -> str:
@@ -41,7 +41,7 @@ def test_two_chats_get_answers_at_once_and_stop_separately(
     chat_sampling = controller.sampling_params
 
     def sampling() -> SamplingParams:
-        return dataclasses.replace(chat_sampling(), temperature=0.0, logit_bias=BAN_END)
+        return dataclasses.replace(chat_sampling(), temperature=0.0, logit_bias=NO_END)
 
     monkeypatch.setattr(controller, "sampling_params", sampling)
     ended: list[Message] = []

@@ -19,26 +19,20 @@ from app.ui.chat.markdown import MarkdownRenderer
 from app.ui.chat.message_widget import MessageWidget
 from app.ui.main_window import MainWindow
 from tests.helpers.fake_app import WAIT_MS, FakeEngine
+from tests.helpers.spying import spy
 
 FAKE_ENGINE = FakeEngine(options={"tokens_per_second": 2000}, max_tokens=200)
 
 
-@pytest.fixture
-def window(fake_window: MainWindow) -> MainWindow:
-    return fake_window
+def role_built(_widget: MessageWidget, message: Message, *_args: Any, **_kwargs: Any) -> str:
+    """Whose message a MessageWidget is built for."""
+    return message.role
 
 
 def test_sending_builds_one_message_per_event_loop_turn(
     qtbot: QtBot, window: MainWindow, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    built: list[str] = []
-    real = MessageWidget.__init__
-
-    def init(widget: MessageWidget, message: Message, *args: Any, **kwargs: Any) -> None:
-        built.append(message.role)
-        real(widget, message, *args, **kwargs)
-
-    monkeypatch.setattr(MessageWidget, "__init__", init)
+    built = spy(monkeypatch, MessageWidget, "__init__", role_built)
     controller = window.controller
     done: list[object] = []
     controller.answer_finished.connect(done.append)
@@ -62,14 +56,7 @@ def test_a_timer_due_at_sending_runs_before_the_answer_is_built(
 ) -> None:
     """The answer's message waits for a turn of its own: a posted event (QTimer.singleShot(0))
     ran before any timer or paint was due, in the same stretch as the send."""
-    order: list[str] = []
-    real = MessageWidget.__init__
-
-    def init(widget: MessageWidget, message: Message, *args: Any, **kwargs: Any) -> None:
-        order.append(message.role)
-        real(widget, message, *args, **kwargs)
-
-    monkeypatch.setattr(MessageWidget, "__init__", init)
+    order = spy(monkeypatch, MessageWidget, "__init__", role_built)
     probe = QTimer()
     probe.setSingleShot(True)
     probe.setInterval(0)

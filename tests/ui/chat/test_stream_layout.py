@@ -25,11 +25,13 @@ from app.ui.chat.message_body import MarkdownBody, RichTextLabel
 from app.ui.chat.message_widget import STREAM_SLICE, MessageWidget
 from tests.helpers.chat_view import (
     CHUNK,
+    CODE_LINES,
     count_coloured_lines,
     settle_layouts,
     shown_chat_view,
     start_answer,
     stored_message,
+    streamed_code_block,
 )
 from tests.helpers.parallel_fake import ANSWER
 
@@ -290,11 +292,8 @@ def test_a_growing_code_block_colours_a_few_lines_per_update(
     """Its last group of FROZEN_LINES was coloured and laid out again on every update, up to 40
     lines (~30 ms); now its whole lines wait in pieces, and the group is joined from them."""
     coloured = count_coloured_lines(monkeypatch)
-    lines = [f"value_{i} = compute({i})  # line {i}" for i in range(95)]
-    block = CodeBlock(CodeSegment("", "python", False))
-    qtbot.addWidget(block)
-    for n in range(1, len(lines) + 1):
-        block.set_segment(CodeSegment("\n".join(lines[:n]), "python", False))
+    lines = CODE_LINES[:95]
+    block = streamed_code_block(qtbot, len(lines))
     assert max(coloured) <= code_block.PIECE_LINES + 1
     block.set_segment(CodeSegment("\n".join(lines), "python", True))
     block.show()

@@ -20,8 +20,9 @@ from app.ui.chat.thought_block import AnswerBody
 from app.ui.main_window import MainWindow
 from app.ui.theme import LIGHT
 from tests.helpers import parallel_fake
-from tests.helpers.fake_app import FakeEngine, fake_services, load_fake, model_file, show_window
+from tests.helpers.fake_app import FakeEngine, load_fake, model_file, own_fake_window
 from tests.helpers.parallel_fake import ParallelFakeWorker
+from tests.helpers.spying import spy
 from tests.helpers.window import send, widget
 
 THINKS = "{% if enable_thinking %}<think>{% endif %}{{ messages[0].content }}"
@@ -106,11 +107,6 @@ def fake_worker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[_Re
     worker.shutdown()
 
 
-@pytest.fixture
-def window(fake_window: MainWindow) -> MainWindow:
-    return fake_window
-
-
 def test_a_thinking_answer_is_folded_above_it_and_timed(
     qtbot: QtBot, window: MainWindow, fake_worker: _Recording
 ) -> None:
@@ -155,17 +151,9 @@ def test_the_thinking_control_is_saved_with_the_chat_and_sent(
 def test_no_thinking_control_for_a_model_that_does_not_think(
     qtbot: QtBot, ember_app: QApplication, tmp_path: Path
 ) -> None:
-    worker = ParallelFakeWorker()
-    load_fake(worker, model_file(tmp_path, "plain.gguf"))
-    services = fake_services(worker, max_tokens=4)
-    window = show_window(qtbot, services)
-    try:
+    with own_fake_window(qtbot, tmp_path, "plain.gguf") as window:
         window.panel.show()
         assert not window.panel.thinking_box.isVisibleTo(window.panel)
-    finally:
-        window.close()
-        services.close()
-        worker.shutdown()
 
 
 def test_an_answer_without_thinking_streams_without_splitting_it_again(
@@ -175,14 +163,7 @@ def test_an_answer_without_thinking_streams_without_splitting_it_again(
     a long answer is not split from its start on every piece (quadratic)."""
     from app.ui.chat import thought_block
 
-    splits: list[int] = []
-    real = thought_block.split_thinking
-
-    def counting(text: str) -> Any:
-        splits.append(len(text))
-        return real(text)
-
-    monkeypatch.setattr(thought_block, "split_thinking", counting)
+    splits = spy(monkeypatch, thought_block, "split_thinking", len)
     body = AnswerBody(MarkdownRenderer(LIGHT))
     qtbot.addWidget(body)
     for i in range(200):

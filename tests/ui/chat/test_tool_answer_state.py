@@ -24,16 +24,15 @@ from pytestqt.qtbot import QtBot
 
 from app.engine.types import Request
 from app.engine.worker import EngineWorker, Job
-from app.tools.config import McpConfig
 from app.ui.chat.message_widget import MessageWidget
 from app.ui.chat.tool_card import ToolCallCard
-from app.ui.chat.tool_turn import ToolSetup
 from app.ui.engine_session import GENERATING, LOADING
 from app.ui.main_window import MainWindow
 from tests.helpers.fake_app import load_fake, model_file
 from tests.helpers.mcp_config import sdk_server
 from tests.helpers.parallel_fake import ParallelFakeWorker
 from tests.helpers.scripted_engine import ScriptedEngine, call_text
+from tests.helpers.tool_turn import new_chat_with_tools, send_until_asked
 from tests.helpers.window import widget
 
 WAIT_MS = 60_000
@@ -64,13 +63,6 @@ def hovered(message: MessageWidget) -> list[str]:
     return [a for a in actions if a in buttons and buttons[a].isVisibleTo(message)]
 
 
-def chat_with_the_slow_server(window: MainWindow, tmp_path: Path) -> None:
-    McpConfig().add(sdk_server("slow", tmp_path / "markers"))
-    window.services.settings.set("tools.max_rounds", 8)
-    window.controller.new_conversation()
-    window.controller.set_tool_setup(ToolSetup(("slow",), "auto"))
-
-
 def status(window: MainWindow) -> tuple[str, object]:
     return window.status.state_label.text(), window.status.dot.property("state")
 
@@ -79,12 +71,11 @@ def test_while_a_call_waits_and_runs_the_bar_says_so_and_the_chat_offers_only_co
     qtbot: QtBot, make_window: Callable[[], MainWindow], tmp_path: Path
 ) -> None:
     window = make_window()
-    chat_with_the_slow_server(window, tmp_path)
+    slow = sdk_server("slow", tmp_path / "markers")
+    new_chat_with_tools(window, slow, ScriptedEngine([call_text("hang", "{}"), "Done."]))
     controller = window.controller
-    controller.answers.tools.engine = ScriptedEngine([call_text("hang", "{}"), "Done."])
 
-    with qtbot.waitSignal(controller.tool_approval_requested, timeout=WAIT_MS):
-        window.chat.composer.send_requested.emit("Wait for it.")
+    send_until_asked(qtbot, window, "Wait for it.")
     assert status(window) == ("Waiting for your approval to run hang", LOADING)
     question, call = controller.branch[:2]
     assert call.metadata.get("tool_calls") and call.status == "complete"
@@ -119,13 +110,11 @@ def test_between_the_rounds_the_answer_counts_as_generating(
     qtbot: QtBot, make_window: Callable[[], MainWindow], tmp_path: Path
 ) -> None:
     window = make_window()
-    chat_with_the_slow_server(window, tmp_path)
-    controller = window.controller
     engine = HoldsTheSecondRound([call_text("echo", '{"text": "hi"}')])
-    controller.answers.tools.engine = engine
+    new_chat_with_tools(window, sdk_server("slow", tmp_path / "markers"), engine)
+    controller = window.controller
 
-    with qtbot.waitSignal(controller.tool_approval_requested, timeout=WAIT_MS):
-        window.chat.composer.send_requested.emit("Say hi.")
+    send_until_asked(qtbot, window, "Say hi.")
     card = window.chat.tool_panel.pending()
     assert isinstance(card, ToolCallCard)
     card.allow_button.click()
@@ -152,7 +141,7 @@ def test_a_round_on_the_engine_worker_is_not_an_api_clients_answer(
     engine_worker: ParallelFakeWorker,
 ) -> None:
     window = make_window()
-    chat_with_the_slow_server(window, tmp_path)
+    new_chat_with_tools(window, sdk_server("slow", tmp_path / "markers"))
     window.services.settings.set("sampling.max_tokens", 1000)  # it writes until stopped
     controller = window.controller
     window.chat.composer.send_requested.emit("Tell me a story.")

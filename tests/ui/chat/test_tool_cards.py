@@ -20,30 +20,20 @@ from app.ui.main_window import MainWindow
 from tests.helpers.mcp_config import TIME_ARGS, approved, sdk_server, silent_server
 from tests.helpers.mcp_servers import PICTURE_SIZE
 from tests.helpers.scripted_engine import ScriptedEngine, call_text
+from tests.helpers.tool_turn import TIME_CALL, new_chat_with_tools, send_until_asked
 
 WAIT_MS = 120_000  # a failsafe for a busy machine, never reached when it works
-UTC_CALL = call_text("get_current_time", '{"timezone": "UTC"}')
 TIME = ServerConfig("time", command=sys.executable, args=TIME_ARGS)
-
-
-def chat_with(window: MainWindow, server: ServerConfig, engine: ScriptedEngine) -> None:
-    McpConfig().add(server)
-    window.services.settings.set("tools.max_rounds", 8)
-    window.controller.new_conversation()
-    window.controller.set_tool_setup(ToolSetup((server.name,), "auto"))
-    window.controller.answers.tools.engine = engine
 
 
 def test_a_command_line_never_run_is_asked_about_in_the_chat_and_runs_after_run_it(
     qtbot: QtBot, make_window: Callable[[], MainWindow]
 ) -> None:
     window = make_window()
-    chat_with(window, TIME, ScriptedEngine([UTC_CALL, "Noon."]))
+    new_chat_with_tools(window, TIME, ScriptedEngine([TIME_CALL, "Noon."]))
     McpConfig().update("time", always_allow=frozenset({"get_current_time"}))
     controller, panel = window.controller, window.chat.tool_panel
-    with qtbot.waitSignal(controller.tool_approval_requested, timeout=WAIT_MS) as asked:
-        window.chat.composer.send_requested.emit("What time is it?")
-    assert isinstance(asked.args[0], CommandRequest)
+    assert isinstance(send_until_asked(qtbot, window, "What time is it?"), CommandRequest)
     card = panel.pending()
     assert isinstance(card, CommandCard)
     assert card.title.text() == "Start the MCP server time?"
@@ -58,15 +48,21 @@ def test_a_command_line_never_run_is_asked_about_in_the_chat_and_runs_after_run_
     assert panel.cards == {}
 
 
+def asked_to_start_time(qtbot: QtBot, window: MainWindow, answer: str) -> ScriptedEngine:
+    """A new chat offered the time server never run: "What time is it?" sent, and the chat asks
+    whether to start the server. The tool loop's engine, which would write ``answer``."""
+    engine = ScriptedEngine([answer])
+    new_chat_with_tools(window, TIME, engine)
+    assert isinstance(send_until_asked(qtbot, window, "What time is it?"), CommandRequest)
+    return engine
+
+
 def test_dont_run_answers_without_that_servers_tools_and_says_so(
     qtbot: QtBot, make_window: Callable[[], MainWindow]
 ) -> None:
     window = make_window()
-    engine = ScriptedEngine(["Without tools, I cannot tell the time."])
-    chat_with(window, TIME, engine)
+    engine = asked_to_start_time(qtbot, window, "Without tools, I cannot tell the time.")
     controller, panel = window.controller, window.chat.tool_panel
-    with qtbot.waitSignal(controller.tool_approval_requested, timeout=WAIT_MS):
-        window.chat.composer.send_requested.emit("What time is it?")
     card = panel.pending()
     assert isinstance(card, CommandCard)
     with qtbot.waitSignal(controller.answer_finished, timeout=WAIT_MS) as finished:
@@ -82,8 +78,7 @@ def test_dont_run_answers_without_that_servers_tools_and_says_so(
     assert panel.cards == {card.call.id: card} and panel.pending() is None  # a note stays
     assert card.title.text() == "time was not started"
     assert "goes on without time's tools" in card.state.text()
-    with qtbot.waitSignal(controller.tool_approval_requested, timeout=WAIT_MS):
-        window.chat.composer.send_requested.emit("And now?")  # a new answer: a new question
+    send_until_asked(qtbot, window, "And now?")  # a new answer: a new question
     assert isinstance(panel.pending(), CommandCard) and card not in panel.cards.values()
 
 
@@ -91,11 +86,8 @@ def test_esc_while_a_command_line_is_asked_about_stops_the_answer_and_runs_nothi
     qtbot: QtBot, make_window: Callable[[], MainWindow]
 ) -> None:
     window = make_window()
-    engine = ScriptedEngine(["never asked"])
-    chat_with(window, TIME, engine)
+    engine = asked_to_start_time(qtbot, window, "never asked")
     controller, panel = window.controller, window.chat.tool_panel
-    with qtbot.waitSignal(controller.tool_approval_requested, timeout=WAIT_MS):
-        window.chat.composer.send_requested.emit("What time is it?")
     assert isinstance(panel.pending(), CommandCard)
     with qtbot.waitSignal(controller.answer_finished, timeout=WAIT_MS) as finished:
         controller.stop()  # what Esc does
@@ -111,7 +103,9 @@ def test_esc_while_a_server_is_still_connecting_stops_the_answer_at_once(
     window = make_window()
     started = tmp_path / "pid"
     engine = ScriptedEngine(["never asked"])
-    chat_with(window, silent_server("silent", started), engine)  # connecting waits out 30 s
+    new_chat_with_tools(
+        window, silent_server("silent", started), engine
+    )  # connecting waits out 30 s
     controller = window.controller
     window.chat.composer.send_requested.emit("What time is it?")
     qtbot.waitUntil(started.exists, timeout=WAIT_MS)
@@ -131,21 +125,21 @@ def test_the_message_that_calls_a_tool_shows_the_tokens_it_produced(
     qtbot: QtBot, make_window: Callable[[], MainWindow]
 ) -> None:
     window = make_window()
-    chat_with(window, approved(TIME), ScriptedEngine([UTC_CALL, "Noon."]))
+    new_chat_with_tools(window, approved(TIME), ScriptedEngine([TIME_CALL, "Noon."]))
     McpConfig().update("time", always_allow=frozenset({"get_current_time"}))
     controller = window.controller
     with qtbot.waitSignal(controller.answer_finished, timeout=WAIT_MS):
         window.chat.composer.send_requested.emit("What time is it?")
     calling, answer = controller.branch[1], controller.branch[3]
-    assert calling.metadata["tokens"] == len(UTC_CALL)  # its own round, not 0 nor the total
+    assert calling.metadata["tokens"] == len(TIME_CALL)  # its own round, not 0 nor the total
     assert calling.metadata["prompt_tokens"] == 100
     assert answer.metadata["tokens"] == len("Noon.")
     shown = window.chat.view.widget_for(calling.id)
     assert shown is not None
-    assert shown.stats_label.text().startswith(f"{len(UTC_CALL)} tokens")
+    assert shown.stats_label.text().startswith(f"{len(TIME_CALL)} tokens")
     window.close()
     again = make_window()  # reopened: the same stats
-    assert again.controller.branch[1].metadata["tokens"] == len(UTC_CALL)
+    assert again.controller.branch[1].metadata["tokens"] == len(TIME_CALL)
 
 
 def test_an_image_from_a_real_server_is_a_thumbnail_under_the_call(
@@ -154,7 +148,7 @@ def test_an_image_from_a_real_server_is_a_thumbnail_under_the_call(
     window = make_window()
     pictures = sdk_server("pictures", tmp_path / "markers")
     engine = ScriptedEngine([call_text("picture", "{}"), "A red rectangle."])
-    chat_with(window, pictures, engine)
+    new_chat_with_tools(window, pictures, engine)
     McpConfig().update("pictures", always_allow=frozenset({"picture"}))
     controller = window.controller
     with qtbot.waitSignal(controller.answer_finished, timeout=WAIT_MS):

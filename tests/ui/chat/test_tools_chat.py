@@ -4,8 +4,6 @@ model; the calls are saved, come back after a restart and are in the export; Esc
 
 from __future__ import annotations
 
-import dataclasses
-import sys
 from collections.abc import Callable
 
 from PySide6.QtCore import QEvent
@@ -13,22 +11,34 @@ from PySide6.QtWidgets import QApplication, QLabel, QMenu
 from pytestqt.qtbot import QtBot
 
 from app.chats.tool_messages import tool_calls
-from app.tools.config import McpConfig, ServerConfig
+from app.tools.config import McpConfig
 from app.ui.chat.tool_card import ToolCallCard
 from app.ui.chat.tool_panel import ToolPanel
 from app.ui.chat.tool_turn import ToolSetup
 from app.ui.main_window import MainWindow
+from tests.helpers.mcp_config import time_server
 from tests.helpers.scripted_engine import ScriptedEngine, call_text
+from tests.helpers.tool_turn import TIME_CALL, send_until_asked
 
 WAIT_MS = 240_000
 
 
-def add_time_server(window: MainWindow) -> None:
-    server = ServerConfig("time", command=sys.executable, args=("-m", "mcp_server_time"))
-    McpConfig().add(dataclasses.replace(server, approved_command=server.command_line))
+def add_time_server(window: MainWindow, max_rounds: int = 1) -> None:
+    McpConfig().add(time_server())
     window.services.settings.set("sampling.max_tokens", 40)  # room for the whole call
-    window.services.settings.set("tools.max_rounds", 1)  # then an answer without tools
+    window.services.settings.set("tools.max_rounds", max_rounds)  # then an answer without tools
     window.controller.new_conversation()
+
+
+def answer_the_time_without_asking(qtbot: QtBot, window: MainWindow, *answers: str) -> None:
+    """The time tool allowed always, the tool loop's engine scripted to call it in UTC and then
+    write ``answers``: "What time is it?" is sent and answered."""
+    add_time_server(window)
+    window.controller.set_tool_setup(ToolSetup(("time",), "auto"))
+    McpConfig().update("time", always_allow=frozenset({"get_current_time"}))
+    window.controller.answers.tools.engine = ScriptedEngine([TIME_CALL, *answers])
+    with qtbot.waitSignal(window.controller.answer_finished, timeout=WAIT_MS):
+        window.chat.composer.send_requested.emit("What time is it?")
 
 
 def test_a_chat_calls_the_time_tool_after_allow_once(
@@ -92,8 +102,7 @@ def test_esc_while_a_call_waits_denies_it_and_stops_the_answer(
     add_time_server(window)
     controller = window.controller
     controller.set_tool_setup(ToolSetup(("time",), "required"))
-    with qtbot.waitSignal(controller.tool_approval_requested, timeout=WAIT_MS):
-        window.chat.composer.send_requested.emit("What time is it?")
+    send_until_asked(qtbot, window, "What time is it?")
     with qtbot.waitSignal(controller.answer_finished, timeout=WAIT_MS) as finished:
         controller.stop()  # what Esc does
     assert finished.args[0].status == "stopped"
@@ -111,17 +120,14 @@ def test_always_allow_asks_once_and_the_next_call_just_runs(
 ) -> None:
     """The same flow with a scripted engine (the real one above): fast and exact."""
     window = make_window()
-    add_time_server(window)
-    window.services.settings.set("tools.max_rounds", 8)
+    add_time_server(window, max_rounds=8)
     controller = window.controller
     controller.set_tool_setup(ToolSetup(("time",), "auto"))
-    utc = call_text("get_current_time", '{"timezone": "UTC"}')
     tokyo = call_text("get_current_time", '{"timezone": "Asia/Tokyo"}')
-    controller.answers.tools.engine = ScriptedEngine([utc, tokyo, "Noon in London."])
+    controller.answers.tools.engine = ScriptedEngine([TIME_CALL, tokyo, "Noon in London."])
     asked: list[object] = []
     controller.tool_approval_requested.connect(asked.append)
-    with qtbot.waitSignal(controller.tool_approval_requested, timeout=WAIT_MS):
-        window.chat.composer.send_requested.emit("What time is it?")
+    send_until_asked(qtbot, window, "What time is it?")
     card = window.chat.tool_panel.pending()
     assert isinstance(card, ToolCallCard)
     with qtbot.waitSignal(controller.answer_finished, timeout=WAIT_MS):
@@ -139,14 +145,8 @@ def test_regenerate_after_a_tool_result_keeps_the_calls_and_makes_a_branch(
     qtbot: QtBot, make_window: Callable[[], MainWindow]
 ) -> None:
     window = make_window()
-    add_time_server(window)
+    answer_the_time_without_asking(qtbot, window, "First answer.", "Second answer.")
     controller = window.controller
-    controller.set_tool_setup(ToolSetup(("time",), "auto"))
-    McpConfig().update("time", always_allow=frozenset({"get_current_time"}))
-    utc = call_text("get_current_time", '{"timezone": "UTC"}')
-    controller.answers.tools.engine = ScriptedEngine([utc, "First answer.", "Second answer."])
-    with qtbot.waitSignal(controller.answer_finished, timeout=WAIT_MS):
-        window.chat.composer.send_requested.emit("What time is it?")
     first = controller.branch[-1]
     assert first.content == "First answer."
     with qtbot.waitSignal(controller.answer_finished, timeout=WAIT_MS) as again:
@@ -197,14 +197,7 @@ def test_calls_and_results_show_in_the_chat_also_after_a_restart(
     qtbot: QtBot, make_window: Callable[[], MainWindow]
 ) -> None:
     window = make_window()
-    add_time_server(window)
-    controller = window.controller
-    controller.set_tool_setup(ToolSetup(("time",), "auto"))
-    McpConfig().update("time", always_allow=frozenset({"get_current_time"}))
-    utc = call_text("get_current_time", '{"timezone": "UTC"}')
-    controller.answers.tools.engine = ScriptedEngine([utc, "Noon."])
-    with qtbot.waitSignal(controller.answer_finished, timeout=WAIT_MS):
-        window.chat.composer.send_requested.emit("What time is it?")
+    answer_the_time_without_asking(qtbot, window, "Noon.")
     window.close()
 
     again = make_window()
@@ -241,8 +234,7 @@ def test_a_chat_can_turn_single_tools_off(
     qtbot: QtBot, make_window: Callable[[], MainWindow]
 ) -> None:
     window = make_window()
-    add_time_server(window)
-    window.services.settings.set("tools.max_rounds", 8)
+    add_time_server(window, max_rounds=8)
     controller, panel = window.controller, window.chat.tool_panel
     panel.choose_servers(["time"])
     panel.fill_menu()

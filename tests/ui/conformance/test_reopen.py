@@ -21,6 +21,7 @@ from tests.helpers.fake_app import ask
 pytestmark = pytest.mark.gui_conformance
 
 SIZE = QSize(942, 588)  # the default window on a 1024×640 screen
+Opener = tuple[Callable[[], QWidget], Callable[[], None]]  # what opens it (shown), what closes it
 
 
 def deleted_later() -> None:
@@ -29,7 +30,7 @@ def deleted_later() -> None:
     states.settle()
 
 
-def chat_settings(window: MainWindow) -> tuple[Callable[[], QWidget], Callable[[], None]]:
+def chat_settings(window: MainWindow) -> Opener:
     def open_() -> QWidget:
         window.header.settings_button.setChecked(True)
         return window
@@ -37,7 +38,7 @@ def chat_settings(window: MainWindow) -> tuple[Callable[[], QWidget], Callable[[
     return open_, window.panel.close_requested.emit
 
 
-def sidebar(window: MainWindow) -> tuple[Callable[[], QWidget], Callable[[], None]]:
+def sidebar(window: MainWindow) -> Opener:
     def open_() -> QWidget:
         if not window.sidebar.isVisible():
             window.toggle_sidebar()
@@ -50,34 +51,31 @@ def sidebar(window: MainWindow) -> tuple[Callable[[], QWidget], Callable[[], Non
     return open_, close
 
 
-def model_picker(window: MainWindow) -> tuple[Callable[[], QWidget], Callable[[], None]]:
+def popup(open_it: Callable[[], object], shown: Callable[[], QWidget]) -> Opener:
+    """What ``open_it()`` opens and ``shown()`` finds, closed with its own ``close()``."""
+
+    def open_() -> QWidget:
+        open_it()
+        return shown()
+
+    def close() -> None:
+        shown().close()
+
+    return open_, close
+
+
+def model_picker(window: MainWindow) -> Opener:
     picker = window.header.picker
-
-    def open_() -> QWidget:
-        picker.open_menu()
-        return picker.menu
-
-    def close() -> None:
-        picker.menu.close()
-
-    return open_, close
+    return popup(picker.open_menu, lambda: picker.menu)
 
 
-def loaded_models(window: MainWindow) -> tuple[Callable[[], QWidget], Callable[[], None]]:
+def loaded_models(window: MainWindow) -> Opener:
     button = states.loaded_models_button(window)
-
-    def open_() -> QWidget:
-        button.open_popup()
-        return button.popup
-
-    def close() -> None:
-        button.popup.close()
-
-    return open_, close
+    return popup(button.open_popup, lambda: button.popup)
 
 
-def page(name: str) -> Callable[[MainWindow], tuple[Callable[[], QWidget], Callable[[], None]]]:
-    def make(window: MainWindow) -> tuple[Callable[[], QWidget], Callable[[], None]]:
+def page(name: str) -> Callable[[MainWindow], Opener]:
+    def make(window: MainWindow) -> Opener:
         def open_() -> QWidget:
             window.show_page(name)
             return window
@@ -87,41 +85,30 @@ def page(name: str) -> Callable[[MainWindow], tuple[Callable[[], QWidget], Calla
     return make
 
 
-def settings(window: MainWindow) -> tuple[Callable[[], QWidget], Callable[[], None]]:
-    def open_() -> QWidget:
-        window.open_settings()
-        assert window.settings_dialog is not None
-        return window.settings_dialog
+def dialog(opens: str, kept_in: str) -> Callable[[MainWindow], Opener]:
+    """A dialog the window opens with ``window.<opens>()`` and keeps in ``window.<kept_in>``."""
 
-    def close() -> None:
-        assert window.settings_dialog is not None
-        window.settings_dialog.close()
+    def make(window: MainWindow) -> Opener:
+        def shown() -> QWidget:
+            widget = getattr(window, kept_in)
+            assert isinstance(widget, QWidget)
+            return widget
 
-    return open_, close
+        return popup(getattr(window, opens), shown)
 
-
-def shortcuts(window: MainWindow) -> tuple[Callable[[], QWidget], Callable[[], None]]:
-    def open_() -> QWidget:
-        window.open_shortcuts()
-        assert window.shortcuts_dialog is not None
-        return window.shortcuts_dialog
-
-    def close() -> None:
-        assert window.shortcuts_dialog is not None
-        window.shortcuts_dialog.close()
-
-    return open_, close
+    return make
 
 
 OPENERS = {
-    "keyboard shortcuts": shortcuts,
+    "keyboard shortcuts": dialog("open_shortcuts", "shortcuts_dialog"),
     "chat settings": chat_settings,
     "sidebar": sidebar,
     "model picker": model_picker,
     "loaded models": loaded_models,
     "models page": page(MODELS),
     "server page": page(SERVER),
-    "settings": settings,  # issue 23, finding 1: it could not be opened a second time
+    # issue 23, finding 1: Settings could not be opened a second time
+    "settings": dialog("open_settings", "settings_dialog"),
 }
 
 

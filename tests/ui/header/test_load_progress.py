@@ -6,17 +6,11 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-import pytest
 from pytestqt.qtbot import QtBot
 
-from app.engine.worker import EngineWorker
 from app.ui.main_window import MainWindow
 
-
-@pytest.fixture
-def engine_worker(idle_worker: EngineWorker) -> EngineWorker:
-    """A worker of its own with no model: this test loads one."""
-    return idle_worker
+ENGINE_WORKER = "idle_worker"  # a worker of its own with no model: this test loads one
 
 
 def test_the_picker_shows_the_load_percentage(

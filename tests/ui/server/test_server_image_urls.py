@@ -7,29 +7,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
 from app.server.config import image_urls_allowed
 from app.ui.main_window import MainWindow
-from app.ui.nav_rail import SERVER
 from tests.helpers.net import free_port
-
-START_TIMEOUT = 20_000
+from tests.helpers.server_page import START_TIMEOUT, show_server_page, start, wait_state
 
 
 def test_the_image_urls_switch_is_off_saved_and_applied_on_restart(
     qtbot: QtBot, make_window: Callable[[], MainWindow]
 ) -> None:
-    window = make_window()
+    window = show_server_page(make_window, free_port())
     form, controller = window.server_pane.form, window.server
-    form.port.setValue(free_port())
-    form.flush()
-    window.show_page(SERVER)
     assert not form.image_urls.isChecked() and not controller.config().image_urls
 
-    qtbot.mouseClick(window.server_pane.switch, Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: controller.state == "running", timeout=START_TIMEOUT)
+    start(qtbot, window)
     running = controller.running_config
     assert running is not None and not running.image_urls
     assert not window.server_pane.restart_notice.isVisible()
@@ -45,25 +38,21 @@ def test_the_image_urls_switch_is_off_saved_and_applied_on_restart(
     )
     assert not window.server_pane.restart_notice.isVisible()
     controller.set_enabled(False)
-    qtbot.waitUntil(lambda: controller.state == "stopped", timeout=START_TIMEOUT)
+    wait_state(qtbot, controller, "stopped")
 
 
 def test_the_local_addresses_switch_is_off_needs_image_urls_and_is_applied_on_restart(
     qtbot: QtBot, make_window: Callable[[], MainWindow]
 ) -> None:
-    window = make_window()
+    window = show_server_page(make_window, free_port())
     form, controller = window.server_pane.form, window.server
-    form.port.setValue(free_port())
-    form.flush()
-    window.show_page(SERVER)
     local = form.image_urls_local
     assert not local.isChecked() and not local.isEnabled()
     assert not controller.config().image_urls_local
 
     form.image_urls.click()
     assert local.isEnabled() and not local.isChecked()
-    qtbot.mouseClick(window.server_pane.switch, Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: controller.state == "running", timeout=START_TIMEOUT)
+    start(qtbot, window)
     running = controller.running_config
     assert running is not None and running.image_urls and not running.image_urls_local
 
@@ -83,4 +72,4 @@ def test_the_local_addresses_switch_is_off_needs_image_urls_and_is_applied_on_re
     form.image_urls.click()  # image URLs off: the local switch waits, greyed out
     assert not local.isEnabled() and local.isChecked()
     controller.set_enabled(False)
-    qtbot.waitUntil(lambda: controller.state == "stopped", timeout=START_TIMEOUT)
+    wait_state(qtbot, controller, "stopped")

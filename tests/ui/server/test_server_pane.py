@@ -35,6 +35,7 @@ from tests.helpers.server_page import (
     nothing_listens,
     pane,
     start,
+    start_with_a_new_key,
     wait_state,
 )
 from tests.helpers.window import LONG_PROMPT
@@ -343,10 +344,9 @@ def test_snippets_fill_in_the_url_model_and_key_and_really_work(
     view = pane(window).snippets
     form = pane(window).form
     stem = loaded_stem(engine_worker)
-    qtbot.mouseClick(form.generate_button, Qt.MouseButton.LeftButton)
-    key = window.services.settings.get("server.api_key")
-    assert key
-    url = start(qtbot, window)
+    key = start_with_a_new_key(qtbot, window)
+    url = window.server.base_url
+    assert url is not None
 
     curl = view.text("curl")
     assert url in curl and stem in curl and f"Bearer {key}" in curl

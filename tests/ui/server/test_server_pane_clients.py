@@ -18,19 +18,14 @@ from pytestqt.qtbot import QtBot
 from app.server.clients import NAMES
 from app.ui.main_window import MainWindow
 from tests.helpers.net import free_port
-from tests.helpers.server_page import WAIT_MS, show_server_page, start
+from tests.helpers.server_page import WAIT_MS, serving_with_a_new_key, show_server_page, start
 
 
 def test_each_client_is_listed_and_claude_codes_settings_work(
     qtbot: QtBot, make_window: Callable[[], MainWindow]
 ) -> None:
-    port = free_port()
-    window = show_server_page(make_window, port)
+    window, key, root = serving_with_a_new_key(qtbot, make_window)
     page = window.server_pane
-    qtbot.mouseClick(page.form.generate_button, Qt.MouseButton.LeftButton)
-    key = window.services.settings.get("server.api_key")
-    start(qtbot, window)
-    root = f"http://127.0.0.1:{port}"
     view = page.clients
     assert view.combo is not None
     assert [view.combo.itemText(i) for i in range(view.combo.count())] == list(NAMES)

@@ -18,19 +18,21 @@ from app.ui.main_window import MainWindow
 from app.ui.server.request_log_view import pretty_body
 from tests.helpers.fake_ollama import fake_ollama
 from tests.helpers.net import free_port
-from tests.helpers.server_page import WAIT_MS, nothing_listens, show_server_page, start, wait_state
+from tests.helpers.server_page import (
+    WAIT_MS,
+    nothing_listens,
+    serving_with_a_new_key,
+    show_server_page,
+    start,
+    wait_state,
+)
 
 
 def test_the_ollama_snippet_really_works_and_is_logged(
     qtbot: QtBot, make_window: Callable[[], MainWindow]
 ) -> None:
-    port = free_port()
-    window = show_server_page(make_window, port)
+    window, key, root = serving_with_a_new_key(qtbot, make_window)
     page = window.server_pane
-    qtbot.mouseClick(page.form.generate_button, Qt.MouseButton.LeftButton)
-    key = window.services.settings.get("server.api_key")
-    start(qtbot, window)
-    root = f"http://127.0.0.1:{port}"
     assert page.ollama_label.text() == f"Ollama-compatible API: {root}"
 
     snippet = page.snippets.text("Ollama")

@@ -18,7 +18,6 @@ from app.engine.backends import Device, Hardware
 from app.engine.load_settings import load_params
 from app.engine.sizing import AUTO_GPU_LAYERS
 from app.engine.types import LoadedModel
-from app.engine.worker import EngineWorker
 from app.ui.main_window import MainWindow
 from app.ui.settings.hardware_page import HardwarePage
 from app.ui.settings.settings_dialog import SettingsDialog
@@ -108,12 +107,7 @@ def test_a_device_chosen_before_but_gone_stays_chosen(
     assert settings.get("load.device") == "Vulkan1"  # never changed behind the person's back
 
 
-@pytest.fixture
-def engine_worker() -> Iterator[EngineWorker]:
-    """A worker of its own with no model: these tests load one."""
-    worker = EngineWorker()
-    yield worker
-    worker.shutdown()
+ENGINE_WORKER = "idle_worker"  # a worker of its own with no model: these tests load one
 
 
 def _load(qtbot: QtBot, window: MainWindow, gemma_path: Path) -> LoadedModel:
