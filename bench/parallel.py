@@ -271,6 +271,9 @@ def report(runs: dict[str, list[Rate]], clients: int) -> None:
     if clients > 1:
         ratio = median(f"Ember {clients}") / median("Ember 1")
         print(f"median: {clients} clients ÷ 1 client = {ratio:.2f} (target ≥ 1.5)")
+        if f"Ember plain {clients}" in runs:
+            ratio = median(f"Ember plain {clients}") / median("Ember plain 1")
+            print(f"median: without speculation, {clients} clients ÷ 1 client = {ratio:.2f}")
     for n in counts:
         target = "≥ 1.0" if n == 1 else "≥ 0.95"
         if f"llama-server {n}" in runs:
