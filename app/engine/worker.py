@@ -57,6 +57,7 @@ from app.engine.types import (
     TokenizeRequest,
     UnloadRequest,
     Usage,
+    engine_model_id,
     new_job_id,
 )
 
@@ -516,7 +517,7 @@ class EngineWorker:
         return self._state.models[key]
 
     def _do_load(self, job: Job, r: LoadRequest) -> FinalEvent:
-        model_id = r.model_id or r.path
+        model_id = engine_model_id(r.path, r.model_id)
         if model_id in self._state.models:  # reload with (possibly) new parameters
             self._do_unload(model_id)
         reported = -1.0
