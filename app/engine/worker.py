@@ -205,9 +205,8 @@ class _State:
 # Called while the weights load, with the fraction done; returning False stops the load.
 LoadProgressFn = Callable[[float], bool]
 ModelFactory = Callable[[LoadRequest, LoadProgressFn], Model]
-
-PROGRESS_STEP = 0.01
-ENGINE_STACK_BYTES = 16 * 1024 * 1024  # report a load's progress in steps of at least 1%
+PROGRESS_STEP = 0.01  # report a load's progress in steps of at least 1%
+ENGINE_STACK_BYTES = 16 * 1024 * 1024  # the engine thread's stack
 
 
 def _default_factory(request: LoadRequest, progress: LoadProgressFn) -> Model:
