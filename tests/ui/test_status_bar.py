@@ -103,29 +103,25 @@ def test_the_status_bar_counts_api_clients_answers(
         worker.shutdown()
 
 
-def test_conversations_in_ram_is_a_model_loading_setting(
-    qtbot: QtBot, ember_app: QApplication
+@pytest.mark.parametrize(
+    "case",
+    [
+        ("cache_ram", "cache_ram_mb", 1024, "1024 MiB", 1_048_576),  # Conversations in RAM
+        ("draft_max", "draft_max", 16, "16 tokens", 32),  # Speculation
+    ],
+    ids=["conversations-in-ram", "speculation"],
+)
+def test_model_loading_settings_that_can_be_off(
+    qtbot: QtBot, ember_app: QApplication, case: tuple[str, str, int, str, int]
 ) -> None:
+    attr, field, default, shown, maximum = case
     settings = Settings()
     dialog = SettingsDialog(settings, None)
     qtbot.addWidget(dialog)
     dialog.show_page("Model loading")
-    spin = dialog.findChild(QSpinBox, "load_cache_ram_mb")
-    assert spin is dialog.cache_ram and spin.value() == 1024
-    assert load_params(settings).cache_ram_mb == 1024
+    spin = dialog.findChild(QSpinBox, f"load_{field}")
+    assert spin is getattr(dialog, attr) and spin.value() == default
+    assert getattr(load_params(settings), field) == default
+    assert spin.maximum() == maximum and spin.text() == shown
     spin.setValue(0)
-    assert spin.text() == "Off" and load_params(Settings()).cache_ram_mb == 0
-
-
-def test_speculation_is_a_model_loading_setting_that_can_be_off(
-    qtbot: QtBot, ember_app: QApplication
-) -> None:
-    settings = Settings()
-    dialog = SettingsDialog(settings, None)
-    qtbot.addWidget(dialog)
-    dialog.show_page("Model loading")
-    spin = dialog.findChild(QSpinBox, "load_draft_max")
-    assert spin is dialog.draft_max and spin.value() == 16 == load_params(settings).draft_max
-    assert spin.maximum() == 32 and spin.text() == "16 tokens"
-    spin.setValue(0)
-    assert spin.text() == "Off" and load_params(Settings()).draft_max == 0
+    assert spin.text() == "Off" and getattr(load_params(Settings()), field) == 0
