@@ -92,6 +92,7 @@ class ServerController(QObject):
         self._status = ServerStatus("stopped", self.config().host, None)
         self._wanted = False
         self._busy = False
+        self._restart_asked = False  # Restart asked while a step ran: done after it
         self._keep_wish = False  # a failed start keeps server.enabled (see restore)
         self._closed = False
         self._lock = threading.Lock()
@@ -217,8 +218,10 @@ class ServerController(QObject):
         self._wanted = True
         self._keep_wish = False
         self.settings.set("server.enabled", True)
-        if self._busy:
+        if self._busy:  # a start still finishing: restart after it, with the new settings
+            self._restart_asked = True
             return
+        self._restart_asked = False
         self._busy = True
         self.last_error = None
         tasks().submit(self._restart_blocking, self._on_step_done, self._on_step_failed)
@@ -316,10 +319,14 @@ class ServerController(QObject):
     def _on_step_done(self, _result: object) -> None:
         self._busy = False
         self.ollama_port_changed.emit()
+        if self._restart_asked and self._wanted:
+            self.restart()
+            return
         self._step()
 
     def _on_step_failed(self, error: BaseException) -> None:
         self._busy = False
+        self._restart_asked = False
         self.ollama_port_changed.emit()
         self._refuse(gui_message(error, self.config()))
 

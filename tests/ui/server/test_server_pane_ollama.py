@@ -120,3 +120,21 @@ def test_a_streamed_ollama_answer_reads_as_its_text_in_the_log() -> None:
     assert pretty_body(generated).startswith("Streamed answer (done reason: none):\n\nab")
     truncated_request = '{"model": "m", "messages": [{"role": "user", "content": "aaaa'
     assert pretty_body(truncated_request) == truncated_request  # not a stream: as it came
+
+
+def test_restart_asked_while_the_server_still_starts_is_done_after_it(
+    qtbot: QtBot, make_window: Callable[[], MainWindow]
+) -> None:
+    port, extra = free_port(), free_port()
+    window = show_server_page(make_window, port)
+    page = window.server_pane
+    window.services.settings.set("server.ollama_port", extra)
+    page.form.load()
+    controller = window.server
+    controller.set_enabled(True)  # the start runs on the task runner: the step is busy
+    window.services.settings.set("server.ollama_port", 0)
+    controller.restart()  # asked before the start finished: it was dropped
+    qtbot.waitUntil(lambda: not controller.needs_restart(), timeout=WAIT_MS)
+    wait_state(qtbot, controller, "running")
+    assert controller.ollama_urls == [f"http://127.0.0.1:{port}"]
+    assert nothing_listens(extra)
