@@ -172,7 +172,7 @@ def load_params(args: argparse.Namespace) -> LoadParams:
         mmproj=str(args.mmproj) if getattr(args, "mmproj", None) else None,
         device=_device(getattr(args, "device", DEVICE_AUTO)),
         force=bool(getattr(args, "force", False)),
-        draft_max=getattr(args, "draft_max", LoadParams().draft_max),
+        draft_max=args.draft_max,
         draft_model=_draft_model(getattr(args, "draft_model", None)),
     )
 

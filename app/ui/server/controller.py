@@ -319,7 +319,8 @@ class ServerController(QObject):
     def _on_step_done(self, _result: object) -> None:
         self._busy = False
         self.ollama_port_changed.emit()
-        if self._restart_asked and self._wanted:
+        asked, self._restart_asked = self._restart_asked, False
+        if asked and self._wanted:  # not when switched off since
             self.restart()
             return
         self._step()

@@ -57,14 +57,21 @@ def test_the_ollama_snippet_really_works_and_is_logged(
     assert record.path == "/api/chat" and record.status == 200 and record.completion_tokens
 
 
+def _with_an_ollama_port(make_window: Callable[[], MainWindow]) -> tuple[MainWindow, int, int]:
+    """A window on the Server page for a free port, with the Ollama port setting on another
+    (11434 in real life): the window and the two ports."""
+    port, extra = free_port(), free_port()
+    window = show_server_page(make_window, port)
+    window.services.settings.set("server.ollama_port", extra)
+    window.server_pane.form.load()
+    return window, port, extra
+
+
 def test_the_ollama_port_setting_listens_there_too(
     qtbot: QtBot, make_window: Callable[[], MainWindow]
 ) -> None:
-    port, extra = free_port(), free_port()
-    window = show_server_page(make_window, port)
+    window, port, extra = _with_an_ollama_port(make_window)
     page = window.server_pane
-    window.services.settings.set("server.ollama_port", extra)  # 11434 in real life
-    page.form.load()
     assert page.form.ollama_port.isChecked()
     start(qtbot, window)
     controller = window.server
@@ -125,11 +132,7 @@ def test_a_streamed_ollama_answer_reads_as_its_text_in_the_log() -> None:
 def test_restart_asked_while_the_server_still_starts_is_done_after_it(
     qtbot: QtBot, make_window: Callable[[], MainWindow]
 ) -> None:
-    port, extra = free_port(), free_port()
-    window = show_server_page(make_window, port)
-    page = window.server_pane
-    window.services.settings.set("server.ollama_port", extra)
-    page.form.load()
+    window, port, extra = _with_an_ollama_port(make_window)
     controller = window.server
     controller.set_enabled(True)  # the start runs on the task runner: the step is busy
     window.services.settings.set("server.ollama_port", 0)
